@@ -1,0 +1,108 @@
+// CODIF frame header codec: both layouts (DESIGN §8).
+//
+// Current layout ("v2"): eight little-endian 64-bit words, sync 0xFEEDCAFE in
+// word 5 bits 0-31. Draft layout: sixteen little-endian 32-bit words, sync
+// 0xADEADBEE in word 11; its frame length counts the header and its channel
+// count is stored minus one. `CodifHeader` always holds the *meaning*
+// (payload bytes / 8, real channel count), whatever the layout on the wire.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "formats/bytes.hpp"
+
+namespace ibvcap {
+
+inline constexpr std::size_t kCodifHeaderBytes = 64;
+inline constexpr std::uint32_t kCodifSyncV2 = 0xFEEDCAFEu;
+inline constexpr std::uint32_t kCodifSyncDraft = 0xADEADBEEu;
+
+enum class CodifLayout : std::uint8_t { v2, draft };
+std::string_view to_string(CodifLayout layout);
+
+struct CodifHeader {
+    CodifLayout layout = CodifLayout::v2;
+    std::uint32_t frame = 0;    // frame number within the period
+    std::uint32_t seconds = 0;  // seconds since the epoch's reference date
+    std::uint8_t epoch = 0;     // half-years since 2000-01-01
+    std::uint8_t nbits = 0;     // bits per real sample component
+    bool power = false;
+    bool invalid = false;
+    bool complex = false;
+    bool cal = false;
+    std::uint8_t representation = 0;
+    std::uint8_t version = 0;
+    std::uint8_t protocol = 0;
+    std::uint16_t period = 0;  // seconds
+    std::uint16_t threadid = 0;
+    std::uint16_t groupid = 0;
+    std::uint16_t secondaryid = 0;
+    std::uint16_t stationid = 0;
+    std::uint16_t nchan = 0;  // real number of channels (never stored minus one here)
+    std::uint16_t blocklength = 0;
+    std::uint32_t framelength8 = 0;  // payload bytes / 8 (header excluded, whatever the layout)
+    std::uint64_t totalsamples = 0;  // samples per channel per period
+    std::uint16_t metaid = 0;
+    std::uint16_t meta1 = 0;
+    std::array<std::uint64_t, 2> metadata{};  // v2 words 6 and 7
+
+    std::uint64_t payload_bytes() const { return std::uint64_t{framelength8} * 8; }
+    std::uint64_t frame_bytes() const { return payload_bytes() + kCodifHeaderBytes; }
+    friend bool operator==(const CodifHeader&, const CodifHeader&) = default;
+};
+
+enum class CodifError : std::uint8_t {
+    none,
+    short_buffer,   // fewer than 64 bytes
+    bad_sync,       // neither sync word: not a CODIF frame
+    zero_nchan,
+    zero_nbits,
+    zero_period,
+    zero_framelength,
+    bad_framelength,    // draft layout: frame length smaller than the header
+    length_mismatch,    // header's frame length disagrees with the datagram
+    samples_not_integral,  // payload does not hold a whole number of samples
+    frame_beyond_period,   // frame number >= frames per period
+};
+std::string_view to_string(CodifError error);
+
+// Which layout the sync word says, or nullopt when it is not CODIF.
+std::optional<CodifLayout> detect_codif_layout(Bytes header);
+
+// Decode the 64-byte header. Checks only what the header says about itself
+// (sync word, non-zero nchan/nbits/period/framelength). On error `out` is
+// unspecified.
+CodifError decode_codif(Bytes header, CodifHeader& out);
+
+// Encode `h` in its layout into the first 64 bytes of `out` (out.size() >= 64).
+void encode_codif(const CodifHeader& h, MutableBytes out);
+
+// Full validation of a decoded header against the datagram that carried it:
+// `datagram_bytes` is the UDP payload length (header + payload).
+CodifError validate_codif(const CodifHeader& h, std::uint64_t datagram_bytes);
+
+// Sequence arithmetic (DESIGN §8). Both return 0 when the header cannot define
+// them (zero channels/bits, or a payload that is not a whole number of samples).
+std::uint64_t codif_samples_per_frame(const CodifHeader& h);
+std::uint64_t codif_frames_per_period(const CodifHeader& h);
+
+// A frame's position in one stream: (seconds, frame) with the stream's period and
+// frames per period. `index` is the absolute frame count from seconds 0.
+struct CodifTiming {
+    std::uint32_t period = 1;
+    std::uint64_t frames_per_period = 1;
+
+    std::uint64_t index(std::uint32_t seconds, std::uint32_t frame) const {
+        return std::uint64_t{seconds / period} * frames_per_period + frame;
+    }
+    // The (seconds, frame) that follows (s, f): (s, f+1), or (s + period, 0) on the wrap.
+    void next(std::uint32_t& seconds, std::uint32_t& frame) const;
+    // gap = index(s, f) - index(s0, f0) - 1: >0 frames missing between them,
+    // -1 a duplicate of (s0, f0), < -1 a frame that arrives after a later one.
+    std::int64_t gap(std::uint32_t s0, std::uint32_t f0, std::uint32_t s, std::uint32_t f) const;
+};
+
+}  // namespace ibvcap

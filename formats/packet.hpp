@@ -1,0 +1,98 @@
+// Ethernet / 802.1Q / IPv4 / UDP parsing of one received frame.
+//
+// Nothing here trusts the wire: every length is checked against the bytes that
+// were captured, and against each other (IP total length vs frame, UDP length vs
+// IP payload). A frame may arrive in two pieces (the verbs header/payload split:
+// SGE0 in host memory, SGE1 elsewhere); the parser only needs the first piece to
+// hold the Ethernet, IP and UDP headers, and says so when it does not.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "formats/bytes.hpp"
+
+namespace ibvcap {
+
+inline constexpr std::size_t kEthernetHeaderBytes = 14;
+inline constexpr std::size_t kVlanTagBytes = 4;
+inline constexpr std::size_t kMaxVlanTags = 2;
+inline constexpr std::size_t kIpv4MinHeaderBytes = 20;
+inline constexpr std::size_t kIpv4MaxHeaderBytes = 60;
+inline constexpr std::size_t kUdpHeaderBytes = 8;
+// Ethernet + IPv4 + UDP without VLAN tags or IP options: where a CODIF header
+// starts in the common case (42).
+inline constexpr std::size_t kPlainUdpPayloadOffset =
+    kEthernetHeaderBytes + kIpv4MinHeaderBytes + kUdpHeaderBytes;
+
+inline constexpr std::uint16_t kEtherTypeIpv4 = 0x0800;
+inline constexpr std::uint16_t kEtherTypeVlan = 0x8100;   // 802.1Q
+inline constexpr std::uint16_t kEtherTypeQinQ = 0x88A8;   // 802.1ad outer tag
+inline constexpr std::uint8_t kIpProtoUdp = 17;
+
+// Why a frame was not a well-formed IPv4/UDP datagram. The first group means
+// "not for us" (counted as non-CODIF), the second "damaged" (counted malformed).
+enum class PacketError : std::uint8_t {
+    none,
+    // not IPv4/UDP: counted as non-CODIF
+    not_ipv4,          // EtherType is not IPv4 (ARP, IPv6, LLDP, ...)
+    not_udp,           // IPv4 protocol is not UDP (IGMP, ICMP, TCP, ...)
+    // damaged or unusable: counted as malformed
+    truncated_ethernet,  // fewer than 14 bytes (or a VLAN tag cut short)
+    too_many_vlans,      // more than two 802.1Q/802.1ad tags
+    truncated_ipv4,      // IPv4 header does not fit in the captured bytes
+    bad_ip_version,      // version nibble != 4
+    bad_ip_header_length,  // IHL < 5
+    bad_ip_total_length,   // total length < IHL*4, or larger than the frame
+    ip_fragment,           // MF set or fragment offset != 0: not reassembled
+    truncated_udp,         // UDP header does not fit
+    bad_udp_length,        // UDP length < 8 or disagrees with the IP payload length
+    headers_split,         // headers run past the first piece of a split frame
+};
+std::string_view to_string(PacketError error);
+// True for the errors that mean "damaged" rather than "some other protocol".
+bool is_malformed(PacketError error);
+
+struct UdpPacket {
+    std::uint8_t vlan_count = 0;
+    std::uint16_t vlan_ids[kMaxVlanTags] = {0, 0};  // 12-bit VLAN IDs, outermost first
+    bool ip_options = false;                        // IHL > 5
+    std::uint32_t src_ip = 0;                       // host byte order
+    std::uint32_t dst_ip = 0;                       // host byte order
+    std::uint16_t src_port = 0;
+    std::uint16_t dst_port = 0;
+    std::uint32_t ip_offset = 0;       // IPv4 header offset in the frame
+    std::uint32_t payload_offset = 0;  // UDP payload offset in the frame
+    std::uint32_t payload_bytes = 0;   // UDP payload length (from the UDP header, checked)
+};
+
+// Parse a frame. `head` holds the first bytes of the frame (all of it when the
+// frame is contiguous); `captured_bytes` is the total number of bytes captured
+// (head plus any second piece). Padding after the IP datagram (short frames are
+// padded to 60 bytes on the wire) is allowed. On error `out` is unspecified.
+PacketError parse_udp_frame(Bytes head, std::uint64_t captured_bytes, UdpPacket& out);
+
+// Build Ethernet (+ optional 802.1Q tag) + IPv4 + UDP headers for a multicast
+// datagram into `out`; returns the header length (42, or 46 with a tag).
+// The destination MAC is the IPv4 multicast MAC (01:00:5e + low 23 bits of the
+// group), the IPv4 header checksum is filled in, the UDP checksum is 0 (allowed
+// for IPv4, and what NIC-less senders of CODIF do). `vlan_id` < 0: no tag.
+struct UdpHeaderSpec {
+    std::uint8_t src_mac[6] = {0x02, 0, 0, 0, 0, 1};
+    std::uint32_t src_ip = 0;  // host byte order
+    std::uint32_t dst_ip = 0;  // host byte order
+    std::uint16_t src_port = 0;
+    std::uint16_t dst_port = 0;
+    std::uint8_t ttl = 1;
+    int vlan_id = -1;
+    std::uint16_t ip_id = 0;
+};
+std::size_t build_udp_headers(const UdpHeaderSpec& spec, std::uint32_t udp_payload_bytes,
+                              MutableBytes out);
+
+// The Ethernet multicast MAC of an IPv4 group: 01:00:5e + low 23 bits.
+void multicast_mac(std::uint32_t group, std::uint8_t mac[6]);
+// RFC 1071 Internet checksum over `bytes` (used for the IPv4 header).
+std::uint16_t internet_checksum(Bytes bytes);
+
+}  // namespace ibvcap
