@@ -56,14 +56,14 @@ struct CodifHeader {
 
 enum class CodifError : std::uint8_t {
     none,
-    short_buffer,   // fewer than 64 bytes
-    bad_sync,       // neither sync word: not a CODIF frame
+    short_buffer,  // fewer than 64 bytes
+    bad_sync,      // neither sync word: not a CODIF frame
     zero_nchan,
     zero_nbits,
     zero_period,
     zero_framelength,
-    bad_framelength,    // draft layout: frame length smaller than the header
-    length_mismatch,    // header's frame length disagrees with the datagram
+    bad_framelength,       // draft layout: frame length smaller than the header
+    length_mismatch,       // header's frame length disagrees with the datagram
     samples_not_integral,  // payload does not hold a whole number of samples
     frame_beyond_period,   // frame number >= frames per period
 };
@@ -72,9 +72,11 @@ std::string_view to_string(CodifError error);
 // Which layout the sync word says, or nullopt when it is not CODIF.
 std::optional<CodifLayout> detect_codif_layout(Bytes header);
 
-// Decode the 64-byte header. Checks only what the header says about itself
-// (sync word, non-zero nchan/nbits/period/framelength). On error `out` is
-// unspecified.
+// Decode the 64-byte header. Checks only that it can be read: at least 64 bytes
+// (short_buffer), a CODIF sync word (bad_sync) and, for the draft layout, a frame
+// length no smaller than the header (bad_framelength). Zero nchan/nbits/period/
+// framelength decode successfully so that tools can still print such a header;
+// validate_codif() rejects them. On error `out` is unspecified.
 CodifError decode_codif(Bytes header, CodifHeader& out);
 
 // Encode `h` in its layout into the first 64 bytes of `out` (out.size() >= 64).

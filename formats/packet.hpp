@@ -26,8 +26,8 @@ inline constexpr std::size_t kPlainUdpPayloadOffset =
     kEthernetHeaderBytes + kIpv4MinHeaderBytes + kUdpHeaderBytes;
 
 inline constexpr std::uint16_t kEtherTypeIpv4 = 0x0800;
-inline constexpr std::uint16_t kEtherTypeVlan = 0x8100;   // 802.1Q
-inline constexpr std::uint16_t kEtherTypeQinQ = 0x88A8;   // 802.1ad outer tag
+inline constexpr std::uint16_t kEtherTypeVlan = 0x8100;  // 802.1Q
+inline constexpr std::uint16_t kEtherTypeQinQ = 0x88A8;  // 802.1ad outer tag
 inline constexpr std::uint8_t kIpProtoUdp = 17;
 
 // Why a frame was not a well-formed IPv4/UDP datagram. The first group means
@@ -35,13 +35,13 @@ inline constexpr std::uint8_t kIpProtoUdp = 17;
 enum class PacketError : std::uint8_t {
     none,
     // not IPv4/UDP: counted as non-CODIF
-    not_ipv4,          // EtherType is not IPv4 (ARP, IPv6, LLDP, ...)
-    not_udp,           // IPv4 protocol is not UDP (IGMP, ICMP, TCP, ...)
+    not_ipv4,  // EtherType is not IPv4 (ARP, IPv6, LLDP, ...)
+    not_udp,   // IPv4 protocol is not UDP (IGMP, ICMP, TCP, ...)
     // damaged or unusable: counted as malformed
-    truncated_ethernet,  // fewer than 14 bytes (or a VLAN tag cut short)
-    too_many_vlans,      // more than two 802.1Q/802.1ad tags
-    truncated_ipv4,      // IPv4 header does not fit in the captured bytes
-    bad_ip_version,      // version nibble != 4
+    truncated_ethernet,    // fewer than 14 bytes (or a VLAN tag cut short)
+    too_many_vlans,        // more than two 802.1Q/802.1ad tags
+    truncated_ipv4,        // IPv4 header does not fit in the captured bytes
+    bad_ip_version,        // version nibble != 4
     bad_ip_header_length,  // IHL < 5
     bad_ip_total_length,   // total length < IHL*4, or larger than the frame
     ip_fragment,           // MF set or fragment offset != 0: not reassembled

@@ -1,0 +1,61 @@
+// ibvcap: zero-loss CODIF multicast capture. Subcommand dispatch only; every
+// subcommand lives in its own file and calls into lib/.
+#include <fmt/format.h>
+
+#include <cstring>
+#include <exception>
+#include <string_view>
+
+#include "capture/cli.hpp"
+#include "gpu/gpu_info.hpp"
+#include "lib/pipeline.hpp"
+
+namespace {
+
+void print_usage(std::FILE* out) {
+    fmt::print(out,
+               "usage: ibvcap <command> [options]\n"
+               "\n"
+               "commands:\n"
+               "  read -r FILE [options] [GROUP:PORT...]   offline: a pcap/pcapng through the\n"
+               "                                           demux, loss ledger and writers\n"
+               "  gen  -w FILE.pcap [options] [GROUP:PORT...]  synthetic CODIF traffic\n"
+               "\n"
+               "'ibvcap <command> --help' lists a command's options.\n"
+               "exit codes: 0 zero-loss, 3 loss detected, 1 runtime error, 2 usage error\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using namespace ibvcap;
+    if (argc < 2) {
+        print_usage(stderr);
+        return kExitUsage;
+    }
+    const std::string_view command = argv[1];
+    try {
+        if (command == "read") {
+            return cli::cmd_read(argc - 1, argv + 1);
+        }
+        if (command == "gen") {
+            return cli::cmd_gen(argc - 1, argv + 1);
+        }
+        if (command == "-h" || command == "--help" || command == "help") {
+            print_usage(stdout);
+            return kExitZeroLoss;
+        }
+        if (command == "--version") {
+            fmt::print("ibvcap {}\ngpu: {}\n", IBVCAP_VERSION, gpu::describe());
+            return kExitZeroLoss;
+        }
+        fmt::print(stderr, "ibvcap: unknown command '{}' (valid: read, gen)\n", command);
+        return kExitUsage;
+    } catch (const cli::UsageError& e) {
+        fmt::print(stderr, "ibvcap {}: {}\n", command, e.what());
+        return kExitUsage;
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "ibvcap {}: {}\n", command, e.what());
+        return kExitError;
+    }
+}

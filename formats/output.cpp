@@ -1,0 +1,58 @@
+#include "formats/output.hpp"
+
+namespace ibvcap {
+
+std::string_view to_string(OutputFormat format) {
+    switch (format) {
+        case OutputFormat::raw:
+            return "raw";
+        case OutputFormat::codif:
+            return "codif";
+        case OutputFormat::codifhdr:
+            return "codifhdr";
+        case OutputFormat::pcap:
+            return "pcap";
+    }
+    return "unknown";
+}
+
+std::optional<OutputFormat> parse_output_format(std::string_view name) {
+    for (const auto f : kAllOutputFormats) {
+        if (to_string(f) == name) {
+            return f;
+        }
+    }
+    return std::nullopt;
+}
+
+std::string_view file_extension(OutputFormat format) {
+    return to_string(format);
+}
+
+std::string_view output_format_choices() {
+    return "raw, codif, codifhdr, pcap";
+}
+
+std::array<std::uint8_t, kPcapFileHeaderBytes> pcap_file_header(std::uint32_t snaplen) {
+    std::array<std::uint8_t, kPcapFileHeaderBytes> h{};
+    store_le32(h.data(), kPcapMagicNanoseconds);
+    h[4] = 2;  // version 2.4
+    h[6] = 4;
+    // thiszone (8..11) and sigfigs (12..15) stay 0
+    store_le32(h.data() + 16, snaplen);
+    store_le32(h.data() + 20, kPcapLinkTypeEthernet);
+    return h;
+}
+
+std::array<std::uint8_t, kPcapRecordHeaderBytes> pcap_record_header(std::uint64_t timestamp_ns,
+                                                                    std::uint32_t captured_bytes,
+                                                                    std::uint32_t wire_bytes) {
+    std::array<std::uint8_t, kPcapRecordHeaderBytes> h{};
+    store_le32(h.data(), static_cast<std::uint32_t>(timestamp_ns / 1'000'000'000u));
+    store_le32(h.data() + 4, static_cast<std::uint32_t>(timestamp_ns % 1'000'000'000u));
+    store_le32(h.data() + 8, captured_bytes);
+    store_le32(h.data() + 12, wire_bytes);
+    return h;
+}
+
+}  // namespace ibvcap

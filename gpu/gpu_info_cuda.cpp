@@ -1,0 +1,36 @@
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include "gpu/gpu_info.hpp"
+
+namespace ibvcap::gpu {
+
+bool built_with_cuda() {
+    return true;
+}
+
+std::string describe() {
+    int runtime = 0;
+    int driver = 0;
+    cudaRuntimeGetVersion(&runtime);
+    cudaDriverGetVersion(&driver);
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    const std::string versions =
+        fmt::format("CUDA runtime {}.{}, driver {}", runtime / 1000, (runtime % 1000) / 10,
+                    driver == 0 ? std::string("not loaded")
+                                : fmt::format("{}.{}", driver / 1000, (driver % 1000) / 10));
+    if (err != cudaSuccess) {
+        return fmt::format("{}: no usable GPU ({})", versions, cudaGetErrorString(err));
+    }
+    std::string gpus;
+    for (int i = 0; i < count; ++i) {
+        cudaDeviceProp prop{};
+        if (cudaGetDeviceProperties(&prop, i) == cudaSuccess) {
+            gpus += fmt::format("{}GPU {}: {}", i == 0 ? "" : ", ", i, prop.name);
+        }
+    }
+    return fmt::format("{}: {}", versions, gpus);
+}
+
+}  // namespace ibvcap::gpu

@@ -1,0 +1,223 @@
+#include "lib/demux.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <stdexcept>
+
+namespace ibvcap {
+
+namespace {
+constexpr std::size_t format_slot(OutputFormat f) {
+    return f == OutputFormat::raw ? 0 : f == OutputFormat::codif ? 1 : 2;
+}
+}  // namespace
+
+Demux::Demux(DemuxOptions options, Ledger& ledger, Writer* writer)
+    : options_(std::move(options)), ledger_(ledger), writer_(writer) {
+    if (!options_.formats.empty() && writer_ == nullptr) {
+        throw std::invalid_argument("Demux: output formats given without a writer");
+    }
+    groups_ = options_.groups;
+    for (const auto ip : options_.antennas) {
+        antenna_index(ip);
+    }
+    for (const auto f : options_.formats) {
+        if (f == OutputFormat::pcap) {
+            if (pcap_output_ == nullptr) {
+                const auto header = pcap_file_header();
+                pcap_output_ = writer_->add_output(f, run_output_path(options_, f), "", "", header);
+            }
+        } else {
+            per_antenna_formats_[format_slot(f)] = true;
+        }
+    }
+    antenna_lookup_.reserve(options_.max_antennas);
+    stream_lookup_.reserve(options_.max_streams);
+    ledger_.streams().reserve(options_.max_streams);
+}
+
+std::string Demux::output_path(const DemuxOptions& options, OutputFormat format,
+                               const Endpoint& group, std::uint32_t antenna) {
+    return fmt::format("{}/{}_{}_{}_{}.{}", options.output_dir, options.prefix,
+                       format_ipv4(group.ip), group.port, format_ipv4(antenna),
+                       file_extension(format));
+}
+
+std::string Demux::run_output_path(const DemuxOptions& options, OutputFormat format) {
+    return fmt::format("{}/{}.{}", options.output_dir, options.prefix, file_extension(format));
+}
+
+int Demux::group_index(std::uint32_t ip, std::uint16_t port) {
+    for (std::size_t i = 0; i < groups_.size(); ++i) {
+        if (groups_[i].ip == ip && groups_[i].port == port) {
+            return static_cast<int>(i);
+        }
+    }
+    if (!options_.groups.empty()) {
+        return -1;
+    }
+    if (groups_.size() >= options_.max_groups) {
+        return -2;
+    }
+    groups_.push_back(Endpoint{ip, port});
+    return static_cast<int>(groups_.size() - 1);
+}
+
+int Demux::antenna_index(std::uint32_t ip) {
+    if (const auto it = antenna_lookup_.find(ip); it != antenna_lookup_.end()) {
+        return it->second;
+    }
+    if (!options_.antennas.empty() && antennas_.size() >= options_.antennas.size()) {
+        return -1;  // the list is registered in the constructor: this one is not in it
+    }
+    if (antennas_.size() >= options_.max_antennas) {
+        return -2;
+    }
+    antennas_.push_back(ip);
+    const int index = static_cast<int>(antennas_.size() - 1);
+    antenna_lookup_.emplace(ip, index);
+    return index;
+}
+
+Demux::Route& Demux::route(int group, int antenna) {
+    const auto key =
+        (static_cast<std::uint32_t>(group) << 16) | static_cast<std::uint32_t>(antenna);
+    if (const auto it = routes_.find(key); it != routes_.end()) {
+        return it->second;
+    }
+    Route r;
+    const Endpoint& g = groups_[static_cast<std::size_t>(group)];
+    const std::uint32_t a = antennas_[static_cast<std::size_t>(antenna)];
+    for (const auto f : {OutputFormat::raw, OutputFormat::codif, OutputFormat::codifhdr}) {
+        if (per_antenna_formats_[format_slot(f)]) {
+            r.outputs[format_slot(f)] = writer_->add_output(f, output_path(options_, f, g, a),
+                                                            g.to_string(), format_ipv4(a));
+        }
+    }
+    return routes_.emplace(key, r).first->second;
+}
+
+StreamStats* Demux::stream(int group, int antenna, const CodifHeader& header) {
+    const std::uint64_t key = (std::uint64_t(static_cast<std::uint32_t>(group)) << 48) |
+                              (std::uint64_t(static_cast<std::uint32_t>(antenna)) << 16) |
+                              header.threadid;
+    auto& streams = ledger_.streams();
+    if (const auto it = stream_lookup_.find(key); it != stream_lookup_.end()) {
+        return &streams[it->second];
+    }
+    if (streams.size() >= options_.max_streams) {
+        return nullptr;
+    }
+    StreamStats& s = streams.emplace_back();
+    s.group = groups_[static_cast<std::size_t>(group)];
+    s.antenna = antennas_[static_cast<std::size_t>(antenna)];
+    s.thread = header.threadid;
+    s.station = header.stationid;
+    s.layout = header.layout;
+    s.timing.period = header.period;
+    s.timing.frames_per_period = codif_frames_per_period(header);
+    stream_lookup_.emplace(key, streams.size() - 1);
+    return &s;
+}
+
+void Demux::write_codif(const Route& r, const Frame& frame, const UdpPacket& packet) {
+    if (r.outputs[0] != nullptr) {
+        const std::array<Bytes, 2> pieces = {frame.head, frame.tail};
+        writer_->write(r.outputs[0], pieces);
+    }
+    if (r.outputs[1] != nullptr) {
+        std::array<Bytes, 2> pieces;
+        frame.slice(packet.payload_offset, packet.payload_bytes, pieces[0], pieces[1]);
+        writer_->write(r.outputs[1], pieces);
+    }
+    if (r.outputs[2] != nullptr) {
+        std::array<Bytes, 2> pieces;
+        frame.slice(packet.payload_offset, kCodifHeaderBytes, pieces[0], pieces[1]);
+        writer_->write(r.outputs[2], pieces);
+    }
+}
+
+void Demux::on_frame(const Frame& frame) {
+    const std::uint64_t captured = frame.captured_bytes();
+    ledger_.count_frame(frame.wire_bytes);
+    if (pcap_output_ != nullptr) {
+        const auto record = pcap_record_header(
+            frame.timestamp_ns, static_cast<std::uint32_t>(captured), frame.wire_bytes);
+        const std::array<Bytes, 3> pieces = {Bytes(record), frame.head, frame.tail};
+        writer_->write(pcap_output_, pieces);
+    }
+
+    UdpPacket packet;
+    const PacketError perr = parse_udp_frame(frame.head, captured, packet);
+    if (perr != PacketError::none) {
+        // A frame cut short by the capture length is reported as such, not as
+        // whatever header the cut happened to fall in.
+        ledger_.count_reason(is_malformed(perr) && captured < frame.wire_bytes
+                                 ? Reason::truncated_capture
+                                 : reason_for(perr));
+        return;
+    }
+    const int group = group_index(packet.dst_ip, packet.dst_port);
+    if (group < 0) {
+        ledger_.count_reason(group == -1 ? Reason::other_destination : Reason::too_many_streams);
+        return;
+    }
+    const int antenna = antenna_index(packet.src_ip);
+    if (antenna < 0) {
+        ledger_.count_reason(antenna == -1 ? Reason::unlisted_source : Reason::too_many_streams);
+        return;
+    }
+    if (packet.payload_bytes < kCodifHeaderBytes) {
+        ledger_.count_reason(Reason::not_codif);
+        return;
+    }
+    std::array<std::uint8_t, kCodifHeaderBytes> raw_header;
+    frame.gather(packet.payload_offset, raw_header);
+    CodifHeader header;
+    const CodifError derr = decode_codif(raw_header, header);
+    if (derr != CodifError::none) {
+        ledger_.count_reason(derr == CodifError::bad_sync ? Reason::not_codif : reason_for(derr));
+        return;
+    }
+    if (const CodifError verr = validate_codif(header, packet.payload_bytes);
+        verr != CodifError::none) {
+        ledger_.count_reason(reason_for(verr));
+        return;
+    }
+    if (codif_frames_per_period(header) == 0) {
+        ledger_.count_reason(Reason::codif_no_frames_per_period);
+        return;
+    }
+    StreamStats* s = stream(group, antenna, header);
+    if (s == nullptr) {
+        ledger_.count_reason(Reason::too_many_streams);
+        return;
+    }
+    if (s->timing.period != header.period ||
+        s->timing.frames_per_period != codif_frames_per_period(header)) {
+        ledger_.count_reason(Reason::stream_params_changed);
+        return;
+    }
+
+    const std::uint64_t index = s->timing.index(header.seconds, header.frame);
+    const auto kind = s->sequence.observe(index);
+    s->bytes += frame.wire_bytes;
+    if (header.invalid) {
+        ++s->invalid;
+    }
+    if (index == s->sequence.newest()) {
+        s->last = {header.seconds, header.frame};
+    }
+    if (index == s->sequence.lowest() && kind != SequenceTracker::Kind::duplicate) {
+        s->first = {header.seconds, header.frame};
+    }
+    if (writer_ != nullptr) {
+        write_codif(route(group, antenna), frame, packet);
+    }
+    if (observer_) {
+        observer_(frame, packet, header, *s);
+    }
+}
+
+}  // namespace ibvcap

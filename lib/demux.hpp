@@ -1,0 +1,80 @@
+// The demultiplexer: every frame from any source (verbs, pcap live, pcap file)
+// comes through on_frame(). It classifies the frame exactly once in the ledger,
+// assigns CODIF frames to a stream (group, antenna = source IPv4, CODIF
+// thread), tracks the stream's sequence, and routes the frame to the writers.
+//
+// Per frame it allocates nothing; the first frame of a new antenna, group or
+// stream registers it (which allocates once).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "formats/codif.hpp"
+#include "formats/output.hpp"
+#include "formats/packet.hpp"
+#include "lib/frame.hpp"
+#include "lib/ledger.hpp"
+#include "lib/netaddr.hpp"
+#include "lib/writer.hpp"
+
+namespace ibvcap {
+
+struct DemuxOptions {
+    std::vector<Endpoint> groups;         // empty: every UDP destination is a group
+    std::vector<std::uint32_t> antennas;  // empty: every new source IPv4 is an antenna
+    std::vector<OutputFormat> formats;    // what to write; pcap is one file per run
+    std::string output_dir = ".";
+    std::string prefix = "ibvcap";
+    std::size_t max_groups = 256;
+    std::size_t max_antennas = 1024;
+    std::size_t max_streams = 65536;
+};
+
+// Called for every CODIF frame when set (the -v per-packet line).
+using FrameObserver =
+    std::function<void(const Frame&, const UdpPacket&, const CodifHeader&, const StreamStats&)>;
+
+class Demux {
+  public:
+    // `writer` may be null when `options.formats` is empty.
+    Demux(DemuxOptions options, Ledger& ledger, Writer* writer);
+
+    void on_frame(const Frame& frame);
+    void set_observer(FrameObserver observer) { observer_ = std::move(observer); }
+
+    // The file name a per-antenna output gets (docs/formats.md).
+    static std::string output_path(const DemuxOptions& options, OutputFormat format,
+                                   const Endpoint& group, std::uint32_t antenna);
+    static std::string run_output_path(const DemuxOptions& options, OutputFormat format);
+
+  private:
+    struct Route {
+        Writer::OutputId outputs[3] = {nullptr, nullptr, nullptr};  // raw, codif, codifhdr
+    };
+
+    // Index of the group / antenna, registering a new one when allowed; -1 when
+    // the frame is not for us, -2 when a limit is reached.
+    int group_index(std::uint32_t ip, std::uint16_t port);
+    int antenna_index(std::uint32_t ip);
+    Route& route(int group, int antenna);
+    StreamStats* stream(int group, int antenna, const CodifHeader& header);
+    void write_codif(const Route& route, const Frame& frame, const UdpPacket& packet);
+
+    DemuxOptions options_;
+    Ledger& ledger_;
+    Writer* writer_;
+    Writer::OutputId pcap_output_ = nullptr;
+    bool per_antenna_formats_[3] = {false, false, false};
+    std::vector<Endpoint> groups_;
+    std::vector<std::uint32_t> antennas_;
+    std::unordered_map<std::uint32_t, int> antenna_lookup_;
+    std::unordered_map<std::uint32_t, Route> routes_;               // (group << 16) | antenna
+    std::unordered_map<std::uint64_t, std::size_t> stream_lookup_;  // (group, antenna, thread)
+    FrameObserver observer_;
+};
+
+}  // namespace ibvcap

@@ -1,0 +1,60 @@
+#include "lib/netaddr.hpp"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+
+#include <charconv>
+#include <stdexcept>
+
+namespace ibvcap {
+
+std::optional<std::uint32_t> parse_ipv4(std::string_view text) {
+    // inet_pton accepts exactly dotted-quad for AF_INET (no octal, no short forms).
+    std::string s(text);
+    in_addr addr{};
+    if (inet_pton(AF_INET, s.c_str(), &addr) != 1) {
+        return std::nullopt;
+    }
+    return ntohl(addr.s_addr);
+}
+
+std::string format_ipv4(std::uint32_t ip) {
+    return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff, ip & 0xff);
+}
+
+bool is_multicast(std::uint32_t ip) {
+    return (ip >> 28) == 0xe;
+}
+
+std::string Endpoint::to_string() const {
+    return fmt::format("{}:{}", format_ipv4(ip), port);
+}
+
+Endpoint parse_group(std::string_view text, bool require_multicast) {
+    const auto colon = text.rfind(':');
+    if (colon == std::string_view::npos) {
+        throw std::invalid_argument(
+            fmt::format("bad group '{}': expected GROUP:PORT, e.g. 239.17.0.1:36001", text));
+    }
+    const auto ip = parse_ipv4(text.substr(0, colon));
+    if (!ip) {
+        throw std::invalid_argument(fmt::format("bad group '{}': '{}' is not an IPv4 address", text,
+                                                text.substr(0, colon)));
+    }
+    const auto port_text = text.substr(colon + 1);
+    unsigned port = 0;
+    const auto [end, ec] =
+        std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (ec != std::errc{} || end != port_text.data() + port_text.size() || port == 0 ||
+        port > 65535) {
+        throw std::invalid_argument(
+            fmt::format("bad group '{}': port must be 1-65535, got '{}'", text, port_text));
+    }
+    if (require_multicast && !is_multicast(*ip)) {
+        throw std::invalid_argument(fmt::format(
+            "bad group '{}': {} is not a multicast address (224.0.0.0/4)", text, format_ipv4(*ip)));
+    }
+    return Endpoint{*ip, static_cast<std::uint16_t>(port)};
+}
+
+}  // namespace ibvcap

@@ -1,0 +1,116 @@
+#include "lib/pipeline.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "formats/output.hpp"
+#include "lib/pcap_file_source.hpp"
+
+namespace ibvcap {
+
+void prepare_output_dir(const std::string& dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+        throw std::runtime_error(
+            fmt::format("cannot create output directory {}: {}; choose "
+                        "another with -o DIR",
+                        dir, ec.message()));
+    }
+    // Probe by creating a file: access(2) says nothing useful for root, and
+    // nothing about a full disk or a read-only mount.
+    const std::string probe = fmt::format("{}/.ibvcap-probe-{}", dir, ::getpid());
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        throw std::runtime_error(
+            fmt::format("cannot write in output directory {}: {}; choose another with -o DIR", dir,
+                        std::strerror(errno)));
+    }
+    ::close(fd);
+    ::unlink(probe.c_str());
+}
+
+int exit_code_for(const Ledger& ledger, const RunInfo& info) {
+    if (!info.error.empty()) {
+        return kExitError;
+    }
+    for (const auto& o : ledger.outputs()) {
+        if (!o.error.empty()) {
+            return kExitError;
+        }
+    }
+    return ledger.zero_loss() ? kExitZeroLoss : kExitLoss;
+}
+
+RunOutcome run_read(const ReadRequest& request, const std::atomic<bool>& stop) {
+    RunOutcome outcome;
+    outcome.info.command = "read";
+    outcome.info.source = "file";
+    outcome.info.input = request.file;
+
+    PcapFileSource source(request.file);
+    if (!request.demux.formats.empty()) {
+        prepare_output_dir(request.demux.output_dir);
+    }
+    std::unique_ptr<Writer> writer;
+    if (!request.demux.formats.empty()) {
+        Writer::Options wopts = request.writer;
+        wopts.block_when_full = true;  // a file source can wait for the disk
+        writer = std::make_unique<Writer>(wopts);
+    }
+    Demux demux(request.demux, outcome.ledger, writer.get());
+    if (request.observer) {
+        demux.set_observer(request.observer);
+    }
+
+    const auto start = std::chrono::steady_clock::now();
+    const auto result = source.run(demux, request.count, stop);
+    if (writer) {
+        writer->finish();
+        outcome.ledger.set_outputs(writer->stats());
+    }
+    outcome.info.duration_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    outcome.info.interrupted = stop.load();
+    if (!result.error.empty()) {
+        outcome.info.error = result.error;
+        outcome.ledger.add_note("the input ended early: " + result.error);
+    }
+    outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
+    return outcome;
+}
+
+std::uint64_t write_generated_pcap(Generator& generator, const std::string& path) {
+    Writer::Options wopts;
+    wopts.buffers = 8;
+    wopts.block_when_full = true;
+    Writer writer(wopts);
+    const auto header = pcap_file_header();
+    const auto out = writer.add_output(OutputFormat::pcap, path, "", "", header);
+    GeneratedFrame f;
+    std::uint64_t n = 0;
+    while (generator.next(f)) {
+        const auto size = static_cast<std::uint32_t>(f.bytes.size());
+        const auto record = pcap_record_header(f.timestamp_ns, size, size);
+        const std::array<Bytes, 2> pieces = {Bytes(record), f.bytes};
+        writer.write(out, pieces);
+        ++n;
+    }
+    writer.finish();
+    const auto stats = writer.stats();
+    if (!stats.front().error.empty()) {
+        throw std::runtime_error(fmt::format("cannot write {}: {}", path, stats.front().error));
+    }
+    return n;
+}
+
+}  // namespace ibvcap

@@ -1,0 +1,52 @@
+// Whole runs, wired from the parts: what the CLI calls, and what the
+// end-to-end tests call without going through a process.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "lib/demux.hpp"
+#include "lib/generator.hpp"
+#include "lib/ledger.hpp"
+#include "lib/report.hpp"
+#include "lib/writer.hpp"
+
+namespace ibvcap {
+
+// DESIGN §6 exit codes.
+enum ExitCode : int { kExitZeroLoss = 0, kExitError = 1, kExitUsage = 2, kExitLoss = 3 };
+
+// Make sure `dir` exists (created when missing) and that a file can be
+// created in it. Throws std::runtime_error with a one-line message otherwise,
+// so a run fails before it captures anything.
+void prepare_output_dir(const std::string& dir);
+
+struct ReadRequest {
+    std::string file;
+    DemuxOptions demux;
+    Writer::Options writer;
+    std::uint64_t count = 0;  // stop after this many frames (0 = all)
+    FrameObserver observer;   // -v
+};
+
+struct RunOutcome {
+    Ledger ledger;
+    RunInfo info;
+    int exit_code = kExitError;
+};
+
+// Read a pcap/pcapng file through demux, ledger and writers. Throws
+// std::runtime_error when the run cannot start (file unreadable, output
+// directory unusable); errors after the start end the run early, keep what was
+// read, and give exit code 1.
+RunOutcome run_read(const ReadRequest& request, const std::atomic<bool>& stop);
+
+// 0 zero-loss, 3 loss, 1 when the run or an output failed.
+int exit_code_for(const Ledger& ledger, const RunInfo& info);
+
+// Write every frame of `generator` to a nanosecond pcap file. Throws
+// std::runtime_error (one line) when the file cannot be written completely.
+std::uint64_t write_generated_pcap(Generator& generator, const std::string& path);
+
+}  // namespace ibvcap
