@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install the Debian packages ibvcap builds, tests and demos with. Idempotent:
+# when everything is already installed it changes nothing and needs no network.
+# CUDA is not installed here: the build detects a toolkit that is present
+# (IBVCAP_CUDA=AUTO) and builds the "built without CUDA" stub otherwise.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  libibverbs-dev ibverbs-utils rdma-core
+  libpcap-dev libcxxopts-dev libfmt-dev nlohmann-json3-dev libreaderwriterqueue-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang clang-format
+  tshark tcpdump iproute2 jq
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]}; run as root (sudo $0)" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"

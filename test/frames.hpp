@@ -1,0 +1,93 @@
+// Test helpers: hand-built CODIF frames and temporary directories.
+#pragma once
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "formats/codif.hpp"
+#include "formats/packet.hpp"
+#include "lib/pattern.hpp"
+
+namespace ibvcap::test {
+
+inline CodifHeader make_header(std::uint32_t seconds, std::uint32_t frame, std::uint16_t thread = 0,
+                               CodifLayout layout = CodifLayout::v2) {
+    CodifHeader h;
+    h.layout = layout;
+    h.seconds = seconds;
+    h.frame = frame;
+    h.epoch = 52;
+    h.nbits = 8;
+    h.complex = true;
+    h.period = 1;
+    h.threadid = thread;
+    h.nchan = 16;
+    h.framelength8 = 8192 / 8;
+    h.totalsamples = 1000 * 256;  // 1000 frames per period of 256 samples
+    h.version = 1;
+    return h;
+}
+
+// Ethernet + IPv4 + UDP + CODIF header + patterned payload.
+inline std::vector<std::uint8_t> make_frame(std::uint32_t src, std::uint32_t group,
+                                            std::uint16_t port, const CodifHeader& h,
+                                            int vlan = -1) {
+    UdpHeaderSpec spec;
+    spec.src_ip = src;
+    spec.dst_ip = group;
+    spec.src_port = 5000;
+    spec.dst_port = port;
+    spec.vlan_id = vlan;
+    const std::size_t payload = static_cast<std::size_t>(h.payload_bytes());
+    std::vector<std::uint8_t> f(46 + kCodifHeaderBytes + payload);
+    const std::size_t off =
+        build_udp_headers(spec, static_cast<std::uint32_t>(kCodifHeaderBytes + payload), f);
+    f.resize(off + kCodifHeaderBytes + payload);
+    encode_codif(h, MutableBytes(f).subspan(off, kCodifHeaderBytes));
+    const CodifTiming timing{h.period, codif_frames_per_period(h)};
+    fill_pattern(pattern_key(src, h.threadid, timing.index(h.seconds, h.frame)),
+                 MutableBytes(f).subspan(off + kCodifHeaderBytes));
+    return f;
+}
+
+inline std::vector<std::uint8_t> read_file(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A fresh directory under /tmp, removed with everything in it at scope exit.
+class TempDir {
+  public:
+    TempDir() {
+        std::string tmpl = "/tmp/ibvcap-test.XXXXXX";
+        if (::mkdtemp(tmpl.data()) == nullptr) {
+            throw std::runtime_error("mkdtemp failed");
+        }
+        path_ = tmpl;
+    }
+    ~TempDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const std::filesystem::path& path() const { return path_; }
+    std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+  private:
+    std::filesystem::path path_;
+};
+
+inline constexpr std::uint32_t kAntenna1 = (10u << 24) | 11u;              // 10.0.0.11
+inline constexpr std::uint32_t kAntenna2 = (10u << 24) | 12u;              // 10.0.0.12
+inline constexpr std::uint32_t kGroup1 = (239u << 24) | (17u << 16) | 1u;  // 239.17.0.1
+inline constexpr std::uint32_t kGroup2 = (239u << 24) | (17u << 16) | 2u;  // 239.17.0.2
+
+}  // namespace ibvcap::test

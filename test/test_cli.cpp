@@ -1,0 +1,225 @@
+// The command-line contract (DESIGN §6, §7): exit codes, one-line errors, the
+// report's keys, and output that tshark reads. Runs the real binary.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "frames.hpp"
+
+namespace ibvcap {
+namespace {
+
+struct Result {
+    int code = -1;
+    std::string out;
+    std::string err;
+};
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// Run a shell command line in `dir`, capturing its exit code and output.
+Result sh(const test::TempDir& dir, const std::string& command) {
+    const std::string line = "cd '" + dir.path().string() + "' && " + command + " >" +
+                             (dir / "stdout") + " 2>" + (dir / "stderr");
+    const int status = std::system(line.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(dir / "stdout");
+    r.err = slurp(dir / "stderr");
+    return r;
+}
+
+Result ibvcap(const test::TempDir& dir, const std::string& args) {
+    return sh(dir, std::string(IBVCAP_BINARY) + " " + args);
+}
+
+std::size_t lines(const std::string& s) {
+    return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
+    test::TempDir dir;
+    struct Case {
+        std::string args;
+        std::string says;
+    };
+    const std::vector<Case> cases = {
+        {"", "usage: ibvcap"},
+        {"frobnicate", "unknown command 'frobnicate' (valid: read, gen)"},
+        {"read", "-r FILE is required"},
+        {"read -r x.pcap -F foo", "unknown format 'foo' (valid: raw, codif, codifhdr, pcap)"},
+        {"read -r x.pcap 239.1.1.1", "expected GROUP:PORT"},
+        {"read -r x.pcap 10.0.0.1:5000", "is not a multicast address"},
+        {"read -r x.pcap 239.1.1.1:0", "port must be 1-65535"},
+        {"read -r x.pcap --antenna 10.0.0", "bad --antenna '10.0.0'"},
+        {"read -r x.pcap --bogus", "bogus"},
+        {"gen", "-w FILE.pcap is required"},
+        {"gen -w x.pcap --payload 100", "multiple of 8"},
+        {"gen -w x.pcap --codif-layout v3", "valid: v2, draft"},
+        {"gen -w x.pcap --loss 0.7 --duplicate 0.7", "must not exceed 1"},
+    };
+    for (const auto& c : cases) {
+        const Result r = ibvcap(dir, c.args);
+        EXPECT_EQ(r.code, 2) << c.args;
+        EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << " said: " << r.err;
+        if (!c.args.empty()) {
+            EXPECT_EQ(lines(r.err), 1u) << c.args << " said: " << r.err;
+        }
+    }
+}
+
+TEST(Cli, RuntimeErrorsExitOneWithOneLine) {
+    test::TempDir dir;
+    std::ofstream(dir / "garbage.pcap") << "not a capture";
+    for (const std::string args : {"read -r missing.pcap", "read -r garbage.pcap"}) {
+        const Result r = ibvcap(dir, args);
+        EXPECT_EQ(r.code, 1) << args;
+        EXPECT_EQ(lines(r.err), 1u) << r.err;
+        EXPECT_NE(r.err.find("cannot read"), std::string::npos) << r.err;
+    }
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 10").code, 0);
+    const Result r = ibvcap(dir, "read -r x.pcap -F codif -o x.pcap/out");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("choose another with -o DIR"), std::string::npos) << r.err;
+}
+
+TEST(Cli, GenThenReadReproducesTruthInTheReport) {
+    test::TempDir dir;
+    const Result g = ibvcap(dir,
+                            "gen -w x.pcap --truth truth.json -c 500 --loss 0.01 --duplicate 0.01 "
+                            "--reorder 0.01 239.17.0.1:36001 239.17.0.2:36001");
+    ASSERT_EQ(g.code, 0) << g.err;
+    const Result r =
+        ibvcap(dir, "read -r x.pcap -o out -F codif -F codifhdr -F pcap --report r.json");
+    EXPECT_EQ(r.code, 3) << r.err;  // loss was injected
+    EXPECT_NE(r.out.find("verdict: loss"), std::string::npos);
+    EXPECT_NE(r.out.find("total packets:"), std::string::npos);
+    EXPECT_NE(r.out.find("average bytes per packet: 8298.0"), std::string::npos);
+
+    const auto truth = nlohmann::json::parse(slurp(dir / "truth.json"));
+    const auto report = nlohmann::json::parse(slurp(dir / "r.json"));
+    // DESIGN §7 contract keys.
+    EXPECT_EQ(report["verdict"], "loss");
+    EXPECT_EQ(report["source"], "file");
+    EXPECT_TRUE(report["duration_s"].is_number());
+    for (const char* key : {"packets", "bytes", "missing", "duplicates", "out_of_order",
+                            "malformed", "non_codif", "nic_drops", "wc_errors", "written"}) {
+        EXPECT_TRUE(report["totals"].contains(key)) << key;
+    }
+    for (const char* key : {"packets", "missing", "duplicates", "out_of_order"}) {
+        EXPECT_EQ(report["totals"][key], truth["totals"][key]) << key;
+    }
+    ASSERT_EQ(report["streams"].size(), truth["streams"].size());
+    ASSERT_EQ(report["streams"].size(), 24u);
+    for (const auto& t : truth["streams"]) {
+        bool found = false;
+        for (const auto& s : report["streams"]) {
+            if (s["group"] == t["group"] && s["antenna"] == t["antenna"] &&
+                s["thread"] == t["thread"]) {
+                found = true;
+                for (const char* key :
+                     {"packets", "missing", "duplicates", "out_of_order", "first", "last"}) {
+                    EXPECT_EQ(s[key], t[key]) << key << " of " << t.dump();
+                }
+            }
+        }
+        EXPECT_TRUE(found) << t.dump();
+    }
+    // 2 groups x 6 antennas x (codif + codifhdr) + 1 pcap
+    ASSERT_EQ(report["outputs"].size(), 25u);
+    for (const auto& o : report["outputs"]) {
+        for (const char* key : {"path", "format", "antenna", "packets", "bytes"}) {
+            EXPECT_TRUE(o.contains(key)) << key;
+        }
+    }
+    EXPECT_EQ(report["totals"]["written"].get<std::uint64_t>(),
+              3 * report["totals"]["packets"].get<std::uint64_t>());
+}
+
+TEST(Cli, CleanTrafficExitsZero) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 50 --antennas 2 --threads 3").code, 0);
+    const Result r = ibvcap(dir, "read -r x.pcap -q --report r.json");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("verdict: zero-loss"), std::string::npos) << r.out;
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir / "r.json"))["verdict"], "zero-loss");
+}
+
+TEST(Cli, VerbosePrintsOneLinePerCodifFrame) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 5 --antennas 2 --threads 1").code, 0);
+    const Result r = ibvcap(dir, "read -r x.pcap -v -q");
+    EXPECT_EQ(r.code, 0);
+    std::size_t frames = 0;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) {
+        if (line.find(" codif v2 ") != std::string::npos) {
+            ++frames;
+        }
+    }
+    EXPECT_EQ(frames, 10u) << r.out;
+}
+
+TEST(Cli, TruncatedInputExitsOneButKeepsTheReport) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 20 --antennas 1 --threads 1").code, 0);
+    std::filesystem::resize_file(dir / "x.pcap", 24 + 10 * (16 + 8298) + 100);
+    const Result r = ibvcap(dir, "read -r x.pcap -F pcap -o out --report r.json");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find("truncated"), std::string::npos) << r.err;
+    const auto report = nlohmann::json::parse(slurp(dir / "r.json"));
+    EXPECT_EQ(report["totals"]["packets"], 10);
+    EXPECT_EQ(report["outputs"][0]["packets"], 10);
+}
+
+// tshark must read every pcap we write without a warning. The test suite's
+// setup (scripts/install-deps.sh) installs tshark; its absence is a failure.
+TEST(Cli, TsharkReadsThePcapOutputCleanly) {
+    test::TempDir dir;
+    ASSERT_EQ(sh(dir, "command -v tshark").code, 0)
+        << "tshark is not installed: run scripts/install-deps.sh";
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 30 --vlan 7 --loss 0.1").code, 0);
+    ASSERT_EQ(ibvcap(dir, "read -q -r x.pcap -F pcap -o out").code, 3);
+    const Result t = sh(dir,
+                        "tshark -n -r out/ibvcap.pcap -T fields -e frame.len -e vlan.id "
+                        "-e ip.dst -e udp.length");
+    EXPECT_EQ(t.code, 0) << t.err;
+    // tshark's only allowed remark is its own notice about running as root.
+    std::string err = t.err;
+    const std::string root_notice =
+        "Running as user \"root\" and group \"root\". This could be dangerous.\n";
+    if (err.rfind(root_notice, 0) == 0) {
+        err.erase(0, root_notice.size());
+    }
+    EXPECT_EQ(err, "");
+    const auto report_lines = lines(t.out);
+    EXPECT_GT(report_lines, 300u);
+    std::istringstream in(t.out);
+    std::string first;
+    std::getline(in, first);
+    EXPECT_EQ(first, "8302\t7\t239.17.0.1\t8264");
+    const Result info = sh(dir, "capinfos -M -c -t out/ibvcap.pcap");
+    EXPECT_EQ(info.code, 0) << info.err;
+    EXPECT_NE(info.out.find("nsecpcap"), std::string::npos) << info.out;
+    EXPECT_NE(info.out.find(std::to_string(report_lines)), std::string::npos) << info.out;
+}
+
+TEST(Cli, VersionSaysHowTheGpuSideWasBuilt) {
+    test::TempDir dir;
+    const Result r = ibvcap(dir, "--version");
+    EXPECT_EQ(r.code, 0);
+    EXPECT_NE(r.out.find("gpu: "), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace ibvcap
