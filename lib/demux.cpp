@@ -117,6 +117,7 @@ StreamStats* Demux::stream(int group, int antenna, const CodifHeader& header) {
     s.layout = header.layout;
     s.timing.period = header.period;
     s.timing.frames_per_period = codif_frames_per_period(header);
+    s.frame_bytes = static_cast<std::uint32_t>(header.frame_bytes());
     stream_lookup_.emplace(key, streams.size() - 1);
     return &s;
 }
@@ -158,14 +159,14 @@ void Demux::on_frame(const Frame& frame) {
                                  : reason_for(perr));
         return;
     }
-    const int group = group_index(packet.dst_ip, packet.dst_port);
-    if (group < 0) {
-        ledger_.count_reason(group == -1 ? Reason::other_destination : Reason::too_many_streams);
+    // Filters first, then the CODIF checks, and only then register the group
+    // and antenna: a stray UDP sender must not use up the limits.
+    if (!options_.groups.empty() && group_index(packet.dst_ip, packet.dst_port) < 0) {
+        ledger_.count_reason(Reason::other_destination);
         return;
     }
-    const int antenna = antenna_index(packet.src_ip);
-    if (antenna < 0) {
-        ledger_.count_reason(antenna == -1 ? Reason::unlisted_source : Reason::too_many_streams);
+    if (!options_.antennas.empty() && antenna_index(packet.src_ip) < 0) {
+        ledger_.count_reason(Reason::unlisted_source);
         return;
     }
     if (packet.payload_bytes < kCodifHeaderBytes) {
@@ -189,13 +190,20 @@ void Demux::on_frame(const Frame& frame) {
         ledger_.count_reason(Reason::codif_no_frames_per_period);
         return;
     }
+    const int group = group_index(packet.dst_ip, packet.dst_port);
+    const int antenna = antenna_index(packet.src_ip);
+    if (group < 0 || antenna < 0) {
+        ledger_.count_reason(Reason::too_many_streams);
+        return;
+    }
     StreamStats* s = stream(group, antenna, header);
     if (s == nullptr) {
         ledger_.count_reason(Reason::too_many_streams);
         return;
     }
     if (s->timing.period != header.period ||
-        s->timing.frames_per_period != codif_frames_per_period(header)) {
+        s->timing.frames_per_period != codif_frames_per_period(header) ||
+        s->frame_bytes != header.frame_bytes()) {
         ledger_.count_reason(Reason::stream_params_changed);
         return;
     }

@@ -182,6 +182,9 @@ std::vector<std::string> Ledger::loss_reasons() const {
             why.push_back(fmt::format("{}: {}", o.path, o.error));
         }
     }
+    if (!incomplete_.empty()) {
+        why.push_back("the run ended early: " + incomplete_);
+    }
     if (!reconciles()) {
         why.emplace_back("the counts do not reconcile");
     }

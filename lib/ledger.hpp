@@ -42,7 +42,7 @@ enum class Reason : std::uint8_t {
     codif_bad_samples,  // payload is not a whole number of samples
     codif_frame_beyond_period,
     codif_no_frames_per_period,  // total samples do not give whole frames per period
-    stream_params_changed,       // a stream's period or frames per period changed
+    stream_params_changed,       // a stream's period, frames per period or frame length changed
     too_many_streams,
     count_
 };
@@ -64,8 +64,9 @@ struct StreamStats {
     std::uint16_t station = 0;
     CodifLayout layout = CodifLayout::v2;
     CodifTiming timing;
-    std::uint64_t bytes = 0;    // wire bytes of the stream's frames
-    std::uint64_t invalid = 0;  // frames whose header has the invalid flag set
+    std::uint32_t frame_bytes = 0;  // CODIF header + payload
+    std::uint64_t bytes = 0;        // wire bytes of the stream's frames
+    std::uint64_t invalid = 0;      // frames whose header has the invalid flag set
     SequenceTracker sequence;
     FramePosition first;  // lowest (seconds, frame) received
     FramePosition last;   // newest (seconds, frame) received
@@ -133,6 +134,9 @@ class Ledger {
     }
     void add_wc_errors(std::uint64_t n) { wc_errors_ += n; }
     void add_note(std::string note) { notes_.push_back(std::move(note)); }
+    // The run ended before its source was exhausted (read error, device
+    // fatal): what was counted is true, but nothing proves the rest arrived.
+    void set_incomplete(std::string why) { incomplete_ = std::move(why); }
 
     const std::vector<OutputStats>& outputs() const { return outputs_; }
     const std::vector<SourceCounter>& source_counters() const { return source_counters_; }
@@ -156,6 +160,7 @@ class Ledger {
     std::vector<OutputStats> outputs_;
     std::vector<SourceCounter> source_counters_;
     std::vector<std::string> notes_;
+    std::string incomplete_;
 };
 
 }  // namespace ibvcap

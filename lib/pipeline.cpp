@@ -83,7 +83,7 @@ RunOutcome run_read(const ReadRequest& request, const std::atomic<bool>& stop) {
     outcome.info.interrupted = stop.load();
     if (!result.error.empty()) {
         outcome.info.error = result.error;
-        outcome.ledger.add_note("the input ended early: " + result.error);
+        outcome.ledger.set_incomplete(result.error);
     }
     outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
     return outcome;

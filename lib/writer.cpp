@@ -222,7 +222,12 @@ void Writer::write_buffer(Buffer& buffer) {
             out.error = std::string("cannot create file: ") + std::strerror(errno);
         } else if (!out.preamble.empty()) {
             if (const int err = pwrite_all(out.fd, out.preamble.data(), out.preamble.size(), 0)) {
+                // Without its header the file is not valid in its format: remove it.
                 fail("write failed", err);
+                ::close(out.fd);
+                out.fd = -1;
+                ::unlink(out.path.c_str());
+                out.error += " (file removed: its header could not be written)";
             } else {
                 out.offset = out.preamble.size();
             }

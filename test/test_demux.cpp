@@ -333,3 +333,39 @@ TEST(Demux, PcapGetsEveryFrameOthersOnlyTheirAntennaAndGroup) {
 
 }  // namespace
 }  // namespace ibvcap
+
+namespace ibvcap {
+namespace {
+
+TEST(Demux, StrayUdpDoesNotUseUpAntennaOrGroupLimits) {
+    DemuxOptions options;
+    options.max_antennas = 1;
+    options.max_groups = 1;
+    Ledger ledger;
+    Demux demux(options, ledger, nullptr);
+    auto junk = make_frame(kAntenna2, kGroup2, 5353, make_header(1, 1));
+    junk[42 + 40] = 0;  // no sync word: a UDP datagram that is not CODIF
+    demux.on_frame(whole(junk));
+    demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, make_header(1, 1))));
+    EXPECT_EQ(ledger.reason_count(Reason::not_codif), 1u);
+    EXPECT_EQ(ledger.reason_count(Reason::too_many_streams), 0u);
+    ASSERT_EQ(ledger.streams().size(), 1u);
+    // A second CODIF antenna is over the limit and says so.
+    demux.on_frame(whole(make_frame(kAntenna2, kGroup1, 36001, make_header(1, 1))));
+    EXPECT_EQ(ledger.reason_count(Reason::too_many_streams), 1u);
+    expect_partition(ledger);
+}
+
+TEST(Demux, FrameLengthChangingMidStreamIsMalformed) {
+    Ledger ledger;
+    Demux demux({}, ledger, nullptr);
+    demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, make_header(2, 0))));
+    auto h = make_header(2, 1);
+    h.framelength8 = 4096 / 8;  // half the payload; 500 frames per period keeps the rate
+    h.totalsamples = 2000 * 128;
+    demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, h)));
+    EXPECT_EQ(ledger.reason_count(Reason::stream_params_changed), 1u);
+}
+
+}  // namespace
+}  // namespace ibvcap

@@ -180,6 +180,9 @@ TEST(Pipeline, TruncatedInputKeepsWhatWasReadAndFails) {
     EXPECT_NE(out.info.error.find("truncated"), std::string::npos) << out.info.error;
     EXPECT_EQ(out.ledger.totals().packets, whole_records);
     EXPECT_EQ(out.ledger.totals().written, 2 * whole_records);  // pcap + codif
+    // What was read is whole and true, but nothing proves the rest arrived.
+    EXPECT_FALSE(out.ledger.zero_loss());
+    EXPECT_NE(out.ledger.loss_reasons().back().find("ended early"), std::string::npos);
     // The pcap written holds exactly the frames read, and reads back cleanly.
     Ledger again;
     Demux demux({}, again, nullptr);
