@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <nlohmann/json.hpp>
 
 namespace ibvcap::cli {
 
@@ -54,6 +56,79 @@ cxxopts::ParseResult parse(cxxopts::Options& options, int argc, char** argv) {
     } catch (const cxxopts::exceptions::exception& e) {
         throw UsageError(e.what());
     }
+}
+
+void add_common_options(cxxopts::Options& options, const char* groups_help) {
+    // clang-format off
+    options.add_options()
+        ("antenna", "antenna source IPv4 (repeatable; default: every source is an antenna)", cxxopts::value<std::vector<std::string>>(), "IP")
+        ("o,output-dir", "directory for output files", cxxopts::value<std::string>()->default_value("."), "DIR")
+        ("F,format", "output format: raw, codif, codifhdr, pcap (repeatable)", cxxopts::value<std::vector<std::string>>(), "FORMAT")
+        ("prefix", "output file name prefix", cxxopts::value<std::string>()->default_value("ibvcap"), "NAME")
+        ("c,count", "stop after N frames", cxxopts::value<std::uint64_t>()->default_value("0"), "N")
+        ("report", "write the ledger as JSON to FILE", cxxopts::value<std::string>(), "FILE")
+        ("q,quiet", "final verdict only, no per-stream table")
+        ("v,verbose", "one line per CODIF frame")
+        ("h,help", "this help")
+        ("groups", groups_help, cxxopts::value<std::vector<std::string>>());
+    // clang-format on
+    options.parse_positional({"groups"});
+}
+
+CommonOptions read_common_options(const cxxopts::ParseResult& args) {
+    CommonOptions c;
+    c.demux.output_dir = args["output-dir"].as<std::string>();
+    c.demux.prefix = args["prefix"].as<std::string>();
+    if (args.count("format")) {
+        c.demux.formats = parse_formats(args["format"].as<std::vector<std::string>>());
+    }
+    if (args.count("groups")) {
+        c.demux.groups = parse_groups(args["groups"].as<std::vector<std::string>>());
+    }
+    if (args.count("antenna")) {
+        c.demux.antennas =
+            parse_addresses(args["antenna"].as<std::vector<std::string>>(), "--antenna");
+    }
+    c.count = args["count"].as<std::uint64_t>();
+    c.report_path = args.count("report") ? args["report"].as<std::string>() : "";
+    if (!c.report_path.empty()) {
+        prepare_report_path(c.report_path);  // fail now, not after the capture
+    }
+    c.quiet = args.count("quiet") > 0;
+    c.verbose = args.count("verbose") > 0;
+    return c;
+}
+
+void print_frame(const Frame& frame, const UdpPacket& p, const CodifHeader& h, const StreamStats&) {
+    fmt::print("{}.{:09} {}:{} > {}:{} codif {} station {} thread {} {}:{} {} bytes{}\n",
+               frame.timestamp_ns / 1'000'000'000u, frame.timestamp_ns % 1'000'000'000u,
+               format_ipv4(p.src_ip), p.src_port, format_ipv4(p.dst_ip), p.dst_port,
+               to_string(h.layout), h.stationid, h.threadid, h.seconds, h.frame, h.payload_bytes(),
+               h.invalid ? " invalid" : "");
+}
+
+int finish_run(const RunOutcome& outcome, const std::string& report_path, bool quiet) {
+    // The summary first: if the report cannot be written, the ledger is still
+    // on the terminal.
+    print_summary(stdout, outcome.ledger, outcome.info, !quiet);
+    int code = outcome.exit_code;
+    if (!report_path.empty()) {
+        try {
+            write_report(report_path, report_json(outcome.ledger, outcome.info));
+        } catch (const std::exception& e) {
+            fmt::print(stderr, "ibvcap {}: {}\n", outcome.info.command, e.what());
+            code = kExitError;
+        }
+    }
+    if (!outcome.info.error.empty()) {
+        fmt::print(stderr, "ibvcap {}: {}\n", outcome.info.command, outcome.info.error);
+    }
+    for (const auto& o : outcome.ledger.outputs()) {
+        if (!o.error.empty()) {
+            fmt::print(stderr, "ibvcap {}: {}: {}\n", outcome.info.command, o.path, o.error);
+        }
+    }
+    return code;
 }
 
 namespace {

@@ -8,6 +8,7 @@
 
 #include "formats/output.hpp"
 #include "lib/netaddr.hpp"
+#include "lib/pipeline.hpp"
 
 namespace ibvcap::cli {
 
@@ -28,7 +29,28 @@ cxxopts::ParseResult parse(cxxopts::Options& options, int argc, char** argv);
 void install_stop_handler();
 const std::atomic<bool>& stop_flag();
 
+// Options every capturing subcommand shares (DESIGN §6): --antenna, -o, -F,
+// --prefix, -c, --report, -q, -v, and the positional GROUP:PORT list.
+void add_common_options(cxxopts::Options& options, const char* groups_help);
+struct CommonOptions {
+    DemuxOptions demux;
+    std::uint64_t count = 0;
+    std::string report_path;
+    bool quiet = false;
+    bool verbose = false;
+};
+CommonOptions read_common_options(const cxxopts::ParseResult& args);
+
+// The -v line for one CODIF frame.
+void print_frame(const Frame& frame, const UdpPacket& packet, const CodifHeader& header,
+                 const StreamStats& stream);
+// End of a run: the report (when asked), the summary, one stderr line per
+// error; returns the exit code.
+int finish_run(const RunOutcome& outcome, const std::string& report_path, bool quiet);
+
 int cmd_read(int argc, char** argv);
 int cmd_gen(int argc, char** argv);
+int cmd_capture(int argc, char** argv);
+int cmd_devices(int argc, char** argv);
 
 }  // namespace ibvcap::cli

@@ -17,9 +17,11 @@ void print_usage(std::FILE* out) {
                "usage: ibvcap <command> [options]\n"
                "\n"
                "commands:\n"
+               "  capture -i IF [options] GROUP:PORT...    live capture (mlx5 raw-packet QPs)\n"
                "  read -r FILE [options] [GROUP:PORT...]   offline: a pcap/pcapng through the\n"
                "                                           demux, loss ledger and writers\n"
                "  gen  -w FILE.pcap [options] [GROUP:PORT...]  synthetic CODIF traffic\n"
+               "  devices                                  RDMA devices, interfaces, capabilities\n"
                "\n"
                "'ibvcap <command> --help' lists a command's options.\n"
                "exit codes: 0 zero-loss, 3 loss detected, 1 runtime error, 2 usage error\n");
@@ -41,6 +43,12 @@ int main(int argc, char** argv) {
         if (command == "gen") {
             return cli::cmd_gen(argc - 1, argv + 1);
         }
+        if (command == "capture") {
+            return cli::cmd_capture(argc - 1, argv + 1);
+        }
+        if (command == "devices") {
+            return cli::cmd_devices(argc - 1, argv + 1);
+        }
         if (command == "-h" || command == "--help" || command == "help") {
             print_usage(stdout);
             return kExitZeroLoss;
@@ -49,7 +57,8 @@ int main(int argc, char** argv) {
             fmt::print("ibvcap {}\ngpu: {}\n", IBVCAP_VERSION, gpu::describe());
             return kExitZeroLoss;
         }
-        fmt::print(stderr, "ibvcap: unknown command '{}' (valid: read, gen)\n", command);
+        fmt::print(stderr, "ibvcap: unknown command '{}' (valid: capture, read, gen, devices)\n",
+                   command);
         return kExitUsage;
     } catch (const cli::UsageError& e) {
         fmt::print(stderr, "ibvcap {}: {}\n", command, e.what());

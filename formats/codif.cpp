@@ -314,7 +314,11 @@ std::uint64_t codif_frames_per_period(const CodifHeader& h) {
     if (spf == 0 || h.totalsamples % spf != 0) {
         return 0;
     }
-    return h.totalsamples / spf;
+    const std::uint64_t fpp = h.totalsamples / spf;
+    // Above 2^31 frames per period no real stream exists (that is 2 GHz of
+    // frames), and the bound keeps every absolute frame index below 2^63, so
+    // index and gap arithmetic are exact in 64 bits.
+    return fpp <= kCodifMaxFramesPerPeriod ? fpp : 0;
 }
 
 CodifError validate_codif(const CodifHeader& h, std::uint64_t datagram_bytes) {
@@ -361,11 +365,9 @@ void CodifTiming::next(std::uint32_t& seconds, std::uint32_t& frame) const {
 // ((s - s0) / period) * fpp + (f - f0) - 1.
 std::int64_t CodifTiming::gap(std::uint32_t s0, std::uint32_t f0, std::uint32_t s,
                               std::uint32_t f) const {
-    const std::uint32_t p = period == 0 ? 1u : period;
-    const std::int64_t periods =
-        static_cast<std::int64_t>(s / p) - static_cast<std::int64_t>(s0 / p);
-    const std::int64_t frames = static_cast<std::int64_t>(f) - static_cast<std::int64_t>(f0);
-    return periods * static_cast<std::int64_t>(frames_per_period) + frames - 1;
+    // Both indices are below 2^63 (frames per period <= 2^31, seconds < 2^32),
+    // so their difference fits a signed 64-bit value exactly.
+    return static_cast<std::int64_t>(index(s, f) - index(s0, f0)) - 1;
 }
 
 }  // namespace ibvcap

@@ -19,6 +19,8 @@ namespace ibvcap {
 inline constexpr std::size_t kCodifHeaderBytes = 64;
 inline constexpr std::uint32_t kCodifSyncV2 = 0xFEEDCAFEu;
 inline constexpr std::uint32_t kCodifSyncDraft = 0xADEADBEEu;
+// The most frames per period ibvcap accepts (codif_frames_per_period).
+inline constexpr std::uint64_t kCodifMaxFramesPerPeriod = std::uint64_t{1} << 31;
 
 enum class CodifLayout : std::uint8_t { v2, draft };
 std::string_view to_string(CodifLayout layout);
@@ -87,7 +89,8 @@ void encode_codif(const CodifHeader& h, MutableBytes out);
 CodifError validate_codif(const CodifHeader& h, std::uint64_t datagram_bytes);
 
 // Sequence arithmetic (DESIGN §8). Both return 0 when the header cannot define
-// them (zero channels/bits, or a payload that is not a whole number of samples).
+// them (zero channels/bits, or a payload that is not a whole number of samples);
+// frames per period is also 0 above kCodifMaxFramesPerPeriod.
 std::uint64_t codif_samples_per_frame(const CodifHeader& h);
 std::uint64_t codif_frames_per_period(const CodifHeader& h);
 
@@ -98,7 +101,7 @@ struct CodifTiming {
     std::uint64_t frames_per_period = 1;
 
     std::uint64_t index(std::uint32_t seconds, std::uint32_t frame) const {
-        return std::uint64_t{seconds / period} * frames_per_period + frame;
+        return std::uint64_t{seconds / (period == 0 ? 1u : period)} * frames_per_period + frame;
     }
     // The (seconds, frame) that follows (s, f): (s, f+1), or (s + period, 0) on the wrap.
     void next(std::uint32_t& seconds, std::uint32_t& frame) const;

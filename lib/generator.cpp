@@ -58,8 +58,8 @@ void GeneratorConfig::validate() const {
             fmt::format("a {}-byte payload does not hold a whole number of {}-channel {}-bit {} "
                         "samples",
                         payload_bytes, nchan, nbits, complex ? "complex" : "real"));
-    if (frames_per_period > 0xFFFFFFFFull)
-        bad("--frames-per-period must fit in 32 bits");
+    if (frames_per_period > kCodifMaxFramesPerPeriod)
+        bad("--frames-per-period must be at most 2^31");
     for (const double p : {loss, duplicate, reorder})
         if (!(p >= 0 && p <= 1))
             bad("--loss, --duplicate and --reorder are probabilities in [0, 1]");
@@ -67,8 +67,25 @@ void GeneratorConfig::validate() const {
         bad("--loss + --duplicate + --reorder must not exceed 1");
     if (vlan_id > 4094)
         bad("--vlan must be 0-4094");
-    if (layout == CodifLayout::draft && frames_per_period * samples_per_frame() > 0xFFFFFFFFull)
-        bad("total samples per period do not fit the draft layout's 32-bit field");
+    if (start_seconds % period != 0)
+        bad(fmt::format("--start-seconds {} must be a multiple of --period {}", start_seconds,
+                        period));
+    // The last frame's seconds must fit the header's seconds field.
+    const std::uint64_t last_seconds = std::uint64_t{start_seconds} + (start_frame + frames - 1) /
+                                                                          frames_per_period *
+                                                                          std::uint64_t{period};
+    if (layout == CodifLayout::v2 && last_seconds > 0xFFFFFFFFull)
+        bad("the run's seconds pass 2^32, which the CODIF seconds field cannot hold");
+    if (layout == CodifLayout::draft) {
+        if (last_seconds >= (1ull << 30))
+            bad("the run's seconds pass 2^30, which the draft layout's seconds field cannot hold");
+        if (nbits > 31)
+            bad("the draft layout holds --nbits up to 31");
+        if (epoch > 63)
+            bad("the draft layout holds --epoch up to 63");
+        if (frames_per_period * samples_per_frame() > 0xFFFFFFFFull)
+            bad("total samples per period do not fit the draft layout's 32-bit field");
+    }
 }
 
 std::uint64_t Generator::epoch_unix_ns(std::uint8_t epoch) {

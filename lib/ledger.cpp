@@ -95,6 +95,29 @@ Reason reason_for(CodifError error) {
     return Reason::not_codif;
 }
 
+void Ledger::merge(const Ledger& other) {
+    if (!merged_) {
+        // This ledger's own outputs are judged now, before frames from others arrive.
+        merged_parts_reconcile_ = outputs_.empty() || reconciles();
+        merged_ = true;
+    }
+    merged_parts_reconcile_ = merged_parts_reconcile_ && other.reconciles();
+    packets_ += other.packets_;
+    bytes_ += other.bytes_;
+    wc_errors_ += other.wc_errors_;
+    for (std::size_t i = 0; i < kReasonCount; ++i) {
+        reasons_[i] += other.reasons_[i];
+    }
+    streams_.insert(streams_.end(), other.streams_.begin(), other.streams_.end());
+    outputs_.insert(outputs_.end(), other.outputs_.begin(), other.outputs_.end());
+    source_counters_.insert(source_counters_.end(), other.source_counters_.begin(),
+                            other.source_counters_.end());
+    notes_.insert(notes_.end(), other.notes_.begin(), other.notes_.end());
+    if (incomplete_.empty()) {
+        incomplete_ = other.incomplete_;
+    }
+}
+
 Totals Ledger::totals() const {
     Totals t;
     t.packets = packets_;
@@ -132,6 +155,9 @@ bool Ledger::reconciles() const {
         if (!s.sequence.reconciles()) {
             return false;
         }
+    }
+    if (merged_) {
+        return merged_parts_reconcile_;
     }
     // Each output must account for every record routed to it: per-run outputs
     // (pcap) see every frame, per-antenna outputs every frame of their streams.

@@ -142,6 +142,10 @@ class Ledger {
     const std::vector<SourceCounter>& source_counters() const { return source_counters_; }
     const std::vector<std::string>& notes() const { return notes_; }
 
+    // Fold another ledger in (one ledger per device poll thread, merged for
+    // the report when the threads have stopped).
+    void merge(const Ledger& other);
+
     Totals totals() const;
     // Every frame is in exactly one place, every stream's sequence adds up, and
     // every output's records are written or counted as dropped.
@@ -161,6 +165,10 @@ class Ledger {
     std::vector<SourceCounter> source_counters_;
     std::vector<std::string> notes_;
     std::string incomplete_;
+    // Set once other ledgers are merged in: their outputs were checked
+    // against their own frames, which the merged totals can no longer split.
+    bool merged_ = false;
+    bool merged_parts_reconcile_ = true;
 };
 
 }  // namespace ibvcap

@@ -39,6 +39,19 @@ void prepare_output_dir(const std::string& dir) {
     ::unlink(probe.c_str());
 }
 
+void prepare_report_path(const std::string& path) {
+    const std::string probe = path + ".tmp";
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        throw std::runtime_error(
+            fmt::format("cannot write report {}: {}; choose another path "
+                        "with --report",
+                        path, std::strerror(errno)));
+    }
+    ::close(fd);
+    ::unlink(probe.c_str());
+}
+
 int exit_code_for(const Ledger& ledger, const RunInfo& info) {
     if (!info.error.empty()) {
         return kExitError;

@@ -42,6 +42,11 @@ struct RunOutcome {
 // read, and give exit code 1.
 RunOutcome run_read(const ReadRequest& request, const std::atomic<bool>& stop);
 
+// Check that the report can be written (its directory exists and takes a
+// file), so a run fails before it starts rather than after it ends. Throws
+// std::runtime_error with a one-line message.
+void prepare_report_path(const std::string& path);
+
 // 0 zero-loss, 3 loss, 1 when the run or an output failed.
 int exit_code_for(const Ledger& ledger, const RunInfo& info);
 

@@ -17,8 +17,9 @@ SequenceTracker::Kind SequenceTracker::observe(std::uint64_t index) {
         if (gap + 1 >= kWindow) {
             seen_.fill(0);
         } else {
-            for (std::uint64_t i = newest_ + 1; i <= index; ++i) {
-                clear(i);
+            // Counted by offset so that index = UINT64_MAX cannot loop forever.
+            for (std::uint64_t k = 1; k <= gap + 1; ++k) {
+                clear(newest_ + k);
             }
         }
         missing_ += gap;

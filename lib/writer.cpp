@@ -1,6 +1,7 @@
 #include "lib/writer.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,7 +23,8 @@ struct Writer::Buffer {
 
     explicit Buffer(std::size_t bytes) : capacity(bytes) {
         // Page-aligned so the same buffers serve O_DIRECT writes.
-        data = static_cast<std::uint8_t*>(std::aligned_alloc(4096, bytes));
+        // aligned_alloc needs a size that is a multiple of the alignment.
+        data = static_cast<std::uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096));
         if (data == nullptr) {
             throw std::bad_alloc();
         }
@@ -210,8 +212,11 @@ void Writer::write_buffer(Buffer& buffer) {
     auto fail = [&out](const std::string& what, int err) {
         out.failed = true;
         out.error = what + ": " + std::strerror(err);
-        // Cut any partial record: the file holds whole records only.
-        if (out.fd >= 0 && ::ftruncate(out.fd, static_cast<off_t>(out.offset)) != 0) {
+        // Cut any partial record: the file holds whole records only. Only a
+        // regular file can be cut (a FIFO or device has nothing to cut back).
+        struct stat st {};
+        if (out.fd >= 0 && ::fstat(out.fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            ::ftruncate(out.fd, static_cast<off_t>(out.offset)) != 0) {
             out.error += " (and could not cut the file back to its last whole record)";
         }
     };
@@ -222,18 +227,23 @@ void Writer::write_buffer(Buffer& buffer) {
             out.error = std::string("cannot create file: ") + std::strerror(errno);
         } else if (!out.preamble.empty()) {
             if (const int err = pwrite_all(out.fd, out.preamble.data(), out.preamble.size(), 0)) {
-                // Without its header the file is not valid in its format: remove it.
+                // Without its header the file is not valid in its format: remove
+                // it, but only a regular file (never a device node or a FIFO).
                 fail("write failed", err);
+                struct stat st {};
+                const bool regular = ::fstat(out.fd, &st) == 0 && S_ISREG(st.st_mode);
                 ::close(out.fd);
                 out.fd = -1;
-                ::unlink(out.path.c_str());
-                out.error += " (file removed: its header could not be written)";
+                if (regular && ::unlink(out.path.c_str()) == 0) {
+                    out.error += " (file removed: its header could not be written)";
+                }
             } else {
                 out.offset = out.preamble.size();
             }
         }
     }
-    if (!out.failed && buffer.used > 0) {
+    if (!out.failed && buffer.records > 0) {
+        // (A buffer of empty records writes nothing but still counts them.)
         if (const int err = pwrite_all(out.fd, buffer.data, buffer.used, out.offset)) {
             fail("write failed", err);
         } else {

@@ -54,7 +54,7 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
     };
     const std::vector<Case> cases = {
         {"", "usage: ibvcap"},
-        {"frobnicate", "unknown command 'frobnicate' (valid: read, gen)"},
+        {"frobnicate", "unknown command 'frobnicate' (valid: capture, read, gen, devices)"},
         {"read", "-r FILE is required"},
         {"read -r x.pcap -F foo", "unknown format 'foo' (valid: raw, codif, codifhdr, pcap)"},
         {"read -r x.pcap 239.1.1.1", "expected GROUP:PORT"},

@@ -1,0 +1,115 @@
+// ibvcap capture: live capture through the verbs engine (mlx5 raw-packet QPs).
+#include <fmt/format.h>
+
+#include "capture/cli.hpp"
+#include "lib/capture_run.hpp"
+
+namespace ibvcap::cli {
+
+int cmd_capture(int argc, char** argv) {
+    cxxopts::Options options("ibvcap capture",
+                             "Capture CODIF multicast streams through mlx5 raw-packet QPs.");
+    options.positional_help("GROUP:PORT...");
+    // clang-format off
+    options.add_options()
+        ("i,interface", "netdev name or IPv4 address of an mlx5 port (repeatable: one poll thread per device)", cxxopts::value<std::vector<std::string>>(), "IF")
+        ("source", "verbs (mlx5 raw-packet QPs) or pcap (any NIC, through libpcap)", cxxopts::value<std::string>()->default_value("verbs"), "SOURCE")
+        ("hw-demux", "one QP and flow rule per (group, antenna): the NIC demultiplexes by source IP")
+        ("duration", "stop after SECONDS", cxxopts::value<double>()->default_value("0"), "SECONDS")
+        ("ring-depth", "receive work requests per QP", cxxopts::value<std::uint32_t>()->default_value("4096"), "N")
+        ("poll-batch", "completions per poll", cxxopts::value<std::uint32_t>()->default_value("64"), "N")
+        ("repost-batch", "receive WRs re-posted together", cxxopts::value<std::uint32_t>()->default_value("32"), "N")
+        ("no-split", "one SGE per frame in host memory instead of the header/payload split")
+        ("vlan-tags", "VLAN tags on the wire (sizes the header SGE)", cxxopts::value<std::uint32_t>()->default_value("0"), "N")
+        ("max-frame", "largest Ethernet frame expected, bytes (MTU 9000 + header + two VLAN tags)", cxxopts::value<std::uint32_t>()->default_value("9022"), "BYTES")
+        ("no-flow-counters", "create the flow rules without a count action (for devices that refuse it)")
+        ("num-devices", "prototype alias: the number of -i interfaces given", cxxopts::value<unsigned>(), "N")
+        ("num-multicast-groups", "prototype alias: the number of GROUP:PORT given", cxxopts::value<unsigned>(), "N")
+        ("num-antennas", "prototype alias: the most antennas to expect", cxxopts::value<unsigned>(), "N")
+        ("num-blocks", "prototype alias of --ring-depth", cxxopts::value<std::uint32_t>(), "N")
+        ("sysfs-root", "where sysfs is (tests)", cxxopts::value<std::string>()->default_value("/sys"), "DIR");
+    // clang-format on
+    add_common_options(options, "GROUP:PORT to capture");
+    const auto args = parse(options, argc, argv);
+    if (args.count("help")) {
+        fmt::print("{}", options.help());
+        return kExitZeroLoss;
+    }
+    if (!args.count("groups")) {
+        throw UsageError("give at least one GROUP:PORT to capture, e.g. 239.17.0.1:36001");
+    }
+    const CommonOptions common = read_common_options(args);
+    CaptureRequest request;
+    request.demux = common.demux;
+    request.engine.groups = common.demux.groups;
+    request.engine.antennas = common.demux.antennas;
+    const std::string source = args["source"].as<std::string>();
+    if (source != "verbs" && source != "pcap") {
+        throw UsageError(fmt::format("unknown --source '{}' (valid: verbs, pcap)", source));
+    }
+    const auto interfaces = args.count("interface")
+                                ? args["interface"].as<std::vector<std::string>>()
+                                : std::vector<std::string>{};
+    if (interfaces.empty()) {
+        throw UsageError("-i IF is required (the netdev name or IPv4 address to capture on)");
+    }
+    if (args.count("num-devices") && args["num-devices"].as<unsigned>() != interfaces.size()) {
+        throw UsageError(fmt::format("--num-devices {} but {} -i interfaces given",
+                                     args["num-devices"].as<unsigned>(), interfaces.size()));
+    }
+    if (args.count("num-multicast-groups") &&
+        args["num-multicast-groups"].as<unsigned>() != request.engine.groups.size()) {
+        throw UsageError(fmt::format("--num-multicast-groups {} but {} GROUP:PORT given",
+                                     args["num-multicast-groups"].as<unsigned>(),
+                                     request.engine.groups.size()));
+    }
+    if (args.count("num-antennas")) {
+        const unsigned n = args["num-antennas"].as<unsigned>();
+        if (n == 0 || (!request.demux.antennas.empty() && n != request.demux.antennas.size())) {
+            throw UsageError(fmt::format("--num-antennas {} disagrees with the {} --antenna given",
+                                         n, request.demux.antennas.size()));
+        }
+        request.demux.max_antennas = n;
+    }
+    request.engine.hw_demux = args.count("hw-demux") > 0;
+    if (request.engine.hw_demux && request.engine.antennas.empty()) {
+        throw UsageError("--hw-demux needs the antennas: give each with --antenna IP");
+    }
+    request.engine.flow_counters = args.count("no-flow-counters") == 0;
+    request.engine.split = args.count("no-split") == 0;
+    request.engine.vlan_tags = args["vlan-tags"].as<std::uint32_t>();
+    request.engine.max_frame_bytes = args["max-frame"].as<std::uint32_t>();
+    request.engine.ring_depth = args.count("num-blocks") ? args["num-blocks"].as<std::uint32_t>()
+                                                         : args["ring-depth"].as<std::uint32_t>();
+    request.engine.poll_batch = args["poll-batch"].as<std::uint32_t>();
+    request.engine.repost_batch = args["repost-batch"].as<std::uint32_t>();
+    if (request.engine.vlan_tags > 2) {
+        throw UsageError("--vlan-tags must be 0, 1 or 2");
+    }
+    if (request.engine.max_frame_bytes < 128 || request.engine.max_frame_bytes > 65535) {
+        throw UsageError("--max-frame must be 128-65535 bytes");
+    }
+    if (request.engine.poll_batch == 0 || request.engine.repost_batch == 0 ||
+        request.engine.ring_depth < 16) {
+        throw UsageError("--poll-batch and --repost-batch must be at least 1, --ring-depth 16");
+    }
+    request.count = common.count;
+    request.duration_s = args["duration"].as<double>();
+    request.sysfs_root = args["sysfs-root"].as<std::string>();
+    if (common.verbose) {
+        request.observer = print_frame;
+    }
+
+    if (source == "pcap") {
+        throw std::runtime_error("--source pcap: the libpcap live source is not in this build yet");
+    }
+    auto provider = verbs::make_ibv_provider();
+    for (const auto& i : interfaces) {
+        request.targets.push_back(verbs_target(*provider, i));
+    }
+    install_stop_handler();
+    RunOutcome outcome = run_verbs_capture(request, *provider, kernel_memberships(), stop_flag());
+    return finish_run(outcome, common.report_path, common.quiet);
+}
+
+}  // namespace ibvcap::cli

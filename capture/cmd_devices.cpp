@@ -1,0 +1,41 @@
+// ibvcap devices: RDMA devices, their ports and netdevs, IPv4, link state and
+// what the verbs layer says each device can do.
+#include <fmt/format.h>
+
+#include "capture/cli.hpp"
+#include "lib/capture_run.hpp"
+#include "lib/devices.hpp"
+
+namespace ibvcap::cli {
+
+int cmd_devices(int argc, char** argv) {
+    cxxopts::Options options("ibvcap devices",
+                             "List RDMA devices, network interfaces and capabilities.");
+    options.add_options()("sysfs-root", "where sysfs is (tests)",
+                          cxxopts::value<std::string>()->default_value("/sys"),
+                          "DIR")("h,help", "this help");
+    const auto args = parse(options, argc, argv);
+    if (args.count("help")) {
+        fmt::print("{}", options.help());
+        return kExitZeroLoss;
+    }
+    const HostDescription host =
+        describe_host(read_interface_addresses(), args["sysfs-root"].as<std::string>());
+    auto provider = verbs::make_ibv_provider();
+    fmt::print("{}", format_devices(host, [&](const std::string& device) {
+                   std::uint8_t port = 1;
+                   for (const auto& p : host.ports) {
+                       if (p.device == device) {
+                           port = p.port;
+                           break;
+                       }
+                   }
+                   return device_capability_lines(*provider, device, port);
+               }));
+    if (host.ports.empty()) {
+        fmt::print("no RDMA devices found; capture on this host with --source pcap\n");
+    }
+    return kExitZeroLoss;
+}
+
+}  // namespace ibvcap::cli

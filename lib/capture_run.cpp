@@ -1,0 +1,235 @@
+#include "lib/capture_run.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <optional>
+#include <thread>
+
+#include "lib/devices.hpp"
+#include "lib/igmp.hpp"
+#include "lib/nic_counters.hpp"
+
+namespace ibvcap {
+
+namespace {
+
+class KernelMembership final : public GroupMembership {
+  public:
+    KernelMembership(const CaptureTarget& target, const Endpoint& group)
+        : membership_(group.ip, target.netdev, target.ipv4) {
+        membership_.join();
+    }
+    void rejoin() override { membership_.rejoin(); }
+
+  private:
+    MulticastMembership membership_;
+};
+
+// Everything one device needs; members in construction order, so the engine
+// (QPs, flows) goes before the writer it feeds and the device it uses.
+struct DevicePart {
+    Ledger ledger;
+    std::unique_ptr<verbs::Device> device;
+    std::unique_ptr<Writer> writer;
+    std::unique_ptr<Demux> demux;
+    std::unique_ptr<NicCounters> counters;
+    std::unique_ptr<VerbsEngine> engine;
+    std::thread thread;
+    std::atomic<bool> done{false};  // the poll thread has ended
+    std::string error;              // what ended the poll thread early (read after join)
+};
+
+}  // namespace
+
+std::vector<std::string> device_capability_lines(verbs::Provider& provider,
+                                                 const std::string& device, std::uint8_t port) {
+    try {
+        const auto dev = provider.open(device, port);
+        const verbs::DeviceCaps& c = dev->caps();
+        auto yes = [](bool b) { return b ? "yes" : "no"; };
+        return {fmt::format("raw-packet QP: {}   managed flow steering: {}   flow counters: {}",
+                            yes(c.raw_packet_qp), yes(c.flow_steering), yes(c.flow_counters)),
+                fmt::format("max_qp_wr: {}   max_cqe: {}   max_sge: {}", c.max_qp_wr, c.max_cqe,
+                            c.max_sge),
+                fmt::format("completion timestamps: {}{}", yes(c.completion_timestamps),
+                            c.completion_timestamps
+                                ? fmt::format(" (clock {} kHz)", c.hca_core_clock_khz)
+                                : std::string())};
+    } catch (const std::exception& e) {
+        return {fmt::format("cannot open: {}", e.what())};
+    }
+}
+
+CaptureTarget verbs_target(verbs::Provider& provider, const std::string& interface) {
+    if (provider.device_names().empty()) {
+        throw std::runtime_error("no RDMA devices found; on this host use --source pcap");
+    }
+    const NetInterface nif = resolve_interface(interface);
+    if (nif.rdma_device.empty()) {
+        throw std::runtime_error(fmt::format(
+            "interface {} is not driven by an RDMA device (see ibvcap devices); use an mlx5 "
+            "interface or --source pcap",
+            nif.name));
+    }
+    CaptureTarget t;
+    t.device = nif.rdma_device;
+    t.port = nif.rdma_port;
+    t.netdev = nif.name;
+    t.ipv4 = nif.ipv4.front();
+    return t;
+}
+
+TargetMembershipFactory kernel_memberships() {
+    return [](const CaptureTarget& target, const Endpoint& group) {
+        return std::make_unique<KernelMembership>(target, group);
+    };
+}
+
+RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& provider,
+                             const TargetMembershipFactory& memberships,
+                             const std::atomic<bool>& stop) {
+    RunOutcome outcome;
+    outcome.info.command = "capture";
+    outcome.info.source = "verbs";
+    for (const auto& t : request.targets) {
+        outcome.info.input += (outcome.info.input.empty() ? "" : ",") +
+                              fmt::format("{}:{}({})", t.device, t.port, t.netdev);
+    }
+    if (request.targets.empty()) {
+        throw std::runtime_error("no device to capture on");
+    }
+    if (!request.demux.formats.empty()) {
+        prepare_output_dir(request.demux.output_dir);
+    }
+    // Declared before the parts so that it outlives their memory regions.
+    const std::unique_ptr<PayloadMemory> host_memory = make_host_payload_memory();
+
+    std::vector<std::unique_ptr<DevicePart>> parts;
+    for (const auto& target : request.targets) {
+        auto part = std::make_unique<DevicePart>();
+        part->device = provider.open(target.device, target.port);
+        DemuxOptions demux = request.demux;
+        if (request.targets.size() > 1) {
+            demux.prefix = fmt::format("{}_{}p{}", demux.prefix, target.device, target.port);
+        }
+        if (!demux.formats.empty()) {
+            Writer::Options w = request.writer;
+            w.block_when_full = false;  // a live source never waits for the disk
+            part->writer = std::make_unique<Writer>(w);
+        }
+        part->demux = std::make_unique<Demux>(demux, part->ledger, part->writer.get());
+        if (request.observer) {
+            part->demux->set_observer(request.observer);
+        }
+        if (request.nic_counters) {
+            part->counters = std::make_unique<NicCounters>(request.sysfs_root, target.device,
+                                                           target.port, target.netdev);
+        }
+        MembershipFactory join;
+        if (memberships) {
+            join = [&memberships, target](const Endpoint& g) { return memberships(target, g); };
+        }
+        part->engine = std::make_unique<VerbsEngine>(*part->device, request.engine, *part->demux,
+                                                     part->ledger, *host_memory, join);
+        parts.push_back(std::move(part));
+    }
+
+    // Counters first, so that everything the rules steer is inside the window.
+    for (auto& p : parts) {
+        if (p->counters) {
+            p->counters->snapshot_start();
+            for (const auto& name : p->counters->missing()) {
+                p->ledger.add_note(fmt::format("{}: drop counter {} cannot be read",
+                                               p->device->caps().name, name));
+            }
+        }
+    }
+    for (auto& p : parts) {
+        p->engine->start();
+    }
+
+    const auto start = std::chrono::steady_clock::now();
+    std::atomic<bool> halt{false};
+    for (auto& p : parts) {
+        DevicePart* part = p.get();
+        part->thread = std::thread([part, &halt] {
+            try {
+                part->engine->run(halt);
+            } catch (const std::exception& e) {
+                part->error = e.what();
+            }
+            part->done.store(true);
+            // Every device tears down on its own thread at once, so no device
+            // waits, joined and steering but unpolled, while another drains.
+            halt.wait(false);
+            try {
+                part->engine->stop();  // leave the groups, drain, destroy the rules
+            } catch (const std::exception& e) {
+                part->error = part->error.empty() ? e.what() : part->error;
+            }
+            if (part->engine->stats().device_fatal && part->error.empty()) {
+                part->error = fmt::format(
+                    "{}: the device reported a fatal error; the capture "
+                    "stopped (check dmesg and the NIC firmware)",
+                    part->device->caps().name);
+            }
+        });
+    }
+    for (;;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        if (stop.load()) {
+            outcome.info.interrupted = true;
+            break;
+        }
+        const double elapsed =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (request.duration_s > 0 && elapsed >= request.duration_s) {
+            break;
+        }
+        std::uint64_t frames = 0;
+        bool ended = false;
+        for (const auto& p : parts) {
+            frames += p->engine->frames_published();
+            ended = ended || p->done.load();
+        }
+        if (ended || (request.count > 0 && frames >= request.count)) {
+            break;
+        }
+    }
+    halt = true;
+    halt.notify_all();
+    for (auto& p : parts) {
+        p->thread.join();
+    }
+
+    Ledger merged;
+    for (auto& p : parts) {
+        if (!p->error.empty()) {
+            p->ledger.set_incomplete(p->error);
+            outcome.info.error = outcome.info.error.empty() ? p->error : outcome.info.error;
+        }
+        if (p->writer) {
+            p->writer->finish();
+            p->ledger.set_outputs(p->writer->stats());
+        }
+        p->engine->report_to(p->ledger);
+        for (auto& c : p->engine->flow_counters()) {
+            p->ledger.add_source_counter(std::move(c));
+        }
+        if (p->counters) {
+            p->counters->snapshot();
+            for (auto& c : p->counters->to_source_counters(p->device->caps().name + "/")) {
+                p->ledger.add_source_counter(std::move(c));
+            }
+        }
+        merged.merge(p->ledger);
+    }
+    outcome.info.duration_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    outcome.ledger = std::move(merged);
+    outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
+    return outcome;
+}
+
+}  // namespace ibvcap

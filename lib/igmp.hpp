@@ -1,0 +1,61 @@
+// IGMP membership of one multicast group on one interface, held for the whole
+// run (DESIGN §4.2). The NIC never traps IGMP: a kernel UDP socket joins the
+// group so that the kernel sends the reports and answers the queries, and the
+// switch keeps forwarding the group to this port.
+//
+// The socket is never bound, so it has no port and receives nothing. With the
+// verbs source the NIC's flow rule steers the group's packets to the raw QP,
+// so the kernel does not see them at all; with the pcap source the kernel sees
+// them, finds no socket for the port and drops them after libpcap has its copy.
+//
+// One socket per membership: the kernel's limit on memberships per socket
+// (net.ipv4.igmp_max_memberships, 20 by default) then never applies.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ibvcap {
+
+struct NetInterface;
+
+class MulticastMembership {
+  public:
+    // Nothing is joined until join(). `interface_address` (host byte order) is
+    // the interface's IPv4 address, 0 to let the kernel pick by index. Throws
+    // std::invalid_argument when `group` is not a multicast address.
+    MulticastMembership(std::uint32_t group, std::string interface,
+                        std::uint32_t interface_address = 0);
+    // The interface's name and first IPv4 address.
+    MulticastMembership(std::uint32_t group, const NetInterface& interface);
+    ~MulticastMembership();  // leave()
+
+    MulticastMembership(const MulticastMembership&) = delete;
+    MulticastMembership& operator=(const MulticastMembership&) = delete;
+    MulticastMembership(MulticastMembership&& other) noexcept;
+    MulticastMembership& operator=(MulticastMembership&& other) noexcept;
+
+    // Join the group (IP_ADD_MEMBERSHIP on a new socket; the interface index
+    // is looked up now). No-op when already joined. Throws std::system_error
+    // with a one-line message naming the group, the interface and the fix.
+    void join();
+    // Drop the membership (IP_DROP_MEMBERSHIP) and close the socket. Idempotent;
+    // never throws (an interface that is gone has dropped it already).
+    void leave() noexcept;
+    // leave() then join(): after a port came back up, or the interface was
+    // re-created, so the switch hears a fresh report.
+    void rejoin();
+    bool joined() const noexcept { return fd_ >= 0; }
+
+    std::uint32_t group() const noexcept { return group_; }
+    const std::string& interface() const noexcept { return interface_; }
+
+  private:
+    std::uint32_t group_;
+    std::string interface_;
+    std::uint32_t interface_address_;
+    int ifindex_ = 0;
+    int fd_ = -1;
+};
+
+}  // namespace ibvcap

@@ -1,0 +1,631 @@
+#include "lib/verbs_engine.hpp"
+
+#include <fmt/format.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <thread>
+
+#include "formats/codif.hpp"
+#include "formats/packet.hpp"
+
+namespace ibvcap {
+
+namespace {
+
+constexpr std::uint32_t kSlotAlign = 64;
+
+std::uint32_t round_up(std::uint32_t v, std::uint32_t to) {
+    return (v + to - 1) / to * to;
+}
+
+// wr_id = QP index (16 bits) | ring generation (16 bits) | slot (32 bits).
+std::uint64_t make_wr_id(std::uint32_t qp, std::uint16_t generation, std::uint64_t slot) {
+    return (std::uint64_t{qp} << 48) | (std::uint64_t{generation} << 32) | slot;
+}
+
+std::uint64_t realtime_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
+           static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// Where the UDP payload starts, read from the few header bytes that decide it
+// (EtherType/VLAN tags and IHL); 0 when the head is too short to say.
+std::size_t quick_udp_payload_offset(Bytes head) {
+    std::size_t off = 12;
+    for (int tag = 0; tag <= 2; ++tag) {
+        if (head.size() < off + 2) {
+            return 0;
+        }
+        const std::uint16_t type = load_be16(head.data() + off);
+        if (type != kEtherTypeVlan && type != kEtherTypeQinQ) {
+            break;
+        }
+        off += kVlanTagBytes;
+    }
+    off += 2;
+    if (head.size() <= off) {
+        return 0;
+    }
+    return off + std::size_t{4} * (head[off] & 0x0fu) + kUdpHeaderBytes;
+}
+
+class HostPayloadMemory final : public PayloadMemory {
+  public:
+    Region allocate(verbs::Device& device, std::size_t bytes) override {
+        void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+        if (p == nullptr) {
+            throw std::bad_alloc();
+        }
+        std::shared_ptr<void> owner(p, std::free);
+        std::memset(p, 0, bytes);  // touch the pages before the NIC writes them
+        Region r;
+        r.mr = device.register_memory(p, bytes);
+        r.nic_address = reinterpret_cast<std::uintptr_t>(p);
+        r.host_view = static_cast<std::uint8_t*>(p);
+        r.owner = std::move(owner);
+        return r;
+    }
+    std::string describe() const override { return "host memory"; }
+};
+
+}  // namespace
+
+std::unique_ptr<PayloadMemory> make_host_payload_memory() {
+    return std::make_unique<HostPayloadMemory>();
+}
+
+struct VerbsEngine::Qp {
+    std::uint32_t index = 0;
+    Endpoint group;
+    std::uint32_t antenna = 0;  // 0: any source
+    std::string label;
+    std::uint32_t depth = 0;
+    std::uint16_t generation = 0;   // bumped by each recovery; part of every wr_id
+    PayloadMemory::Region payload;  // outlives the QP (declared before it)
+    std::unique_ptr<verbs::QueuePair> qp;
+    std::vector<std::unique_ptr<verbs::Flow>> flows;  // destroyed before the QP
+    std::vector<std::uint8_t> outstanding;            // per slot: posted, not completed
+    std::uint32_t outstanding_count = 0;
+    std::vector<verbs::RecvRequest> reposts;
+    bool needs_recovery = false;
+    std::chrono::steady_clock::time_point error_since{};
+    std::uint64_t delivered = 0;  // completions of frames the NIC steered here
+};
+
+VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& demux, Ledger& ledger,
+                         PayloadMemory& payload, MembershipFactory memberships)
+    : device_(device),
+      options_(std::move(options)),
+      demux_(demux),
+      ledger_(ledger),
+      payload_(payload),
+      membership_factory_(std::move(memberships)) {
+    const verbs::DeviceCaps& caps = device_.caps();
+    if (options_.groups.empty()) {
+        throw std::invalid_argument("no GROUP:PORT to capture");
+    }
+    if (!caps.raw_packet_qp) {
+        throw std::invalid_argument(fmt::format(
+            "{} port {} is not an Ethernet port with raw-packet QPs", caps.name, caps.port));
+    }
+    if (!caps.flow_steering) {
+        throw std::invalid_argument(
+            fmt::format("{} has no managed flow steering, which exact multicast rules need; use "
+                        "--source pcap on this host",
+                        caps.name));
+    }
+    if (options_.hw_demux && options_.antennas.empty()) {
+        throw std::invalid_argument("--hw-demux needs the antennas listed with --antenna");
+    }
+    if (options_.split && caps.max_sge < 2) {
+        ledger_.add_note(
+            fmt::format("{} takes one SGE per receive: header/payload split off", caps.name));
+        options_.split = false;
+    }
+
+    // The plan: one QP per group, or per (group, antenna) with hardware demux.
+    std::vector<std::pair<Endpoint, std::uint32_t>> plan;
+    for (const auto& g : options_.groups) {
+        if (options_.hw_demux) {
+            for (const auto a : options_.antennas) {
+                plan.emplace_back(g, a);
+            }
+        } else {
+            plan.emplace_back(g, 0);
+        }
+    }
+
+    // Clamp the ring to what the device takes, and the CQ to its entries.
+    std::uint32_t depth = std::max<std::uint32_t>(options_.ring_depth, 16);
+    if (caps.max_qp_wr > 0 && depth > caps.max_qp_wr) {
+        ledger_.add_note(fmt::format("ring depth {} clamped to {} (max_qp_wr of {})", depth,
+                                     caps.max_qp_wr, caps.name));
+        depth = caps.max_qp_wr;
+    }
+    if (caps.max_cqe > 0 && std::uint64_t{depth} * plan.size() > caps.max_cqe) {
+        const auto clamped = static_cast<std::uint32_t>(caps.max_cqe / plan.size());
+        ledger_.add_note(
+            fmt::format("ring depth {} clamped to {} so {} QPs fit one CQ of {} "
+                        "entries (max_cqe of {})",
+                        depth, clamped, plan.size(), caps.max_cqe, caps.name));
+        depth = clamped;
+    }
+    options_.ring_depth = depth;
+
+    header_bytes_ = static_cast<std::uint32_t>(kPlainUdpPayloadOffset + kCodifHeaderBytes +
+                                               kVlanTagBytes * options_.vlan_tags);
+    if (options_.split) {
+        header_stride_ = round_up(header_bytes_, kSlotAlign);
+        payload_bytes_ = options_.max_frame_bytes > header_bytes_
+                             ? options_.max_frame_bytes - header_bytes_
+                             : kSlotAlign;
+    } else {
+        payload_bytes_ = options_.max_frame_bytes;
+    }
+    const std::uint32_t payload_stride = round_up(payload_bytes_, kSlotAlign);
+
+    if (options_.split) {
+        const std::size_t arena = std::size_t{header_stride_} * depth * plan.size();
+        void* p = std::aligned_alloc(4096, (arena + 4095) / 4096 * 4096);
+        if (p == nullptr) {
+            throw std::bad_alloc();
+        }
+        header_arena_ = {static_cast<std::uint8_t*>(p), std::free};
+        std::memset(p, 0, arena);
+        header_mr_ = device_.register_memory(p, arena);
+    }
+
+    cq_ = device_.create_cq(static_cast<std::uint32_t>(depth * plan.size()));
+    if (plan.size() > 0xffff) {
+        throw std::invalid_argument("more than 65535 queue pairs on one device");
+    }
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+        auto q = std::make_unique<Qp>();
+        q->index = static_cast<std::uint32_t>(i);
+        q->group = plan[i].first;
+        q->antenna = plan[i].second;
+        q->label = plan[i].second == 0
+                       ? q->group.to_string()
+                       : fmt::format("{}/{}", q->group.to_string(), format_ipv4(plan[i].second));
+        q->depth = depth;
+        q->payload = payload_.allocate(device_, std::size_t{payload_stride} * depth);
+        if (q->payload.host_view == nullptr) {
+            throw std::invalid_argument(
+                "payload memory without a host view needs the GPU payload path");
+        }
+        q->qp = device_.create_qp(*cq_, depth, options_.split ? 2u : 1u);
+        q->outstanding.assign(depth, 0);
+        q->reposts.reserve(depth);
+        qps_.push_back(std::move(q));
+    }
+    batch_.resize(std::max<std::uint32_t>(options_.poll_batch, 1));
+
+    if (const auto pair = device_.clock_pair();
+        pair && caps.completion_timestamps && caps.hca_core_clock_khz > 0) {
+        hw_clock_ = true;
+        clock_khz_ = caps.hca_core_clock_khz;
+        clock_ticks0_ = pair->first;
+        clock_ns0_ = pair->second;
+        last_clock_sync_ = std::chrono::steady_clock::now();
+    } else {
+        ledger_.add_note(fmt::format(
+            "{} gives no completion timestamps: frames are stamped with CLOCK_REALTIME at poll",
+            caps.name));
+    }
+}
+
+VerbsEngine::~VerbsEngine() {
+    try {
+        stop();
+    } catch (...) {
+        // A destructor must not throw; stop() already recorded what it could.
+    }
+}
+
+std::size_t VerbsEngine::queue_pairs() const {
+    return qps_.size();
+}
+
+void VerbsEngine::post_all(Qp& q) {
+    const std::uint32_t payload_stride = round_up(payload_bytes_, kSlotAlign);
+    q.reposts.clear();
+    for (std::uint32_t slot = 0; slot < q.depth; ++slot) {
+        verbs::RecvRequest r;
+        r.wr_id = make_wr_id(q.index, q.generation, slot);
+        if (options_.split) {
+            const std::size_t h = (std::size_t{q.index} * q.depth + slot) * header_stride_;
+            r.sge[0] = {reinterpret_cast<std::uintptr_t>(header_arena_.get() + h), header_bytes_,
+                        header_mr_->lkey()};
+            r.sge[1] = {q.payload.nic_address + std::uint64_t{slot} * payload_stride,
+                        payload_bytes_, q.payload.mr->lkey()};
+            r.num_sge = 2;
+        } else {
+            r.sge[0] = {q.payload.nic_address + std::uint64_t{slot} * payload_stride,
+                        payload_bytes_, q.payload.mr->lkey()};
+            r.num_sge = 1;
+        }
+        q.reposts.push_back(r);
+    }
+    q.qp->post_recv(q.reposts);
+    std::fill(q.outstanding.begin(), q.outstanding.end(), std::uint8_t{1});
+    q.outstanding_count = q.depth;
+    q.reposts.clear();
+}
+
+void VerbsEngine::start() {
+    if (started_) {
+        return;
+    }
+    started_ = true;
+    // 1. Every receive WR posted and every QP ready before any rule steers
+    //    traffic to it (DESIGN §4.2).
+    for (auto& q : qps_) {
+        q->qp->modify(verbs::QpState::init);
+        post_all(*q);
+        q->qp->modify(verbs::QpState::rtr);
+    }
+    // 2. The flow rules.
+    const bool counters = options_.flow_counters && device_.caps().flow_counters;
+    if (options_.flow_counters && !counters) {
+        ledger_.add_note(
+            fmt::format("{} has no flow counters: per-group NIC drop counts are not "
+                        "available (out_of_buffer still counts every drop)",
+                        device_.caps().name));
+    }
+    for (auto& q : qps_) {
+        verbs::FlowMatch m;
+        multicast_mac(q->group.ip, m.dst_mac.data());
+        m.dst_ip = q->group.ip;
+        m.src_ip = q->antenna;
+        m.dst_port = q->group.port;
+        q->flows.push_back(q->qp->create_flow(m, counters));
+    }
+    // 3. The IGMP joins, one per group, held for the run.
+    if (membership_factory_) {
+        for (const auto& g : options_.groups) {
+            memberships_.push_back(membership_factory_(g));
+        }
+    }
+}
+
+void VerbsEngine::flush_reposts(Qp& q) {
+    if (q.reposts.empty() || q.needs_recovery) {
+        return;
+    }
+    q.qp->post_recv(q.reposts);
+    for (const auto& r : q.reposts) {
+        q.outstanding[r.wr_id & 0xffffffffu] = 1;
+    }
+    q.outstanding_count += static_cast<std::uint32_t>(q.reposts.size());
+    q.reposts.clear();
+}
+
+void VerbsEngine::recover(Qp& q) {
+    // DESIGN §4.6: drained (or timed out), then RESET → INIT → re-post → RTR.
+    q.qp->modify(verbs::QpState::reset);  // discards whatever is still posted
+    // Completions of the old ring still in the CQ (a drain that timed out)
+    // carry the old generation and are told apart from the new ring's.
+    ++q.generation;
+    q.qp->modify(verbs::QpState::init);
+    post_all(q);
+    q.qp->modify(verbs::QpState::rtr);
+    q.needs_recovery = false;
+    ++stats_.recoveries;
+}
+
+std::uint64_t VerbsEngine::timestamp_ns(const verbs::Completion& c) {
+    if (!hw_clock_ || !c.has_timestamp) {
+        return batch_realtime_ns_;
+    }
+    // Resynced once a second, so the tick delta times 10^6 stays far from overflow.
+    const auto delta = static_cast<std::int64_t>(c.hw_timestamp - clock_ticks0_);
+    const std::int64_t ns = delta * 1'000'000 / static_cast<std::int64_t>(clock_khz_);
+    return static_cast<std::uint64_t>(static_cast<std::int64_t>(clock_ns0_) + ns);
+}
+
+void VerbsEngine::resync_clock() {
+    if (!hw_clock_) {
+        return;
+    }
+    if (const auto pair = device_.clock_pair()) {
+        clock_ticks0_ = pair->first;
+        clock_ns0_ = pair->second;
+    }
+    last_clock_sync_ = std::chrono::steady_clock::now();
+}
+
+void VerbsEngine::handle(const verbs::Completion& c) {
+    ++stats_.completions;
+    const auto status_index = static_cast<std::size_t>(c.status);
+    if (status_index < std::size(stats_.wc_by_status)) {
+        ++stats_.wc_by_status[status_index];
+    }
+    // Nothing from a completion is trusted (DESIGN §4.3): the wr_id must name a
+    // QP and a slot that is posted, on the QP the completion says.
+    const std::uint64_t qi = c.wr_id >> 48;
+    const auto generation = static_cast<std::uint16_t>(c.wr_id >> 32);
+    const std::uint64_t slot = c.wr_id & 0xffffffffu;
+    if (qi >= qps_.size()) {
+        ++stats_.bad_wr_id;
+        return;
+    }
+    Qp& q = *qps_[qi];
+    if (generation != q.generation && c.qp_num == q.qp->qp_num() && slot < q.depth) {
+        // From the ring before a recovery: its slot has been re-posted since,
+        // so a frame it carried may be overwritten. Dropped, and counted.
+        ++stats_.stale_completions;
+        if (c.status == verbs::WcStatus::success) {
+            ++stats_.stale_frames;
+        }
+        return;
+    }
+    if (slot >= q.depth || q.outstanding[slot] == 0 || c.qp_num != q.qp->qp_num()) {
+        ++stats_.bad_wr_id;
+        return;
+    }
+    q.outstanding[slot] = 0;
+    --q.outstanding_count;
+
+    auto repost = [&] {
+        const std::uint32_t payload_stride = round_up(payload_bytes_, kSlotAlign);
+        verbs::RecvRequest r;
+        r.wr_id = c.wr_id;
+        if (options_.split) {
+            const std::size_t h = (std::size_t{q.index} * q.depth + slot) * header_stride_;
+            r.sge[0] = {reinterpret_cast<std::uintptr_t>(header_arena_.get() + h), header_bytes_,
+                        header_mr_->lkey()};
+            r.sge[1] = {q.payload.nic_address + slot * payload_stride, payload_bytes_,
+                        q.payload.mr->lkey()};
+            r.num_sge = 2;
+        } else {
+            r.sge[0] = {q.payload.nic_address + slot * payload_stride, payload_bytes_,
+                        q.payload.mr->lkey()};
+            r.num_sge = 1;
+        }
+        q.reposts.push_back(r);
+        if (q.reposts.size() >= options_.repost_batch) {
+            flush_reposts(q);
+        }
+    };
+
+    switch (c.status) {
+        case verbs::WcStatus::success: {
+            ++q.delivered;
+            const std::uint32_t capacity =
+                options_.split ? header_bytes_ + payload_bytes_ : payload_bytes_;
+            if (c.byte_len > capacity || c.byte_len == 0) {
+                ++stats_.bad_byte_len;
+                repost();
+                return;
+            }
+            const std::uint32_t payload_stride = round_up(payload_bytes_, kSlotAlign);
+            Frame f;
+            if (options_.split) {
+                const std::size_t h = (std::size_t{q.index} * q.depth + slot) * header_stride_;
+                const std::uint32_t in_head = std::min(c.byte_len, header_bytes_);
+                f.head = Bytes(header_arena_.get() + h, in_head);
+                f.tail = Bytes(q.payload.host_view + slot * payload_stride, c.byte_len - in_head);
+                if (!f.tail.empty() &&
+                    quick_udp_payload_offset(f.head) + kCodifHeaderBytes != header_bytes_) {
+                    // A VLAN tag or IP options the ring was not sized for: the
+                    // payload in SGE1 is shifted. Parsed correctly all the same.
+                    ++stats_.split_misaligned;
+                }
+            } else {
+                f.head = Bytes(q.payload.host_view + slot * payload_stride, c.byte_len);
+            }
+            f.wire_bytes = c.byte_len;
+            f.timestamp_ns = timestamp_ns(c);
+            ++stats_.frames;
+            demux_.on_frame(f);
+            repost();
+            return;
+        }
+        case verbs::WcStatus::loc_len_err:
+            // Larger than the slot: the frame is lost, the WR is consumed and
+            // the QP stays ready (DESIGN §4.6).
+            ++q.delivered;
+            repost();
+            return;
+        case verbs::WcStatus::wr_flush_err:
+        case verbs::WcStatus::loc_prot_err:
+        case verbs::WcStatus::loc_qp_op_err:
+        case verbs::WcStatus::other:
+            if (!q.needs_recovery) {
+                q.needs_recovery = true;
+                q.error_since = std::chrono::steady_clock::now();
+            }
+            return;
+    }
+}
+
+std::size_t VerbsEngine::poll_once() {
+    ++stats_.polls;
+    const std::size_t n = cq_->poll(batch_);
+    if (n == 0) {
+        ++stats_.empty_polls;
+    } else {
+        if (!hw_clock_) {
+            batch_realtime_ns_ = realtime_ns();
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+            handle(batch_[i]);
+        }
+        published_.store(stats_.frames, std::memory_order_relaxed);
+    }
+    for (auto& q : qps_) {
+        if (q->needs_recovery) {
+            if (q->outstanding_count == 0 ||
+                std::chrono::steady_clock::now() - q->error_since >= options_.drain_timeout) {
+                recover(*q);
+            }
+        } else {
+            flush_reposts(*q);
+        }
+    }
+    return n;
+}
+
+void VerbsEngine::handle_event(const verbs::AsyncEvent& event) {
+    switch (event.kind) {
+        case verbs::EventKind::port_error:
+            ++stats_.port_down_events;
+            ledger_.add_note(fmt::format("{} port {} went down ({})", device_.caps().name,
+                                         event.port, event.name));
+            return;
+        case verbs::EventKind::port_active:
+            for (auto& m : memberships_) {
+                m->rejoin();
+                ++stats_.rejoins;
+            }
+            ledger_.add_note(fmt::format("{} port {} came back up; {} groups re-joined",
+                                         device_.caps().name, event.port, memberships_.size()));
+            return;
+        case verbs::EventKind::qp_fatal:
+            // WQ_FATAL names a work queue, not a QP, and arrives with qp_num 0:
+            // then every QP of the device is recovered.
+            for (auto& q : qps_) {
+                if ((event.qp_num == 0 || q->qp->qp_num() == event.qp_num) && !q->needs_recovery) {
+                    q->needs_recovery = true;
+                    q->error_since = std::chrono::steady_clock::now();
+                    q->qp->modify(verbs::QpState::error);  // make sure every WR flushes
+                }
+            }
+            return;
+        case verbs::EventKind::cq_error:
+        case verbs::EventKind::device_fatal:
+            stats_.device_fatal = true;
+            ledger_.set_incomplete(fmt::format("{}: {}", device_.caps().name, event.name));
+            return;
+        case verbs::EventKind::other:
+            return;
+    }
+}
+
+void VerbsEngine::drain() {
+    while (auto event = device_.wait_event(std::chrono::milliseconds(0))) {
+        handle_event(*event);
+    }
+    while (poll_once() > 0) {
+    }
+}
+
+void VerbsEngine::run(const std::atomic<bool>& stop) {
+    std::uint64_t idle = 0;
+    std::uint32_t iteration = 0;
+    while (!stop.load(std::memory_order_relaxed) && !stats_.device_fatal) {
+        idle = poll_once() == 0 ? idle + 1 : 0;
+        if (++iteration % 1024 == 0) {
+            while (auto event = device_.wait_event(std::chrono::milliseconds(0))) {
+                handle_event(*event);
+            }
+            if (std::chrono::steady_clock::now() - last_clock_sync_ >= std::chrono::seconds(1)) {
+                resync_clock();
+            }
+        }
+        if (idle > 100000) {
+            std::this_thread::yield();  // nothing for a while: let the other core breathe
+        }
+    }
+}
+
+void VerbsEngine::stop() {
+    if (stopped_ || !started_) {
+        stopped_ = true;
+        return;
+    }
+    stopped_ = true;
+    // Leave the groups first (the switch stops forwarding), last joined first.
+    while (!memberships_.empty()) {
+        memberships_.pop_back();
+    }
+    if (!stats_.device_fatal) {
+        drain();
+    }
+    // The rules' counters die with them: read them now, against what was
+    // delivered by now. Frames steered after this read and before the rules
+    // go are caught by the second drain, so `undelivered` counts only drops.
+    final_flow_counters_ = read_flow_counters();
+    for (auto& q : qps_) {
+        q->flows.clear();  // rules before their QPs (DESIGN §4.2)
+    }
+    if (!stats_.device_fatal) {
+        drain();
+    }
+}
+
+std::vector<SourceCounter> VerbsEngine::flow_counters() {
+    return stopped_ ? final_flow_counters_ : read_flow_counters();
+}
+
+std::vector<std::uint32_t> VerbsEngine::qp_numbers() const {
+    std::vector<std::uint32_t> out;
+    for (const auto& q : qps_) {
+        out.push_back(q->qp->qp_num());
+    }
+    return out;
+}
+
+std::vector<SourceCounter> VerbsEngine::read_flow_counters() {
+    std::vector<SourceCounter> out;
+    stats_.flow_matched = 0;
+    for (auto& q : qps_) {
+        std::uint64_t matched = 0;
+        bool have = false;
+        for (auto& f : q->flows) {
+            if (const auto n = f->matched_packets()) {
+                matched += *n;
+                have = true;
+            }
+        }
+        if (have) {
+            stats_.flow_matched += matched;
+            out.push_back(SourceCounter{fmt::format("flow/{}/matched", q->label), matched, false});
+            out.push_back(SourceCounter{fmt::format("flow/{}/undelivered", q->label),
+                                        matched > q->delivered ? matched - q->delivered : 0,
+                                        false});
+        }
+    }
+    return out;
+}
+
+void VerbsEngine::report_to(Ledger& ledger) const {
+    using verbs::WcStatus;
+    auto count = [&](WcStatus s) { return stats_.wc_by_status[static_cast<std::size_t>(s)]; };
+    // Each of these is a frame lost between the NIC and us.
+    ledger.add_wc_errors(count(WcStatus::loc_len_err) + count(WcStatus::loc_prot_err) +
+                         count(WcStatus::loc_qp_op_err) + count(WcStatus::other) +
+                         stats_.bad_wr_id + stats_.bad_byte_len + stats_.stale_frames);
+    const std::string dev = device_.caps().name;
+    for (const auto s : {WcStatus::loc_len_err, WcStatus::loc_prot_err, WcStatus::loc_qp_op_err,
+                         WcStatus::wr_flush_err, WcStatus::other}) {
+        if (count(s) > 0) {
+            ledger.add_source_counter(
+                {fmt::format("{}/wc/{}", dev, verbs::to_string(s)), count(s), false});
+        }
+    }
+    if (stats_.bad_wr_id > 0) {
+        ledger.add_source_counter({dev + "/wc/bad_wr_id", stats_.bad_wr_id, false});
+    }
+    if (stats_.bad_byte_len > 0) {
+        ledger.add_source_counter({dev + "/wc/bad_byte_len", stats_.bad_byte_len, false});
+    }
+    if (stats_.stale_completions > 0) {
+        ledger.add_source_counter({dev + "/wc/stale", stats_.stale_completions, false});
+    }
+    if (stats_.recoveries > 0) {
+        ledger.add_source_counter({dev + "/qp_recoveries", stats_.recoveries, false});
+    }
+    if (stats_.split_misaligned > 0) {
+        ledger.add_source_counter({dev + "/split_misaligned", stats_.split_misaligned, false});
+    }
+}
+
+}  // namespace ibvcap

@@ -1,0 +1,119 @@
+// The checks fuzz_demux and fuzz_pcap_file share: a Demux with a Ledger and no
+// writer, an observer that checks every CODIF frame the demux accepts, and the
+// ledger invariants at the end (DESIGN §4.1: every frame counted exactly once).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "formats/codif.hpp"
+#include "fuzz_common.hpp"
+#include "lib/demux.hpp"
+#include "lib/ledger.hpp"
+
+namespace ibvcap::fuzz {
+
+// Demux limits kept small: the fuzzer reaches them, and the ledger's stream
+// table (reserved up front, about 1 KiB a stream) stays cheap to build per input.
+inline DemuxOptions small_demux_options(std::uint8_t config) {
+    DemuxOptions o;
+    o.max_groups = 1 + ((config >> 2) & 3u);
+    o.max_antennas = 1 + ((config >> 4) & 3u);
+    o.max_streams = 1 + ((config >> 6) & 3u) * 5;  // 1, 6, 11, 16
+    return o;
+}
+
+class DemuxCheck {
+  public:
+    explicit DemuxCheck(DemuxOptions options)
+        : max_streams_(options.max_streams),
+          ledger_(options.max_streams),
+          demux_(std::move(options), ledger_, nullptr) {
+        demux_.set_observer(
+            [this](const Frame& frame, const UdpPacket& packet, const CodifHeader& header,
+                   const StreamStats& stats) { observe(frame, packet, header, stats); });
+    }
+
+    DemuxCheck(const DemuxCheck&) = delete;
+    DemuxCheck& operator=(const DemuxCheck&) = delete;
+
+    Demux& demux() { return demux_; }
+    const Ledger& ledger() const { return ledger_; }
+
+    void feed(const Frame& frame) {
+        demux_.on_frame(frame);
+        ++frames_;
+        wire_bytes_ += frame.wire_bytes;
+    }
+    // For frames that reached the demux other than through feed() (PcapFileSource).
+    void delivered(std::uint64_t frames, std::uint64_t wire_bytes) {
+        frames_ += frames;
+        wire_bytes_ += wire_bytes;
+    }
+
+    // The ledger after the last frame.
+    void check_ledger(bool check_bytes = true) const {
+        const Totals t = ledger_.totals();
+        FUZZ_CHECK(t.packets == frames_);
+        FUZZ_CHECK(!check_bytes || t.bytes == wire_bytes_);
+        FUZZ_CHECK(t.packets == t.codif + t.malformed + t.non_codif);
+        FUZZ_CHECK(t.codif == observed_);
+        FUZZ_CHECK(ledger_.reconciles());
+        FUZZ_CHECK(ledger_.streams().size() <= max_streams_);
+        for (const StreamStats& s : ledger_.streams()) {
+            FUZZ_CHECK(s.sequence.started() && s.packets() > 0);
+            FUZZ_CHECK(s.timing.period != 0 && s.timing.frames_per_period != 0);
+            // first/last are the (seconds, frame) of the lowest and newest index.
+            FUZZ_CHECK(s.timing.index(s.first.seconds, s.first.frame) == s.sequence.lowest());
+            FUZZ_CHECK(s.timing.index(s.last.seconds, s.last.frame) == s.sequence.newest());
+            FUZZ_CHECK(s.invalid <= s.packets());
+        }
+        (void)loss_reasons_are_consistent();
+    }
+
+  private:
+    // Every CODIF frame the demux puts in a stream: the packet lies within the
+    // frame, the header is the one in the frame and valid, and the stream is
+    // the one the frame belongs to.
+    void observe(const Frame& frame, const UdpPacket& packet, const CodifHeader& header,
+                 const StreamStats& stats) {
+        ++observed_;
+        FUZZ_CHECK(packet.payload_offset >= kPlainUdpPayloadOffset);
+        FUZZ_CHECK(std::uint64_t{packet.payload_offset} + packet.payload_bytes <=
+                   frame.captured_bytes());
+        FUZZ_CHECK(packet.payload_bytes >= kCodifHeaderBytes);
+        std::uint8_t raw[kCodifHeaderBytes];
+        frame.gather(packet.payload_offset, MutableBytes(raw, kCodifHeaderBytes));
+        CodifHeader decoded;
+        FUZZ_CHECK(decode_codif(Bytes(raw, kCodifHeaderBytes), decoded) == CodifError::none);
+        FUZZ_CHECK(decoded == header);
+        FUZZ_CHECK(validate_codif(header, packet.payload_bytes) == CodifError::none);
+        // The payload pieces as a writer would get them cover exactly the payload.
+        Bytes first;
+        Bytes second;
+        frame.slice(packet.payload_offset, packet.payload_bytes, first, second);
+        FUZZ_CHECK(first.size() + second.size() == packet.payload_bytes);
+        FUZZ_CHECK(stats.group == (Endpoint{packet.dst_ip, packet.dst_port}));
+        FUZZ_CHECK(stats.antenna == packet.src_ip);
+        FUZZ_CHECK(stats.thread == header.threadid);
+        FUZZ_CHECK(stats.timing.period == header.period);
+        FUZZ_CHECK(stats.timing.frames_per_period == codif_frames_per_period(header));
+        FUZZ_CHECK(stats.frame_bytes == header.frame_bytes());
+        FUZZ_CHECK(stats.packets() > 0);
+    }
+
+    bool loss_reasons_are_consistent() const {
+        const bool zero = ledger_.zero_loss();
+        FUZZ_CHECK(zero == ledger_.loss_reasons().empty());
+        return zero;
+    }
+
+    std::size_t max_streams_;
+    Ledger ledger_;
+    Demux demux_;
+    std::uint64_t frames_ = 0;
+    std::uint64_t wire_bytes_ = 0;
+    std::uint64_t observed_ = 0;
+};
+
+}  // namespace ibvcap::fuzz

@@ -1,0 +1,728 @@
+// Host-facing modules: RDMA devices and netdevs from sysfs (lib/devices.hpp),
+// NIC drop counters (lib/nic_counters.hpp) and IGMP membership (lib/igmp.hpp).
+// sysfs is faked in a temporary tree; the membership tests join groups on the
+// loopback interface, which sends nothing off the machine.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <net/if.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "lib/devices.hpp"
+#include "lib/igmp.hpp"
+#include "lib/netaddr.hpp"
+#include "lib/nic_counters.hpp"
+
+namespace ibvcap {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fake sysfs root in a fresh directory under /tmp, removed afterwards.
+class FakeSysfs {
+  public:
+    FakeSysfs() {
+        std::string templ = "/tmp/ibvcap_test_host_XXXXXX";
+        if (::mkdtemp(templ.data()) == nullptr) {
+            throw std::system_error(errno, std::generic_category(), "mkdtemp");
+        }
+        root_ = templ;
+    }
+    ~FakeSysfs() {
+        std::error_code ec;
+        fs::remove_all(root_, ec);
+    }
+    FakeSysfs(const FakeSysfs&) = delete;
+    FakeSysfs& operator=(const FakeSysfs&) = delete;
+
+    const fs::path& root() const { return root_; }
+
+    // Write `text` plus a newline, as sysfs does, creating parent directories.
+    void write(const fs::path& relative, const std::string& text) const {
+        const fs::path path = root_ / relative;
+        fs::create_directories(path.parent_path());
+        std::ofstream out(path, std::ios::trunc);
+        out << text << "\n";
+        if (!out) {
+            throw std::runtime_error("cannot write " + path.string());
+        }
+    }
+    void mkdir(const fs::path& relative) const { fs::create_directories(root_ / relative); }
+    void remove(const fs::path& relative) const { fs::remove_all(root_ / relative); }
+
+    // One RDMA port.
+    void port(const std::string& dev, int port, const std::string& state,
+              const std::string& link_layer) const {
+        const fs::path dir = fs::path("class/infiniband") / dev / "ports" / std::to_string(port);
+        write(dir / "state", state);
+        write(dir / "link_layer", link_layer);
+        write(dir / "phys_state", "5: LinkUp");
+    }
+    // One netdev under class/net.
+    void netdev(const std::string& name, unsigned mtu, const std::string& operstate) const {
+        write(fs::path("class/net") / name / "mtu", std::to_string(mtu));
+        write(fs::path("class/net") / name / "operstate", operstate);
+    }
+
+  private:
+    fs::path root_;
+};
+
+std::uint32_t ip(const char* text) {
+    const auto v = parse_ipv4(text);
+    if (!v) {
+        throw std::invalid_argument(text);
+    }
+    return *v;
+}
+
+constexpr unsigned kUpRunning = IFF_UP | IFF_RUNNING | IFF_MULTICAST;
+
+// The message of the std::runtime_error that `f` throws ("" if none).
+template <typename F>
+std::string runtime_error_of(F&& f) {
+    try {
+        f();
+    } catch (const std::runtime_error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+// A two-port mlx5 (ndevs present), a device with device/net only (two netdevs
+// telling their port by dev_port), and a soft-RoCE-like device whose netdev has
+// no dev_port.
+void build_host(const FakeSysfs& fs) {
+    fs.port("mlx5_0", 1, "4: ACTIVE", "Ethernet");
+    fs.port("mlx5_0", 2, "1: DOWN", "Ethernet");
+    fs.write("class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/0", "enp1s0f0np0");
+    fs.write("class/infiniband/mlx5_0/ports/2/gid_attrs/ndevs/0", "enp1s0f1np1");
+    fs.mkdir("class/infiniband/mlx5_0/device/net/enp1s0f0np0");  // the PCI function's netdev
+
+    fs.port("mlx4_0", 1, "4: ACTIVE", "InfiniBand");
+    fs.port("mlx4_0", 2, "4: ACTIVE", "Ethernet");
+    fs.write("class/infiniband/mlx4_0/device/net/ib0/dev_port", "0");
+    fs.write("class/infiniband/mlx4_0/device/net/eth2/dev_port", "1");
+
+    fs.port("rxe0", 1, "4: ACTIVE", "Ethernet");
+    fs.mkdir("class/infiniband/rxe0/device/net/eth5");
+
+    fs.netdev("enp1s0f0np0", 9000, "up");
+    fs.netdev("enp1s0f1np1", 9000, "down");
+    fs.netdev("ib0", 4092, "up");
+    fs.netdev("eth2", 1500, "up");
+    fs.netdev("eth5", 1500, "up");
+    fs.netdev("eth9", 1500, "up");
+    fs.netdev("lo", 65536, "unknown");
+    fs.write("class/net/bonding_masters", "");
+}
+
+std::vector<InterfaceAddress> host_addresses() {
+    return {
+        {"lo", IFF_UP | IFF_RUNNING | IFF_LOOPBACK, std::nullopt},
+        {"lo", IFF_UP | IFF_RUNNING | IFF_LOOPBACK, ip("127.0.0.1")},
+        {"enp1s0f0np0", kUpRunning, std::nullopt},
+        {"enp1s0f0np0", kUpRunning, ip("10.0.0.1")},
+        {"enp1s0f0np0", kUpRunning, ip("10.0.1.1")},
+        {"enp1s0f1np1", IFF_UP | IFF_MULTICAST, ip("10.0.2.1")},  // up, no carrier
+        {"ib0", kUpRunning, std::nullopt},                        // no IPv4
+        {"eth2", kUpRunning, ip("192.168.7.2")},
+        // eth5 and eth9: only in sysfs (operstate decides "up"); eth5 has no
+        // address, eth9 is not listed at all.
+        {"wlan0", 0, ip("192.168.9.9")},  // down, and absent from sysfs
+    };
+}
+
+// ---------------------------------------------------------------------------
+// RDMA ports
+
+TEST(RdmaPorts, Mlx5TwoPortsFromNdevs) {
+    FakeSysfs fs;
+    build_host(fs);
+    const auto ports = list_rdma_ports(fs.root());
+    ASSERT_EQ(ports.size(), 5u);
+
+    // Sorted by device name: mlx4_0, mlx5_0, rxe0.
+    const RdmaPort& p1 = ports[2];
+    EXPECT_EQ(p1.device, "mlx5_0");
+    EXPECT_EQ(p1.port, 1);
+    EXPECT_EQ(p1.state, "ACTIVE");
+    EXPECT_EQ(p1.link_layer, "Ethernet");
+    EXPECT_EQ(p1.netdevs, std::vector<std::string>{"enp1s0f0np0"});
+
+    const RdmaPort& p2 = ports[3];
+    EXPECT_EQ(p2.device, "mlx5_0");
+    EXPECT_EQ(p2.port, 2);
+    EXPECT_EQ(p2.state, "DOWN");
+    EXPECT_EQ(p2.link_layer, "Ethernet");
+    // From ndevs, although device/net only names the first port's netdev.
+    EXPECT_EQ(p2.netdevs, std::vector<std::string>{"enp1s0f1np1"});
+}
+
+TEST(RdmaPorts, DeviceNetFallbackUsesDevPort) {
+    FakeSysfs fs;
+    build_host(fs);
+    const auto ports = list_rdma_ports(fs.root());
+    ASSERT_EQ(ports.size(), 5u);
+    EXPECT_EQ(ports[0].device, "mlx4_0");
+    EXPECT_EQ(ports[0].port, 1);
+    EXPECT_EQ(ports[0].link_layer, "InfiniBand");
+    EXPECT_EQ(ports[0].netdevs, std::vector<std::string>{"ib0"});
+    EXPECT_EQ(ports[1].device, "mlx4_0");
+    EXPECT_EQ(ports[1].port, 2);
+    EXPECT_EQ(ports[1].link_layer, "Ethernet");
+    EXPECT_EQ(ports[1].netdevs, std::vector<std::string>{"eth2"});
+    // No dev_port: port 1.
+    EXPECT_EQ(ports[4].device, "rxe0");
+    EXPECT_EQ(ports[4].port, 1);
+    EXPECT_EQ(ports[4].state, "ACTIVE");
+    EXPECT_EQ(ports[4].netdevs, std::vector<std::string>{"eth5"});
+}
+
+TEST(RdmaPorts, UnreadableNdevsFallsBackToDeviceNet) {
+    FakeSysfs fs;
+    fs.port("mlx5_1", 1, "4: ACTIVE", "Ethernet");
+    // Reading a directory fails, as reading an unused GID entry does.
+    fs.mkdir("class/infiniband/mlx5_1/ports/1/gid_attrs/ndevs/0");
+    fs.mkdir("class/infiniband/mlx5_1/device/net/ens1f1");
+    const auto ports = list_rdma_ports(fs.root());
+    ASSERT_EQ(ports.size(), 1u);
+    EXPECT_EQ(ports[0].netdevs, std::vector<std::string>{"ens1f1"});
+}
+
+TEST(RdmaPorts, PortsSortNumericallyAndOddEntriesAreIgnored) {
+    FakeSysfs fs;
+    for (int p : {10, 2, 1}) {
+        fs.port("hca", p, "4: ACTIVE", "InfiniBand");
+    }
+    fs.mkdir("class/infiniband/hca/ports/0");                           // ports are 1-based
+    fs.mkdir("class/infiniband/hca/ports/notes");                       // not a port
+    fs.write("class/infiniband/hca/ports/3/link_layer", "InfiniBand");  // no state file
+    const auto ports = list_rdma_ports(fs.root());
+    ASSERT_EQ(ports.size(), 4u);
+    EXPECT_EQ(ports[0].port, 1);
+    EXPECT_EQ(ports[1].port, 2);
+    EXPECT_EQ(ports[2].port, 3);
+    EXPECT_EQ(ports[2].state, "");
+    EXPECT_EQ(ports[3].port, 10);
+    EXPECT_TRUE(ports[3].netdevs.empty());
+}
+
+TEST(RdmaPorts, NoInfinibandClassMeansNoPorts) {
+    FakeSysfs fs;
+    EXPECT_TRUE(list_rdma_ports(fs.root()).empty());
+    EXPECT_TRUE(list_rdma_ports(fs.root() / "does-not-exist").empty());
+}
+
+// ---------------------------------------------------------------------------
+// Interfaces
+
+const NetInterface* find(const std::vector<NetInterface>& list, const std::string& name) {
+    const auto it = std::find_if(list.begin(), list.end(),
+                                 [&](const NetInterface& n) { return n.name == name; });
+    return it == list.end() ? nullptr : &*it;
+}
+
+TEST(Interfaces, MergesAddressesAndSysfs) {
+    FakeSysfs fs;
+    build_host(fs);
+    const auto list = list_interfaces(host_addresses(), fs.root());
+
+    std::vector<std::string> names;
+    for (const auto& n : list) {
+        names.push_back(n.name);
+    }
+    EXPECT_EQ(names, (std::vector<std::string>{"enp1s0f0np0", "enp1s0f1np1", "eth2", "eth5", "eth9",
+                                               "ib0", "lo", "wlan0"}));
+
+    const NetInterface* a = find(list, "enp1s0f0np0");
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->ipv4, (std::vector<std::uint32_t>{ip("10.0.0.1"), ip("10.0.1.1")}));
+    EXPECT_TRUE(a->up);
+    EXPECT_EQ(a->mtu, 9000u);
+    EXPECT_EQ(a->rdma_device, "mlx5_0");
+    EXPECT_EQ(a->rdma_port, 1);
+
+    const NetInterface* b = find(list, "enp1s0f1np1");
+    ASSERT_NE(b, nullptr);
+    EXPECT_FALSE(b->up);  // IFF_UP without IFF_RUNNING, operstate down
+    EXPECT_EQ(b->rdma_device, "mlx5_0");
+    EXPECT_EQ(b->rdma_port, 2);
+
+    const NetInterface* lo = find(list, "lo");
+    ASSERT_NE(lo, nullptr);
+    EXPECT_TRUE(lo->up);  // operstate "unknown", but IFF_UP | IFF_RUNNING
+    EXPECT_EQ(lo->mtu, 65536u);
+    EXPECT_EQ(lo->ipv4, std::vector<std::uint32_t>{ip("127.0.0.1")});
+    EXPECT_EQ(lo->rdma_device, "");
+    EXPECT_EQ(lo->rdma_port, 0);
+
+    const NetInterface* eth5 = find(list, "eth5");
+    ASSERT_NE(eth5, nullptr);
+    EXPECT_TRUE(eth5->up);  // sysfs only: operstate "up"
+    EXPECT_TRUE(eth5->ipv4.empty());
+    EXPECT_EQ(eth5->rdma_device, "rxe0");
+    EXPECT_EQ(eth5->rdma_port, 1);
+
+    const NetInterface* ib0 = find(list, "ib0");
+    ASSERT_NE(ib0, nullptr);
+    EXPECT_EQ(ib0->rdma_device, "mlx4_0");
+    EXPECT_EQ(ib0->rdma_port, 1);
+    ASSERT_NE(find(list, "eth2"), nullptr);
+    EXPECT_EQ(find(list, "eth2")->rdma_port, 2);
+
+    const NetInterface* wlan = find(list, "wlan0");
+    ASSERT_NE(wlan, nullptr);
+    EXPECT_FALSE(wlan->up);
+    EXPECT_EQ(wlan->mtu, 0u);  // not in sysfs
+}
+
+TEST(ResolveInterface, ByName) {
+    FakeSysfs fs;
+    build_host(fs);
+    const NetInterface nif = resolve_interface("enp1s0f0np0", host_addresses(), fs.root());
+    EXPECT_EQ(nif.name, "enp1s0f0np0");
+    EXPECT_EQ(nif.ipv4.front(), ip("10.0.0.1"));
+    EXPECT_EQ(nif.rdma_device, "mlx5_0");
+    EXPECT_EQ(nif.rdma_port, 1);
+    EXPECT_EQ(nif.mtu, 9000u);
+}
+
+TEST(ResolveInterface, ByAddress) {
+    FakeSysfs fs;
+    build_host(fs);
+    // The second address of an interface finds it too.
+    const NetInterface nif = resolve_interface("10.0.1.1", host_addresses(), fs.root());
+    EXPECT_EQ(nif.name, "enp1s0f0np0");
+    EXPECT_EQ(resolve_interface("192.168.7.2", host_addresses(), fs.root()).name, "eth2");
+}
+
+TEST(ResolveInterface, ErrorMessagesNameTheFix) {
+    FakeSysfs fs;
+    build_host(fs);
+    const auto addrs = host_addresses();
+    const auto err = [&](const char* text) {
+        return runtime_error_of([&] { (void)resolve_interface(text, addrs, fs.root()); });
+    };
+    EXPECT_EQ(err("eth7"), "no interface named eth7 (see ip link)");
+    EXPECT_EQ(err("10.9.9.9"), "no interface has address 10.9.9.9 (see ip -4 addr)");
+    EXPECT_EQ(err("ib0"),
+              "interface ib0 has no IPv4 address; multicast joins need one (ip addr add "
+              "ADDRESS/PREFIX dev ib0)");
+    EXPECT_EQ(err("enp1s0f1np1"), "interface enp1s0f1np1 is down (ip link set enp1s0f1np1 up)");
+    // By address, the interface's own problem is reported under its name.
+    EXPECT_EQ(err("10.0.2.1"), "interface enp1s0f1np1 is down (ip link set enp1s0f1np1 up)");
+    EXPECT_EQ(err("wlan0"), "interface wlan0 is down (ip link set wlan0 up)");
+    EXPECT_EQ(err("eth9"),
+              "interface eth9 has no IPv4 address; multicast joins need one (ip addr add "
+              "ADDRESS/PREFIX dev eth9)");
+    EXPECT_NE(err("").find("no interface given"), std::string::npos);
+    // "bonding_masters" is a file in class/net, not an interface.
+    EXPECT_EQ(err("bonding_masters"), "no interface named bonding_masters (see ip link)");
+    // A message is one line.
+    for (const char* text : {"eth7", "10.9.9.9", "ib0", "enp1s0f1np1", ""}) {
+        EXPECT_EQ(err(text).find('\n'), std::string::npos) << text;
+    }
+}
+
+TEST(FormatDevices, OneBlockPerDeviceWithExtraLines) {
+    FakeSysfs fs;
+    build_host(fs);
+    const HostDescription host = describe_host(host_addresses(), fs.root());
+    EXPECT_EQ(host.ports.size(), 5u);
+    const std::string text = format_devices(host, [](const std::string& device) {
+        return std::vector<std::string>{"max_qp_wr " +
+                                        std::string(device == "mlx5_0" ? "32768" : "16351")};
+    });
+    const std::string mlx5_block =
+        "mlx5_0\n"
+        "  port 1  ACTIVE  Ethernet\n"
+        "    netdev enp1s0f0np0  up  MTU 9000  IPv4 10.0.0.1, 10.0.1.1\n"
+        "  port 2  DOWN  Ethernet\n"
+        "    netdev enp1s0f1np1  down  MTU 9000  IPv4 10.0.2.1\n"
+        "  max_qp_wr 32768\n";
+    EXPECT_NE(text.find(mlx5_block), std::string::npos) << text;
+    EXPECT_NE(
+        text.find(
+            "mlx4_0\n  port 1  ACTIVE  InfiniBand\n    netdev ib0  up  MTU 4092  IPv4 none\n"),
+        std::string::npos)
+        << text;
+    // Interfaces no RDMA device drives come last.
+    const auto others = text.find("interfaces without RDMA (--source pcap)\n");
+    ASSERT_NE(others, std::string::npos) << text;
+    EXPECT_NE(text.find("  lo  up  MTU 65536  IPv4 127.0.0.1\n", others), std::string::npos);
+    EXPECT_NE(text.find("  wlan0  down  MTU ?  IPv4 192.168.9.9\n", others), std::string::npos);
+    EXPECT_EQ(text.find("enp1s0f0np0", others), std::string::npos);
+    EXPECT_EQ(text.back(), '\n');
+}
+
+TEST(FormatDevices, NoRdmaDevices) {
+    FakeSysfs fs;
+    fs.netdev("eth0", 1500, "up");
+    const std::string text =
+        format_devices(describe_host({{"eth0", kUpRunning, ip("172.17.0.2")}}, fs.root()));
+    EXPECT_EQ(text,
+              "no RDMA devices (nothing under /sys/class/infiniband); capture with --source pcap\n"
+              "interfaces without RDMA (--source pcap)\n"
+              "  eth0  up  MTU 1500  IPv4 172.17.0.2\n");
+}
+
+TEST(RealHost, LoopbackResolvesWithRealGetifaddrs) {
+    const auto addrs = read_interface_addresses();
+    EXPECT_TRUE(std::any_of(addrs.begin(), addrs.end(),
+                            [](const InterfaceAddress& a) { return a.name == "lo"; }));
+    const NetInterface lo = resolve_interface("lo");
+    EXPECT_EQ(lo.name, "lo");
+    EXPECT_TRUE(lo.up);
+    EXPECT_NE(std::find(lo.ipv4.begin(), lo.ipv4.end(), ip("127.0.0.1")), lo.ipv4.end());
+    EXPECT_GT(lo.mtu, 0u);
+    EXPECT_EQ(resolve_interface("127.0.0.1").name, "lo");
+    EXPECT_EQ(runtime_error_of([] { (void)resolve_interface("ibvcap-no-such-if"); }),
+              "no interface named ibvcap-no-such-if (see ip link)");
+}
+
+// ---------------------------------------------------------------------------
+// NIC counters
+
+const char* const kHw = "class/infiniband/mlx5_0/ports/1/hw_counters/";
+const char* const kNet = "class/net/enp1s0f0np0/statistics/";
+
+void write_counters(const FakeSysfs& fs) {
+    fs.write(std::string(kHw) + "out_of_buffer", "5");
+    fs.write(std::string(kHw) + "out_of_sequence", "0");
+    fs.write(std::string(kHw) + "rx_write_requests", "7");
+    fs.write(std::string(kHw) + "lifespan", "10");  // a setting, not a counter
+    fs.write(std::string(kNet) + "rx_dropped", "1000");
+    fs.write(std::string(kNet) + "rx_missed_errors", "1");
+    fs.write(std::string(kNet) + "rx_fifo_errors", "2");
+    fs.write(std::string(kNet) + "rx_over_errors", "3");
+    fs.write(std::string(kNet) + "rx_crc_errors", "4");
+    fs.write(std::string(kNet) + "rx_errors", "18446744073709551000");  // near 2^64
+    fs.write(std::string(kNet) + "tx_errors", "9");                     // not read
+}
+
+// The counter named `name` (throws, failing the test, when it is not there).
+NicCounters::Delta delta_of(const NicCounters& counters, const std::string& name) {
+    for (const auto& d : counters.deltas()) {
+        if (d.name == name) {
+            return d;
+        }
+    }
+    throw std::runtime_error("no counter " + name);
+}
+
+bool has_counter(const NicCounters& counters, const std::string& name) {
+    const auto deltas = counters.deltas();
+    return std::any_of(deltas.begin(), deltas.end(),
+                       [&](const NicCounters::Delta& d) { return d.name == name; });
+}
+
+TEST(NicCounters, ExactDeltasAndDropFlags) {
+    FakeSysfs fs;
+    write_counters(fs);
+    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0");
+    EXPECT_TRUE(counters.deltas().empty());  // nothing read before the start
+    counters.snapshot_start();
+    EXPECT_TRUE(counters.missing().empty());
+
+    fs.write(std::string(kHw) + "out_of_buffer", "17");
+    fs.write(std::string(kHw) + "rx_write_requests", "9");
+    fs.write(std::string(kNet) + "rx_dropped", "1500");
+    fs.write(std::string(kNet) + "rx_crc_errors", "6");
+    fs.write(std::string(kNet) + "rx_errors", "18446744073709551615");
+    counters.snapshot();
+
+    const auto deltas = counters.deltas();
+    std::vector<std::string> names;
+    for (const auto& d : deltas) {
+        names.push_back(d.name);
+    }
+    EXPECT_EQ(names, (std::vector<std::string>{
+                         "hw_counters/out_of_buffer", "hw_counters/out_of_sequence",
+                         "hw_counters/rx_write_requests", "net/rx_dropped", "net/rx_missed_errors",
+                         "net/rx_fifo_errors", "net/rx_over_errors", "net/rx_crc_errors",
+                         "net/rx_errors"}));
+
+    const auto oob = delta_of(counters, "hw_counters/out_of_buffer");
+    EXPECT_EQ(oob.start, 5u);
+    EXPECT_EQ(oob.now, 17u);
+    EXPECT_EQ(oob.delta, 12u);
+    EXPECT_TRUE(oob.is_drop);
+
+    EXPECT_EQ(delta_of(counters, "hw_counters/rx_write_requests").delta, 2u);
+    EXPECT_FALSE(delta_of(counters, "hw_counters/rx_write_requests").is_drop);
+    EXPECT_EQ(delta_of(counters, "hw_counters/out_of_sequence").delta, 0u);
+    EXPECT_FALSE(delta_of(counters, "hw_counters/out_of_sequence").is_drop);
+
+    const auto dropped = delta_of(counters, "net/rx_dropped");
+    EXPECT_EQ(dropped.delta, 500u);
+    EXPECT_FALSE(dropped.is_drop);  // not a capture drop, see nic_counters.hpp
+    EXPECT_EQ(delta_of(counters, "net/rx_crc_errors").delta, 2u);
+    EXPECT_TRUE(delta_of(counters, "net/rx_crc_errors").is_drop);
+    EXPECT_TRUE(delta_of(counters, "net/rx_missed_errors").is_drop);
+    EXPECT_TRUE(delta_of(counters, "net/rx_fifo_errors").is_drop);
+    EXPECT_TRUE(delta_of(counters, "net/rx_over_errors").is_drop);
+    EXPECT_EQ(delta_of(counters, "net/rx_missed_errors").delta, 0u);
+    const auto errors = delta_of(counters, "net/rx_errors");
+    EXPECT_FALSE(errors.is_drop);
+    EXPECT_EQ(errors.delta, 615u);  // 64-bit values
+    EXPECT_FALSE(has_counter(counters, "hw_counters/lifespan"));
+
+    // Periodic snapshots accumulate.
+    fs.write(std::string(kHw) + "out_of_buffer", "20");
+    counters.snapshot();
+    EXPECT_EQ(delta_of(counters, "hw_counters/out_of_buffer").delta, 15u);
+    EXPECT_EQ(delta_of(counters, "hw_counters/out_of_buffer").start, 5u);
+    EXPECT_EQ(delta_of(counters, "hw_counters/out_of_buffer").now, 20u);
+}
+
+TEST(NicCounters, DecreaseIsAReset) {
+    FakeSysfs fs;
+    write_counters(fs);
+    fs.write(std::string(kHw) + "out_of_buffer", "100");
+    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0");
+    counters.snapshot_start();
+    fs.write(std::string(kHw) + "out_of_buffer", "30");  // reset, then 30 more
+    counters.snapshot();
+    const auto d = delta_of(counters, "hw_counters/out_of_buffer");
+    EXPECT_EQ(d.start, 100u);
+    EXPECT_EQ(d.now, 30u);
+    EXPECT_EQ(d.delta, 30u);
+    fs.write(std::string(kHw) + "out_of_buffer", "45");  // counted from the reset on
+    counters.snapshot();
+    EXPECT_EQ(delta_of(counters, "hw_counters/out_of_buffer").delta, 45u);
+}
+
+TEST(NicCounters, UnreadableFilesAreSkippedAndDropsListedMissing) {
+    FakeSysfs fs;
+    write_counters(fs);
+    fs.write(std::string(kHw) + "out_of_buffer", "not a number");
+    fs.remove(std::string(kNet) + "rx_fifo_errors");
+    fs.remove(std::string(kNet) + "rx_crc_errors");
+    fs.mkdir(std::string(kNet) + "rx_crc_errors");  // read() fails with EISDIR
+    fs::create_symlink(fs.root() / "nowhere", fs.root() / kNet / "rx_over_errors.tmp");
+    fs.remove(std::string(kNet) + "rx_over_errors");
+    fs::rename(fs.root() / kNet / "rx_over_errors.tmp", fs.root() / kNet / "rx_over_errors");
+    fs.remove(std::string(kNet) + "rx_dropped");  // not a drop: skipped, not missing
+    fs.mkdir(std::string(kHw) + "odd_dir");       // not a drop: skipped, not missing
+
+    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0");
+    counters.snapshot_start();
+    counters.snapshot();
+    EXPECT_EQ(counters.missing(),
+              (std::vector<std::string>{"hw_counters/out_of_buffer", "net/rx_crc_errors",
+                                        "net/rx_fifo_errors", "net/rx_over_errors"}));
+    std::vector<std::string> names;
+    for (const auto& d : counters.deltas()) {
+        names.push_back(d.name);
+    }
+    EXPECT_EQ(names, (std::vector<std::string>{"hw_counters/out_of_sequence",
+                                               "hw_counters/rx_write_requests",
+                                               "net/rx_missed_errors", "net/rx_errors"}));
+}
+
+TEST(NicCounters, DropCounterThatVanishesKeepsItsValueAndIsMissing) {
+    FakeSysfs fs;
+    write_counters(fs);
+    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0");
+    counters.snapshot_start();
+    fs.write(std::string(kNet) + "rx_missed_errors", "4");
+    counters.snapshot();
+    fs.remove(std::string(kNet) + "rx_missed_errors");  // the netdev went away
+    counters.snapshot();
+    EXPECT_EQ(counters.missing(), std::vector<std::string>{"net/rx_missed_errors"});
+    const auto d = delta_of(counters, "net/rx_missed_errors");
+    EXPECT_EQ(d.now, 4u);
+    EXPECT_EQ(d.delta, 3u);
+    // A new start forgets it.
+    fs.write(std::string(kNet) + "rx_missed_errors", "4");
+    counters.snapshot_start();
+    EXPECT_TRUE(counters.missing().empty());
+}
+
+TEST(NicCounters, NoHwCountersDirectoryOrNetdev) {
+    FakeSysfs fs;
+    fs.port("mlx5_0", 1, "4: ACTIVE", "InfiniBand");
+    NicCounters counters(fs.root(), "mlx5_0", 1, "");  // no netdev: hw_counters only
+    counters.snapshot();                               // starts when never started
+    EXPECT_TRUE(counters.deltas().empty());
+    EXPECT_EQ(counters.missing(), std::vector<std::string>{"hw_counters/out_of_buffer"});
+}
+
+TEST(NicCounters, ToSourceCounters) {
+    FakeSysfs fs;
+    write_counters(fs);
+    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0");
+    counters.snapshot_start();
+    fs.write(std::string(kHw) + "out_of_buffer", "8");
+    fs.write(std::string(kNet) + "rx_dropped", "1001");
+    counters.snapshot();
+    const auto sc = counters.to_source_counters();
+    ASSERT_EQ(sc.size(), counters.deltas().size());
+    ASSERT_EQ(sc.size(), 9u);
+    EXPECT_EQ(sc[0].name, "hw_counters/out_of_buffer");
+    EXPECT_EQ(sc[0].value, 3u);
+    EXPECT_TRUE(sc[0].is_drop);
+    EXPECT_EQ(sc[3].name, "net/rx_dropped");
+    EXPECT_EQ(sc[3].value, 1u);
+    EXPECT_FALSE(sc[3].is_drop);
+    std::uint64_t drops = 0;
+    for (const auto& c : sc) {
+        drops += c.is_drop ? c.value : 0;
+    }
+    EXPECT_EQ(drops, 3u);
+    const auto prefixed = counters.to_source_counters("mlx5_0/1/");
+    EXPECT_EQ(prefixed[0].name, "mlx5_0/1/hw_counters/out_of_buffer");
+}
+
+// ---------------------------------------------------------------------------
+// IGMP membership (each test its own group: ctest may run them in parallel)
+
+// The groups /proc/net/igmp lists for `device`, as printed there: the
+// network-order address in hex on a little-endian host ("0100FFEF").
+std::vector<std::string> igmp_groups(const std::string& device) {
+    std::ifstream in("/proc/net/igmp");
+    std::vector<std::string> groups;
+    std::string line;
+    std::string current;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+        if (line.empty()) {
+            continue;
+        }
+        std::istringstream fields(line);
+        if (line[0] != '\t' && line[0] != ' ') {  // "1\tlo        :     2      V3"
+            std::string index;
+            fields >> index >> current;
+            if (!current.empty() && current.back() == ':') {
+                current.pop_back();
+            }
+        } else if (current == device) {  // "\t\t\t\t0100FFEF     1 0:00000000\t\t0"
+            std::string group;
+            fields >> group;
+            groups.push_back(group);
+        }
+    }
+    return groups;
+}
+
+bool in_igmp(const std::string& device, const std::string& hex) {
+    const auto groups = igmp_groups(device);
+    return std::find(groups.begin(), groups.end(), hex) != groups.end();
+}
+
+// The /proc/net/igmp spelling of a group (host byte order in).
+std::string igmp_hex(std::uint32_t group) {
+    char text[16];
+    std::snprintf(text, sizeof text, "%08X", htonl(group));
+    return text;
+}
+
+TEST(Igmp, ProcParserSeesAllHostsGroup) {
+    // Every IPv4 multicast-capable interface is in 224.0.0.1; lo is too.
+    EXPECT_TRUE(in_igmp("lo", "010000E0"));
+}
+
+TEST(Igmp, JoinLeaveRejoinAndDestructorOnLoopback) {
+    const std::uint32_t group = ip("239.255.0.1");
+    ASSERT_EQ(igmp_hex(group), "0100FFEF");
+    ASSERT_FALSE(in_igmp("lo", "0100FFEF")) << "another process holds 239.255.0.1 on lo";
+    {
+        MulticastMembership m(group, "lo", ip("127.0.0.1"));
+        EXPECT_FALSE(m.joined());
+        EXPECT_FALSE(in_igmp("lo", "0100FFEF"));
+        m.join();
+        EXPECT_TRUE(m.joined());
+        EXPECT_TRUE(in_igmp("lo", "0100FFEF"));
+        m.join();  // no-op
+        EXPECT_TRUE(m.joined());
+
+        m.leave();
+        EXPECT_FALSE(m.joined());
+        EXPECT_FALSE(in_igmp("lo", "0100FFEF"));
+        m.leave();  // idempotent
+        EXPECT_FALSE(m.joined());
+
+        m.rejoin();
+        EXPECT_TRUE(m.joined());
+        EXPECT_TRUE(in_igmp("lo", "0100FFEF"));
+        m.rejoin();  // while joined
+        EXPECT_TRUE(m.joined());
+        EXPECT_TRUE(in_igmp("lo", "0100FFEF"));
+        EXPECT_EQ(m.group(), group);
+        EXPECT_EQ(m.interface(), "lo");
+    }
+    EXPECT_FALSE(in_igmp("lo", "0100FFEF"));  // the destructor left
+}
+
+TEST(Igmp, JoinFromResolvedInterfaceAndMove) {
+    const std::uint32_t group = ip("239.255.0.2");
+    const std::string hex = igmp_hex(group);
+    const NetInterface lo = resolve_interface("lo");
+    MulticastMembership a(group, lo);
+    a.join();
+    EXPECT_TRUE(in_igmp("lo", hex));
+    {
+        MulticastMembership b(std::move(a));
+        EXPECT_TRUE(b.joined());
+        EXPECT_FALSE(a.joined());  // NOLINT(bugprone-use-after-move): moved-from is empty
+        EXPECT_TRUE(in_igmp("lo", hex));
+        std::vector<MulticastMembership> held;
+        held.push_back(std::move(b));
+        EXPECT_TRUE(in_igmp("lo", hex));
+    }
+    EXPECT_FALSE(in_igmp("lo", hex));
+}
+
+TEST(Igmp, TwoMembershipsOfOneGroupAreCountedByTheKernel) {
+    const std::uint32_t group = ip("239.255.0.3");
+    const std::string hex = igmp_hex(group);
+    MulticastMembership a(group, "lo");
+    MulticastMembership b(group, "lo");
+    a.join();
+    b.join();
+    a.leave();
+    EXPECT_TRUE(in_igmp("lo", hex));  // b still holds it
+    b.leave();
+    EXPECT_FALSE(in_igmp("lo", hex));
+}
+
+TEST(Igmp, NonexistentInterfaceThrowsNamingIt) {
+    MulticastMembership m(ip("239.255.0.4"), "ibvcapnosuch0");
+    try {
+        m.join();
+        FAIL() << "join on a missing interface succeeded";
+    } catch (const std::system_error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("ibvcapnosuch0"), std::string::npos) << what;
+        EXPECT_NE(what.find("239.255.0.4"), std::string::npos) << what;
+        EXPECT_NE(what.find("ip link"), std::string::npos) << what;
+        EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+        EXPECT_EQ(e.code().value(), ENODEV);
+    }
+    EXPECT_FALSE(m.joined());
+    m.leave();  // harmless
+}
+
+TEST(Igmp, NonMulticastGroupIsInvalid) {
+    EXPECT_THROW(MulticastMembership(ip("10.0.0.1"), "lo"), std::invalid_argument);
+    EXPECT_THROW(MulticastMembership(ip("240.0.0.1"), "lo"), std::invalid_argument);
+    try {
+        MulticastMembership m(ip("192.168.1.1"), "lo");
+        FAIL();
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("192.168.1.1"), std::string::npos);
+    }
+    EXPECT_NO_THROW(MulticastMembership(ip("224.0.0.251"), "lo"));
+}
+
+}  // namespace
+}  // namespace ibvcap

@@ -1,0 +1,734 @@
+// Unit tests for the threaded writer (lib/writer.hpp) and the output framing
+// (formats/output.hpp).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <csignal>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "formats/output.hpp"
+#include "lib/writer.hpp"
+
+namespace ibvcap {
+namespace {
+
+namespace fs = std::filesystem;
+using ByteVec = std::vector<std::uint8_t>;
+
+// ---------------------------------------------------------------------------
+// formats/output.hpp
+
+TEST(OutputFormat, PcapFileHeaderBytes) {
+    const auto h = pcap_file_header();
+    const std::array<std::uint8_t, 24> expected = {
+        0x4d, 0x3c, 0xb2, 0xa1,  // magic 0xa1b23c4d (nanosecond), little-endian
+        0x02, 0x00, 0x04, 0x00,  // version 2.4
+        0x00, 0x00, 0x00, 0x00,  // thiszone
+        0x00, 0x00, 0x00, 0x00,  // sigfigs
+        0x00, 0x00, 0x04, 0x00,  // snaplen 262144
+        0x01, 0x00, 0x00, 0x00,  // linktype 1 (Ethernet)
+    };
+    EXPECT_EQ(h, expected);
+    EXPECT_EQ(kPcapFileHeaderBytes, 24u);
+    EXPECT_EQ(kPcapSnaplen, 262144u);
+
+    const auto small = pcap_file_header(9000);
+    EXPECT_EQ(small[16], 0x28);
+    EXPECT_EQ(small[17], 0x23);
+    EXPECT_EQ(small[18], 0x00);
+    EXPECT_EQ(small[19], 0x00);
+    for (std::size_t i = 0; i < 16; ++i) {
+        EXPECT_EQ(small[i], expected[i]) << i;
+    }
+    for (std::size_t i = 20; i < 24; ++i) {
+        EXPECT_EQ(small[i], expected[i]) << i;
+    }
+}
+
+TEST(OutputFormat, PcapRecordHeaderWithNanoseconds) {
+    // 2026-01-01T00:00:00.123456789Z, 8298 bytes captured of 9000.
+    const std::uint64_t ts = 1767225600ull * 1'000'000'000ull + 123456789ull;
+    const auto h = pcap_record_header(ts, 8298, 9000);
+    const std::array<std::uint8_t, 16> expected = {
+        0x00, 0xb9, 0x55, 0x69,  // seconds 1767225600
+        0x15, 0xcd, 0x5b, 0x07,  // nanoseconds 123456789
+        0x6a, 0x20, 0x00, 0x00,  // captured 8298
+        0x28, 0x23, 0x00, 0x00,  // on the wire 9000
+    };
+    EXPECT_EQ(h, expected);
+    EXPECT_EQ(kPcapRecordHeaderBytes, 16u);
+
+    const auto zero = pcap_record_header(999'999'999, 0, 60);
+    const std::array<std::uint8_t, 16> expected_zero = {0x00, 0x00, 0x00, 0x00, 0xff, 0xc9,
+                                                        0x9a, 0x3b, 0x00, 0x00, 0x00, 0x00,
+                                                        0x3c, 0x00, 0x00, 0x00};
+    EXPECT_EQ(zero, expected_zero);
+}
+
+TEST(OutputFormat, NamesRoundTrip) {
+    const std::array<std::string_view, 4> names = {"raw", "codif", "codifhdr", "pcap"};
+    ASSERT_EQ(kAllOutputFormats.size(), names.size());
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        const OutputFormat f = kAllOutputFormats[i];
+        EXPECT_EQ(to_string(f), names[i]);
+        EXPECT_EQ(file_extension(f), names[i]);
+        const auto parsed = parse_output_format(names[i]);
+        ASSERT_TRUE(parsed.has_value()) << names[i];
+        EXPECT_EQ(*parsed, f);
+    }
+    EXPECT_EQ(output_format_choices(), "raw, codif, codifhdr, pcap");
+}
+
+TEST(OutputFormat, UnknownNamesAreRejected) {
+    const std::array<std::string_view, 11> names = {"",
+                                                    "PCAP",
+                                                    "Raw",
+                                                    "pcapng",
+                                                    "codif ",
+                                                    " codif",
+                                                    "codifhd",
+                                                    "codifhdrx",
+                                                    "hdr",
+                                                    "r",
+                                                    std::string_view("raw\0", 4)};
+    for (const std::string_view name : names) {
+        EXPECT_FALSE(parse_output_format(name).has_value()) << '"' << name << '"';
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Writer helpers
+
+class TempDir {
+  public:
+    TempDir() {
+        std::string pattern = (fs::temp_directory_path() / "ibvcap-writer-XXXXXX").string();
+        if (::mkdtemp(pattern.data()) == nullptr) {
+            throw std::runtime_error("mkdtemp failed");
+        }
+        path_ = pattern;
+    }
+    ~TempDir() {
+        std::error_code ec;
+        fs::remove_all(path_, ec);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+  private:
+    fs::path path_;
+};
+
+ByteVec read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    EXPECT_TRUE(in.good()) << "cannot open " << path;
+    return ByteVec(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+ByteVec random_bytes(std::mt19937_64& rng, std::size_t n) {
+    ByteVec v(n);
+    for (auto& b : v) {
+        b = static_cast<std::uint8_t>(rng());
+    }
+    return v;
+}
+
+// One record as its pieces; `write` passes them as spans.
+struct Record {
+    std::vector<ByteVec> pieces;
+    void write(Writer& w, Writer::OutputId out) const {
+        std::array<Bytes, 4> spans{};
+        for (std::size_t i = 0; i < pieces.size(); ++i) {
+            spans[i] = Bytes(pieces[i]);
+        }
+        w.write(out, std::span<const Bytes>(spans.data(), pieces.size()));
+    }
+    void append_to(ByteVec& file) const {
+        for (const auto& p : pieces) {
+            file.insert(file.end(), p.begin(), p.end());
+        }
+    }
+    std::size_t size() const {
+        std::size_t n = 0;
+        for (const auto& p : pieces) {
+            n += p.size();
+        }
+        return n;
+    }
+};
+
+// A record of 1-4 pieces, each of 0..max_piece bytes, at least one byte in all.
+Record random_record(std::mt19937_64& rng, std::size_t max_piece) {
+    Record r;
+    const std::size_t n = 1 + rng() % 4;
+    for (std::size_t i = 0; i < n; ++i) {
+        r.pieces.push_back(random_bytes(rng, rng() % (max_piece + 1)));
+    }
+    if (r.size() == 0) {
+        r.pieces[0].push_back(0x5a);
+    }
+    return r;
+}
+
+Record fixed_record(std::size_t bytes, std::uint8_t fill) {
+    return Record{{ByteVec(bytes, fill)}};
+}
+
+ByteVec preamble_bytes() {
+    const auto h = pcap_file_header();
+    return ByteVec(h.begin(), h.end());
+}
+
+Writer::Options small_options(std::size_t buffers = 2) {
+    Writer::Options o;
+    o.buffer_bytes = 128 * 1024;
+    o.buffers = buffers;
+    o.max_outputs = 256;
+    return o;
+}
+
+// ---------------------------------------------------------------------------
+// Writer
+
+TEST(Writer, RejectsTooFewOrTooSmallBuffers) {
+    Writer::Options o = small_options();
+    o.buffers = 1;
+    EXPECT_THROW(Writer{o}, std::invalid_argument);
+    o.buffers = 0;
+    EXPECT_THROW(Writer{o}, std::invalid_argument);
+    o = small_options();
+    o.buffer_bytes = 65536 + kPcapRecordHeaderBytes - 1;
+    EXPECT_THROW(Writer{o}, std::invalid_argument);
+    o.buffer_bytes = 64 * 1024 + 4096;
+    EXPECT_NO_THROW(Writer{o});
+}
+
+// The smallest buffer the constructor accepts (64 KiB + one pcap record header,
+// 65552 bytes) must be usable. Buffers come from aligned_alloc(4096, size),
+// whose size must be a multiple of the alignment (C11 7.22.3.1, which C++17
+// follows): AddressSanitizer aborts on it. Run in a child process so that an
+// abort fails this test only.
+TEST(WriterDeathTest, SmallestAcceptedBufferSizeIsUsable) {
+    GTEST_FLAG_SET(death_test_style, "fast");  // the child shares `dir` with the parent
+    TempDir dir;
+    const std::string path = dir.file("min.raw");
+    EXPECT_EXIT(
+        {
+            Writer::Options o;
+            o.buffers = 2;
+            o.buffer_bytes = 65536 + kPcapRecordHeaderBytes;
+            Writer w(o);
+            const auto out = w.add_output(OutputFormat::raw, path, "", "");
+            for (int i = 0; i < 3; ++i) {
+                fixed_record(o.buffer_bytes, 0x12).write(w, out);
+            }
+            w.finish();
+            const auto s = w.stats().at(0);
+            std::_Exit(s.packets == 3 && s.bytes == 3 * o.buffer_bytes ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "");
+    std::error_code ec;
+    EXPECT_EQ(fs::file_size(path, ec), 3 * (65536 + kPcapRecordHeaderBytes)) << ec.message();
+}
+
+TEST(Writer, TooManyOutputsThrowsLengthError) {
+    TempDir dir;
+    Writer::Options o = small_options();
+    o.max_outputs = 3;
+    Writer w(o);
+    for (int i = 0; i < 3; ++i) {
+        w.add_output(OutputFormat::raw, dir.file("o" + std::to_string(i)), "", "");
+    }
+    EXPECT_THROW(w.add_output(OutputFormat::raw, dir.file("o3"), "", ""), std::length_error);
+    w.finish();
+    const auto stats = w.stats();
+    ASSERT_EQ(stats.size(), 3u);
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_TRUE(fs::exists(dir.file("o" + std::to_string(i))));
+    }
+    EXPECT_FALSE(fs::exists(dir.file("o3")));
+}
+
+TEST(Writer, RecordsOfSeveralPiecesLandInOrderAcrossManyBufferFills) {
+    TempDir dir;
+    std::mt19937_64 rng(42);
+    const ByteVec preamble = preamble_bytes();
+    ByteVec expected = preamble;
+    const std::size_t kRecords = 3000;  // ~13 MB through 128 KiB buffers: ~100 fills
+    {
+        Writer w(small_options());
+        const auto out = w.add_output(OutputFormat::pcap, dir.file("a.pcap"), "239.17.0.1:36001",
+                                      "10.0.0.11", preamble);
+        for (std::size_t i = 0; i < kRecords; ++i) {
+            const Record r = random_record(rng, 2200);
+            r.write(w, out);
+            r.append_to(expected);
+        }
+        w.finish();
+        const auto stats = w.stats();
+        ASSERT_EQ(stats.size(), 1u);
+        const OutputStats& s = stats[0];
+        EXPECT_EQ(s.path, dir.file("a.pcap"));
+        EXPECT_EQ(s.format, "pcap");
+        EXPECT_EQ(s.group, "239.17.0.1:36001");
+        EXPECT_EQ(s.antenna, "10.0.0.11");
+        EXPECT_EQ(s.packets, kRecords);
+        EXPECT_EQ(s.bytes, expected.size());
+        EXPECT_EQ(s.dropped, 0u);
+        EXPECT_EQ(s.error, "");
+        EXPECT_FALSE(w.any_failed());
+    }
+    ASSERT_GT(expected.size(), 50u * 128 * 1024);
+    const ByteVec got = read_file(dir.file("a.pcap"));
+    ASSERT_EQ(got.size(), expected.size());
+    EXPECT_TRUE(got == expected);
+    EXPECT_TRUE(std::equal(preamble.begin(), preamble.end(), got.begin()));
+}
+
+TEST(Writer, EveryPieceCountIsWrittenExactly) {
+    TempDir dir;
+    Writer w(small_options());
+    const ByteVec a = {1, 2, 3}, b = {4}, c = {}, d = {5, 6, 7, 8, 9};
+    const auto out = w.add_output(OutputFormat::raw, dir.file("r.raw"), "", "");
+    const std::array<Bytes, 4> pieces = {Bytes(a), Bytes(b), Bytes(c), Bytes(d)};
+    for (std::size_t n = 1; n <= 4; ++n) {
+        w.write(out, std::span<const Bytes>(pieces.data(), n));
+    }
+    w.finish();
+    const ByteVec expected = {1, 2, 3, 1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    EXPECT_EQ(read_file(dir.file("r.raw")), expected);
+    const auto s = w.stats().at(0);
+    EXPECT_EQ(s.packets, 4u);
+    EXPECT_EQ(s.bytes, expected.size());
+    EXPECT_EQ(s.dropped, 0u);
+    EXPECT_EQ(s.format, "raw");
+}
+
+TEST(Writer, OutputWithoutRecordsHoldsItsPreamble) {
+    TempDir dir;
+    const ByteVec preamble = preamble_bytes();
+    Writer w(small_options());
+    w.add_output(OutputFormat::pcap, dir.file("empty.pcap"), "g", "a", preamble);
+    w.add_output(OutputFormat::codif, dir.file("empty.codif"), "g", "a");
+    // An existing file is truncated, not appended to.
+    {
+        std::ofstream old(dir.file("old.raw"), std::ios::binary);
+        old << "stale contents that must go";
+    }
+    w.add_output(OutputFormat::raw, dir.file("old.raw"), "g", "a");
+    w.finish();
+    EXPECT_EQ(read_file(dir.file("empty.pcap")), preamble);
+    ASSERT_TRUE(fs::exists(dir.file("empty.codif")));
+    EXPECT_EQ(fs::file_size(dir.file("empty.codif")), 0u);
+    EXPECT_EQ(fs::file_size(dir.file("old.raw")), 0u);
+    const auto stats = w.stats();
+    ASSERT_EQ(stats.size(), 3u);
+    EXPECT_EQ(stats[0].packets, 0u);
+    EXPECT_EQ(stats[0].bytes, preamble.size());
+    EXPECT_EQ(stats[1].bytes, 0u);
+    EXPECT_EQ(stats[1].format, "codif");
+    for (const auto& s : stats) {
+        EXPECT_EQ(s.dropped, 0u);
+        EXPECT_EQ(s.error, "");
+    }
+    EXPECT_FALSE(w.any_failed());
+}
+
+TEST(Writer, ManyOutputsFewBuffersInterleavedFinishWithoutDeadlock) {
+    TempDir dir;
+    std::mt19937_64 rng(7);
+    constexpr std::size_t kOutputs = 100;
+    constexpr std::size_t kRecords = 30000;  // ~300 per output, ~2.6 fills each
+    const ByteVec preamble = preamble_bytes();
+    std::vector<ByteVec> expected(kOutputs);
+    std::vector<std::uint64_t> counts(kOutputs, 0);
+    Writer w(small_options(2));
+    std::vector<Writer::OutputId> outs;
+    for (std::size_t i = 0; i < kOutputs; ++i) {
+        // Every other output has a preamble; a few never get a record.
+        const bool with_preamble = i % 2 == 0;
+        outs.push_back(w.add_output(i % 2 == 0 ? OutputFormat::pcap : OutputFormat::codif,
+                                    dir.file("out" + std::to_string(i)), "grp", std::to_string(i),
+                                    with_preamble ? Bytes(preamble) : Bytes{}));
+        if (with_preamble) {
+            expected[i] = preamble;
+        }
+    }
+    for (std::size_t n = 0; n < kRecords; ++n) {
+        const std::size_t i = rng() % (kOutputs - 3);  // the last three stay empty
+        const Record r = random_record(rng, 600);
+        r.write(w, outs[i]);
+        r.append_to(expected[i]);
+        ++counts[i];
+    }
+    w.finish();
+    const auto stats = w.stats();
+    ASSERT_EQ(stats.size(), kOutputs);
+    for (std::size_t i = 0; i < kOutputs; ++i) {
+        SCOPED_TRACE(i);
+        EXPECT_EQ(stats[i].path, dir.file("out" + std::to_string(i)));
+        EXPECT_EQ(stats[i].antenna, std::to_string(i));
+        EXPECT_EQ(stats[i].packets, counts[i]);
+        EXPECT_EQ(stats[i].bytes, expected[i].size());
+        EXPECT_EQ(stats[i].dropped, 0u);
+        EXPECT_EQ(stats[i].error, "");
+        const ByteVec got = read_file(stats[i].path);
+        ASSERT_EQ(got.size(), expected[i].size());
+        EXPECT_TRUE(got == expected[i]);
+    }
+    EXPECT_FALSE(w.any_failed());
+}
+
+TEST(Writer, RecordOfExactlyOneBufferFitsAndALargerOneIsDropped) {
+    TempDir dir;
+    const Writer::Options o = small_options();
+    for (const bool block : {true, false}) {
+        SCOPED_TRACE(block);
+        Writer::Options opt = o;
+        opt.block_when_full = block;
+        Writer w(opt);
+        const std::string path = dir.file(block ? "big-block" : "big-drop");
+        const auto out = w.add_output(OutputFormat::raw, path, "", "");
+        ByteVec expected;
+        const Record small = fixed_record(100, 0x11);
+        const Record whole = fixed_record(o.buffer_bytes, 0x22);
+        const Record too_big = fixed_record(o.buffer_bytes + 1, 0x33);
+        small.write(w, out);
+        small.append_to(expected);
+        whole.write(w, out);
+        whole.append_to(expected);
+        too_big.write(w, out);
+        small.write(w, out);
+        small.append_to(expected);
+        w.finish();
+        const auto s = w.stats().at(0);
+        EXPECT_EQ(s.packets, 3u);
+        EXPECT_EQ(s.dropped, 1u);
+        EXPECT_EQ(s.bytes, expected.size());
+        EXPECT_TRUE(w.any_failed());
+        EXPECT_TRUE(read_file(path) == expected);
+    }
+}
+
+TEST(Writer, FileInMissingDirectoryFailsAndCountsEveryRecord) {
+    TempDir dir;
+    Writer w(small_options());
+    const auto bad = w.add_output(OutputFormat::pcap, dir.file("no/such/dir/x.pcap"), "g", "a",
+                                  Bytes(preamble_bytes()));
+    const auto good = w.add_output(OutputFormat::raw, dir.file("good.raw"), "g", "a");
+    const Record r = fixed_record(1000, 0x44);
+    constexpr std::uint64_t kRecords = 500;  // several buffers' worth
+    ByteVec expected;
+    for (std::uint64_t i = 0; i < kRecords; ++i) {
+        r.write(w, bad);
+        r.write(w, good);
+        r.append_to(expected);
+    }
+    w.finish();
+    const auto stats = w.stats();
+    ASSERT_EQ(stats.size(), 2u);
+    EXPECT_EQ(stats[0].error.rfind("cannot create file", 0), 0u) << stats[0].error;
+    EXPECT_NE(stats[0].error.find("No such file or directory"), std::string::npos)
+        << stats[0].error;
+    EXPECT_EQ(stats[0].packets, 0u);
+    EXPECT_EQ(stats[0].bytes, 0u);
+    EXPECT_EQ(stats[0].dropped, kRecords);
+    EXPECT_TRUE(w.any_failed());
+    // The other output is not affected.
+    EXPECT_EQ(stats[1].error, "");
+    EXPECT_EQ(stats[1].packets, kRecords);
+    EXPECT_EQ(stats[1].dropped, 0u);
+    EXPECT_TRUE(read_file(dir.file("good.raw")) == expected);
+}
+
+TEST(Writer, MissingDirectoryWithoutRecordsStillReportsTheError) {
+    TempDir dir;
+    Writer w(small_options());
+    w.add_output(OutputFormat::raw, dir.file("missing/x.raw"), "", "");
+    w.finish();
+    const auto s = w.stats().at(0);
+    EXPECT_EQ(s.error.rfind("cannot create file", 0), 0u) << s.error;
+    EXPECT_EQ(s.dropped, 0u);
+    EXPECT_EQ(s.packets, 0u);
+    EXPECT_TRUE(w.any_failed());
+}
+
+// /dev/full is reached through a symbolic link in a temporary directory, so
+// that a writer which removes a failed output can only remove the link.
+TEST(Writer, DiskFullFailsTheOutputAndCountsEveryRecordDropped) {
+    if (::access("/dev/full", W_OK) != 0) {
+        GTEST_SKIP() << "/dev/full is not writable here";
+    }
+    TempDir dir;
+    for (const bool with_preamble : {true, false}) {
+        SCOPED_TRACE(with_preamble);
+        const std::string link = dir.file(with_preamble ? "full-pcap" : "full-raw");
+        ASSERT_EQ(::symlink("/dev/full", link.c_str()), 0);
+        Writer w(small_options());
+        const ByteVec preamble = preamble_bytes();
+        const auto out = w.add_output(OutputFormat::pcap, link, "g", "a",
+                                      with_preamble ? Bytes(preamble) : Bytes{});
+        constexpr std::uint64_t kRecords = 400;  // three buffers and a partial one
+        const Record r = fixed_record(1000, 0x55);
+        for (std::uint64_t i = 0; i < kRecords; ++i) {
+            r.write(w, out);
+        }
+        w.finish();
+        const auto s = w.stats().at(0);
+        EXPECT_NE(s.error.find("write failed"), std::string::npos) << s.error;
+        EXPECT_NE(s.error.find("No space left"), std::string::npos) << s.error;
+        EXPECT_EQ(s.packets, 0u);
+        EXPECT_EQ(s.bytes, 0u);
+        EXPECT_EQ(s.dropped, kRecords);
+        EXPECT_TRUE(w.any_failed());
+    }
+}
+
+// When the pcap file header cannot be written, the output may be removed if it
+// is a file the writer made; a FIFO (someone's `tshark -i FIFO`) or a device
+// node that was there before must never be unlinked. pwrite on a FIFO fails
+// with ESPIPE, so the preamble write fails here.
+TEST(Writer, FailedPreambleNeverRemovesANonRegularFile) {
+    TempDir dir;
+    const std::string fifo = dir.file("to-tshark.fifo");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    // A reader first, so that the writer thread's open() does not wait.
+    const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    ASSERT_GE(reader, 0);
+    std::vector<OutputStats> stats;
+    {
+        Writer w(small_options());
+        const auto out = w.add_output(OutputFormat::pcap, fifo, "", "", Bytes(preamble_bytes()));
+        fixed_record(100, 0x77).write(w, out);
+        w.finish();
+        stats = w.stats();
+    }
+    ::close(reader);
+    ASSERT_EQ(stats.size(), 1u);
+    EXPECT_NE(stats[0].error.find("Illegal seek"), std::string::npos) << stats[0].error;
+    EXPECT_EQ(stats[0].packets, 0u);
+    EXPECT_EQ(stats[0].dropped, 1u);
+    EXPECT_TRUE(fs::is_fifo(fifo)) << "the writer removed a FIFO it did not create";
+}
+
+// Restores RLIMIT_FSIZE and SIGXFSZ when it goes out of scope.
+class FileSizeLimit {
+  public:
+    explicit FileSizeLimit(rlim_t bytes) {
+        ::getrlimit(RLIMIT_FSIZE, &old_);
+        old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+        rlimit l = old_;
+        l.rlim_cur = bytes;
+        ok_ = ::setrlimit(RLIMIT_FSIZE, &l) == 0;
+    }
+    ~FileSizeLimit() {
+        ::setrlimit(RLIMIT_FSIZE, &old_);
+        std::signal(SIGXFSZ, old_handler_);
+    }
+    FileSizeLimit(const FileSizeLimit&) = delete;
+    FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+    bool ok() const { return ok_; }
+
+  private:
+    rlimit old_{};
+    void (*old_handler_)(int) = nullptr;
+    bool ok_ = false;
+};
+
+TEST(Writer, WriteErrorMidFileCutsBackToTheLastWholeRecord) {
+    TempDir dir;
+    const Writer::Options o = small_options();
+    const ByteVec preamble = preamble_bytes();
+    constexpr std::size_t kRecordBytes = 1000;
+    const std::size_t per_buffer = o.buffer_bytes / kRecordBytes;  // 131
+    const std::size_t good_bytes = preamble.size() + per_buffer * kRecordBytes;
+    constexpr std::uint64_t kRecords = 1000;
+    std::vector<OutputStats> stats;
+    {
+        // The second buffer is written partly (5000 bytes), then EFBIG.
+        FileSizeLimit limit(good_bytes + 5000);
+        ASSERT_TRUE(limit.ok());
+        Writer w(o);
+        const auto out =
+            w.add_output(OutputFormat::pcap, dir.file("cut.pcap"), "", "", Bytes(preamble));
+        for (std::uint64_t i = 0; i < kRecords; ++i) {
+            fixed_record(kRecordBytes, static_cast<std::uint8_t>(i)).write(w, out);
+        }
+        w.finish();
+        stats = w.stats();
+        EXPECT_TRUE(w.any_failed());
+    }
+    ASSERT_EQ(stats.size(), 1u);
+    EXPECT_NE(stats[0].error.find("write failed"), std::string::npos) << stats[0].error;
+    EXPECT_NE(stats[0].error.find("File too large"), std::string::npos) << stats[0].error;
+    EXPECT_EQ(stats[0].packets, per_buffer);
+    EXPECT_EQ(stats[0].dropped, kRecords - per_buffer);
+    EXPECT_EQ(stats[0].bytes, good_bytes);
+    const ByteVec got = read_file(dir.file("cut.pcap"));
+    ASSERT_EQ(got.size(), good_bytes);
+    ByteVec expected = preamble;
+    for (std::size_t i = 0; i < per_buffer; ++i) {
+        fixed_record(kRecordBytes, static_cast<std::uint8_t>(i)).append_to(expected);
+    }
+    EXPECT_TRUE(got == expected);
+}
+
+// Drop mode, made deterministic: output A is a FIFO, so the writer thread
+// blocks in open() on A's first buffer until a reader appears. Until then no
+// buffer comes back, so output B gets exactly the two free buffers of the pool
+// and every later record for it is dropped by the producer. (pwrite on a FIFO
+// then fails with ESPIPE, so A's records are dropped by the writer.)
+TEST(Writer, DropModeCountsRecordsThatFindNoBuffer) {
+    TempDir dir;
+    const std::string fifo = dir.file("a.fifo");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    Writer::Options o = small_options(2);
+    o.block_when_full = false;
+    constexpr std::size_t kRecordBytes = 1000;
+    const std::size_t per_buffer = o.buffer_bytes / kRecordBytes;  // 131
+    Writer w(o);  // pool: 2 + 1 per output = 4 buffers
+    const auto a = w.add_output(OutputFormat::raw, fifo, "", "");
+    const auto b = w.add_output(OutputFormat::raw, dir.file("b.raw"), "", "");
+    // Fill A's first buffer and start its second: the first goes to the writer
+    // thread, which blocks opening the FIFO. A holds one buffer, two are free.
+    const std::uint64_t a_records = per_buffer + 1;
+    for (std::uint64_t i = 0; i < a_records; ++i) {
+        fixed_record(kRecordBytes, 0xaa).write(w, a);
+    }
+    constexpr std::uint64_t kBRecords = 1000;
+    ByteVec expected_b;
+    for (std::uint64_t i = 0; i < kBRecords; ++i) {
+        const Record r = fixed_record(kRecordBytes, static_cast<std::uint8_t>(i));
+        r.write(w, b);
+        if (i < 2 * per_buffer) {
+            r.append_to(expected_b);
+        }
+    }
+    // Let the writer thread go on.
+    const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    ASSERT_GE(reader, 0);
+    w.finish();
+    ::close(reader);
+    const auto stats = w.stats();
+    ASSERT_EQ(stats.size(), 2u);
+    EXPECT_TRUE(w.any_failed());
+    // B: the records that found a buffer are in the file, the rest dropped.
+    EXPECT_EQ(stats[1].error, "");
+    EXPECT_EQ(stats[1].packets, 2 * per_buffer);
+    EXPECT_EQ(stats[1].dropped, kBRecords - 2 * per_buffer);
+    EXPECT_EQ(stats[1].packets + stats[1].dropped, kBRecords);
+    EXPECT_EQ(stats[1].bytes, expected_b.size());
+    EXPECT_TRUE(read_file(dir.file("b.raw")) == expected_b);
+    // A: every record accounted for as dropped, with the reason.
+    EXPECT_NE(stats[0].error.find("Illegal seek"), std::string::npos) << stats[0].error;
+    EXPECT_EQ(stats[0].packets, 0u);
+    EXPECT_EQ(stats[0].dropped, a_records);
+}
+
+TEST(Writer, DropModeAccountingHoldsInATightLoop) {
+    TempDir dir;
+    Writer::Options o = small_options(2);
+    o.block_when_full = false;
+    constexpr std::uint64_t kRecords = 1000;
+    std::uint64_t sent = 0;
+    std::vector<OutputStats> stats;
+    {
+        Writer w(o);
+        const auto out = w.add_output(OutputFormat::raw, dir.file("loop.raw"), "", "");
+        for (std::uint64_t i = 0; i < kRecords; ++i) {
+            fixed_record(60000, static_cast<std::uint8_t>(i)).write(w, out);
+            ++sent;
+        }
+        w.finish();
+        stats = w.stats();
+        EXPECT_EQ(w.any_failed(), stats[0].dropped > 0);
+    }
+    ASSERT_EQ(stats.size(), 1u);
+    EXPECT_EQ(stats[0].packets + stats[0].dropped, sent);
+    EXPECT_EQ(stats[0].bytes, stats[0].packets * 60000);
+    EXPECT_EQ(fs::file_size(dir.file("loop.raw")), stats[0].bytes);
+    EXPECT_EQ(stats[0].error, "");
+}
+
+// Every record is either in the file (packets) or dropped: a record whose
+// pieces are all empty is no exception.
+TEST(Writer, EmptyRecordsAreAccountedFor) {
+    TempDir dir;
+    Writer w(small_options());
+    const auto out = w.add_output(OutputFormat::raw, dir.file("e.raw"), "", "");
+    const ByteVec none;
+    const std::array<Bytes, 2> pieces = {Bytes(none), Bytes(none)};
+    for (int i = 0; i < 3; ++i) {
+        w.write(out, pieces);
+    }
+    w.finish();
+    const auto s = w.stats().at(0);
+    EXPECT_EQ(s.packets + s.dropped, 3u);
+    EXPECT_EQ(s.bytes, 0u);
+    EXPECT_EQ(fs::file_size(dir.file("e.raw")), 0u);
+}
+
+TEST(Writer, FinishIsIdempotent) {
+    TempDir dir;
+    Writer w(small_options());
+    const auto out = w.add_output(OutputFormat::raw, dir.file("f.raw"), "", "");
+    const Record r = fixed_record(300, 0x66);
+    for (int i = 0; i < 10; ++i) {
+        r.write(w, out);
+    }
+    w.finish();
+    const auto first = w.stats().at(0);
+    w.finish();
+    w.finish();
+    const auto again = w.stats().at(0);
+    EXPECT_EQ(first.packets, 10u);
+    EXPECT_EQ(again.packets, 10u);
+    EXPECT_EQ(again.bytes, 3000u);
+    EXPECT_EQ(again.dropped, 0u);
+    EXPECT_EQ(fs::file_size(dir.file("f.raw")), 3000u);
+}
+
+TEST(Writer, DestructorWithoutFinishWritesTheFiles) {
+    TempDir dir;
+    std::mt19937_64 rng(99);
+    const ByteVec preamble = preamble_bytes();
+    ByteVec expected_a = preamble;
+    ByteVec expected_b;
+    {
+        Writer w(small_options());
+        const auto a =
+            w.add_output(OutputFormat::pcap, dir.file("a.pcap"), "", "", Bytes(preamble));
+        const auto b = w.add_output(OutputFormat::codif, dir.file("b.codif"), "", "");
+        w.add_output(OutputFormat::pcap, dir.file("c.pcap"), "", "", Bytes(preamble));
+        for (int i = 0; i < 500; ++i) {
+            const Record r = random_record(rng, 1500);
+            r.write(w, i % 3 == 0 ? b : a);
+            r.append_to(i % 3 == 0 ? expected_b : expected_a);
+        }
+    }
+    EXPECT_TRUE(read_file(dir.file("a.pcap")) == expected_a);
+    EXPECT_TRUE(read_file(dir.file("b.codif")) == expected_b);
+    EXPECT_EQ(read_file(dir.file("c.pcap")), preamble);
+}
+
+TEST(Writer, DestructorWithoutOutputsOrRecords) {
+    Writer w(small_options());
+    EXPECT_TRUE(w.stats().empty());
+    EXPECT_FALSE(w.any_failed());
+}
+
+}  // namespace
+}  // namespace ibvcap
