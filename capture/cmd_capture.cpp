@@ -1,5 +1,6 @@
 // ibvcap capture: live capture through the verbs engine (mlx5 raw-packet QPs).
 #include <fmt/format.h>
+#include <sched.h>
 
 #include "capture/cli.hpp"
 #include "lib/capture_run.hpp"
@@ -22,6 +23,7 @@ int cmd_capture(int argc, char** argv) {
         ("no-split", "one SGE per frame in host memory instead of the header/payload split")
         ("vlan-tags", "VLAN tags on the wire (sizes the header SGE)", cxxopts::value<std::uint32_t>()->default_value("0"), "N")
         ("max-frame", "largest Ethernet frame expected, bytes (MTU 9000 + header + two VLAN tags)", cxxopts::value<std::uint32_t>()->default_value("9022"), "BYTES")
+        ("cpu", "pin the poll thread of the i-th -i interface to the i-th CPU (repeatable)", cxxopts::value<std::vector<int>>(), "CPU")
         ("no-flow-counters", "create the flow rules without a count action (for devices that refuse it)")
         ("num-devices", "prototype alias: the number of -i interfaces given", cxxopts::value<unsigned>(), "N")
         ("num-multicast-groups", "prototype alias: the number of GROUP:PORT given", cxxopts::value<unsigned>(), "N")
@@ -77,6 +79,18 @@ int cmd_capture(int argc, char** argv) {
     }
     request.engine.flow_counters = args.count("no-flow-counters") == 0;
     request.engine.split = args.count("no-split") == 0;
+    if (args.count("cpu")) {
+        request.cpus = args["cpu"].as<std::vector<int>>();
+        if (request.cpus.size() > interfaces.size()) {
+            throw UsageError(fmt::format("{} --cpu given for {} -i interfaces", request.cpus.size(),
+                                         interfaces.size()));
+        }
+        for (const int c : request.cpus) {
+            if (c < 0 || c >= CPU_SETSIZE) {
+                throw UsageError(fmt::format("--cpu {} is not a CPU number", c));
+            }
+        }
+    }
     request.engine.vlan_tags = args["vlan-tags"].as<std::uint32_t>();
     request.engine.max_frame_bytes = args["max-frame"].as<std::uint32_t>();
     request.engine.ring_depth = args.count("num-blocks") ? args["num-blocks"].as<std::uint32_t>()

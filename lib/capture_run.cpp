@@ -1,8 +1,12 @@
 #include "lib/capture_run.hpp"
 
 #include <fmt/format.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <optional>
 #include <thread>
 
@@ -36,6 +40,7 @@ struct DevicePart {
     std::unique_ptr<NicCounters> counters;
     std::unique_ptr<VerbsEngine> engine;
     std::thread thread;
+    int cpu = -1;
     std::atomic<bool> done{false};  // the poll thread has ended
     std::string error;              // what ended the poll thread early (read after join)
 };
@@ -151,9 +156,25 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
 
     const auto start = std::chrono::steady_clock::now();
     std::atomic<bool> halt{false};
+    std::size_t parts_started = 0;
     for (auto& p : parts) {
         DevicePart* part = p.get();
-        part->thread = std::thread([part, &halt] {
+        const int cpu = parts_started < request.cpus.size() ? request.cpus[parts_started] : -1;
+        ++parts_started;
+        part->cpu = cpu;
+        part->thread = std::thread([part, &halt, cpu] {
+            if (cpu >= 0) {
+                cpu_set_t set;
+                CPU_ZERO(&set);
+                CPU_SET(static_cast<unsigned>(cpu), &set);
+                if (const int err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set)) {
+                    part->error = fmt::format("cannot pin the poll thread to cpu {}: {}", cpu,
+                                              std::strerror(err));
+                    part->done.store(true);
+                    halt.wait(false);
+                    return;
+                }
+            }
             try {
                 part->engine->run(halt);
             } catch (const std::exception& e) {
@@ -176,8 +197,25 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
             }
         });
     }
+    auto last_second = start;
     for (;;) {
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        if (std::chrono::steady_clock::now() - last_second >= std::chrono::seconds(1)) {
+            // Once a second, off the poll threads: the NIC counters, and the
+            // watchdog for streams that went silent while the NIC counts them.
+            last_second = std::chrono::steady_clock::now();
+            for (auto& p : parts) {
+                if (p->counters) {
+                    p->counters->snapshot();
+                }
+                if (request.watchdog && !p->done.load()) {
+                    for (const auto& alarm : p->engine->watchdog()) {
+                        ++outcome.info.watchdog_alarms;
+                        std::fprintf(stderr, "ibvcap capture: watchdog: %s\n", alarm.c_str());
+                    }
+                }
+            }
+        }
         if (stop.load()) {
             outcome.info.interrupted = true;
             break;
@@ -214,6 +252,10 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
             p->ledger.set_outputs(p->writer->stats());
         }
         p->engine->report_to(p->ledger);
+        const EngineStats& es = p->engine->stats();
+        outcome.info.polling.push_back(
+            PollFigures{fmt::format("{}:{}", p->device->caps().name, p->device->caps().port),
+                        es.polls, es.empty_polls, es.frames, p->cpu});
         for (auto& c : p->engine->flow_counters()) {
             p->ledger.add_source_counter(std::move(c));
         }

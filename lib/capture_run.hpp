@@ -32,6 +32,8 @@ struct CaptureRequest {
     FrameObserver observer;   // -v
     std::filesystem::path sysfs_root = "/sys";
     bool nic_counters = true;  // read hw_counters and netdev statistics
+    std::vector<int> cpus;     // pin poll thread i to cpus[i] (empty: no pinning)
+    bool watchdog = true;      // once a second: streams silent while the NIC counts
 };
 
 // Makes the IGMP membership for a group on a target (production: a kernel

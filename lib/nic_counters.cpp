@@ -132,9 +132,20 @@ void NicCounters::snapshot() {
             }
             continue;
         }
-        // 64-bit values; a decrease is a reset, so the growth since the last
-        // read is the new value (see the header on 32-bit wraps).
-        counter.delta += *value >= counter.last ? *value - counter.last : *value;
+        // A decrease from the top half of the 32-bit range is a 32-bit hardware
+        // counter wrapping (mlx5 queue counters such as out_of_buffer are 32
+        // bits): the growth is what was left to 2^32 plus the new value. Any
+        // other decrease is a reset (driver reload): the growth is the new value.
+        // Read once a second, a counter would have to wrap twice in a second to
+        // be misread.
+        constexpr std::uint64_t k32 = std::uint64_t{1} << 32;
+        if (*value >= counter.last) {
+            counter.delta += *value - counter.last;
+        } else if (counter.last < k32 && counter.last >= k32 / 2 && *value < k32) {
+            counter.delta += k32 - counter.last + *value;
+        } else {
+            counter.delta += *value;
+        }
         counter.last = *value;
     }
 }

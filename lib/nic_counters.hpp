@@ -26,13 +26,12 @@
 // statistic that sysfs does not expose at all; reading it needs the ethtool
 // ioctl (ETHTOOL_GSTATS), which this class does not do.
 //
-// Values are treated as 64-bit. A value lower than the previous read is taken
-// as a reset (driver reload, device reset): the growth since the previous read
-// is then the new value itself. A counter that wraps (mlx5 q counters such as
-// out_of_buffer are 32-bit in hardware) looks the same and is undercounted by
-// 2^32 - previous value; reading periodically keeps the error to one wrap
-// window. Growth is accumulated read by read, so a reset between two periodic
-// snapshots loses nothing counted before it.
+// A value lower than the previous read is a 32-bit wrap when the previous
+// value was in the top half of the 32-bit range (mlx5 q counters such as
+// out_of_buffer are 32-bit in hardware): the growth is 2^32 - previous + new.
+// Any other decrease is a reset (driver reload, device reset): the growth is
+// the new value. Growth is accumulated read by read (the capture reads once a
+// second), so only a counter that wraps twice between reads is misread.
 #pragma once
 
 #include <cstdint>

@@ -83,6 +83,16 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
         outputs.push_back(std::move(e));
     }
     j["outputs"] = outputs;
+    nlohmann::json polling = nlohmann::json::array();
+    for (const auto& p : run.polling) {
+        polling.push_back({{"device", p.device},
+                           {"polls", p.polls},
+                           {"busy_waits", p.busy_waits},
+                           {"frames", p.frames},
+                           {"cpu", p.cpu}});
+    }
+    j["polling"] = polling;
+    j["watchdog_alarms"] = run.watchdog_alarms;
     j["notes"] = ledger.notes();
     return j;
 }
@@ -142,8 +152,26 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
                        to_string(r), n);
         }
     }
+    // The report has every counter; the summary those that moved, and the drops.
     for (const auto& c : ledger.source_counters()) {
-        fmt::print(out, "    counter {}: {}{}\n", c.name, c.value, c.is_drop ? " (drop)" : "");
+        if (c.value > 0 || c.is_drop) {
+            fmt::print(out, "    counter {}: {}{}\n", c.name, c.value, c.is_drop ? " (drop)" : "");
+        }
+    }
+    for (const auto& p : run.polling) {
+        const double polls = static_cast<double>(p.polls);
+        const double frames = static_cast<double>(p.frames);
+        fmt::print(out,
+                   "  poll {}{}: {} polls, busy waits {} ({:.1f}%), polls per packet {:.2f}, "
+                   "packets per poll {:.2f}\n",
+                   p.device, p.cpu >= 0 ? fmt::format(" (cpu {})", p.cpu) : std::string(), p.polls,
+                   p.busy_waits,
+                   polls > 0 ? 100.0 * static_cast<double>(p.busy_waits) / polls : 0.0,
+                   frames > 0 ? polls / frames : 0.0, polls > 0 ? frames / polls : 0.0);
+    }
+    if (run.watchdog_alarms > 0) {
+        fmt::print(out, "  watchdog: {} alarms (a stream silent while the NIC counted arrivals)\n",
+                   run.watchdog_alarms);
     }
     if (!ledger.outputs().empty()) {
         fmt::print(out, "  written: {} records to {} files   not written: {}\n", t.written,

@@ -2,13 +2,25 @@
 // key) and as the human summary printed at the end of a run.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 #include "lib/ledger.hpp"
 
 namespace ibvcap {
+
+// One poll thread's figures (the prototype's: busy waits, polls per packet,
+// packets per poll).
+struct PollFigures {
+    std::string device;
+    std::uint64_t polls = 0;
+    std::uint64_t busy_waits = 0;  // polls that found nothing
+    std::uint64_t frames = 0;
+    int cpu = -1;  // the core the thread was pinned to, -1 when not pinned
+};
 
 struct RunInfo {
     std::string command;  // "read", "capture"
@@ -16,7 +28,9 @@ struct RunInfo {
     std::string input;    // file or interface
     double duration_s = 0;
     bool interrupted = false;
-    std::string error;  // the run ended early on this error
+    std::string error;                 // the run ended early on this error
+    std::vector<PollFigures> polling;  // live verbs captures
+    std::uint64_t watchdog_alarms = 0;
 };
 
 nlohmann::json report_json(const Ledger& ledger, const RunInfo& run);

@@ -811,6 +811,17 @@ std::size_t SimHardware::qps() const {
     return state_->qps.size();
 }
 
+std::size_t SimHardware::min_posted_wrs() const {
+    const std::lock_guard lock(state_->mu);
+    std::size_t least = 0;
+    bool any = false;
+    for (const auto& qp : state_->qps) {
+        least = any ? std::min(least, qp->count) : qp->count;
+        any = true;
+    }
+    return least;
+}
+
 std::size_t SimHardware::ordering_violations() const {
     const std::lock_guard lock(state_->mu);
     return state_->violations;

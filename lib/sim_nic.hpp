@@ -97,8 +97,11 @@ class SimHardware {
     // Packets matched by the rules that carry a counter, summed.
     std::uint64_t flow_counter_total() const;
     std::size_t posted_wrs(std::uint32_t qp_num) const;  // WRs waiting on a QP
-    std::size_t flows() const;                           // rules alive
-    std::size_t qps() const;                             // QPs alive
+    // The fewest WRs posted on any QP (0 without QPs): a test's wire waits for
+    // this to be non-zero to play a lossless sender, whatever the scheduler does.
+    std::size_t min_posted_wrs() const;
+    std::size_t flows() const;  // rules alive
+    std::size_t qps() const;    // QPs alive
     // Objects destroyed out of order, which verbs refuses with EBUSY: a QP
     // with flows still attached, a CQ with QPs still attached, a device
     // handle with memory regions, CQs or QPs still alive.

@@ -97,6 +97,9 @@ struct VerbsEngine::Qp {
     bool needs_recovery = false;
     std::chrono::steady_clock::time_point error_since{};
     std::uint64_t delivered = 0;  // completions of frames the NIC steered here
+    std::atomic<std::uint64_t> delivered_published{0};  // for the watchdog's thread
+    std::uint64_t watch_matched = 0;  // the watchdog's last reading (its thread only)
+    std::uint64_t watch_delivered = 0;
 };
 
 VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& demux, Ledger& ledger,
@@ -459,6 +462,9 @@ std::size_t VerbsEngine::poll_once() {
             handle(batch_[i]);
         }
         published_.store(stats_.frames, std::memory_order_relaxed);
+        for (auto& q : qps_) {
+            q->delivered_published.store(q->delivered, std::memory_order_relaxed);
+        }
     }
     for (auto& q : qps_) {
         if (q->needs_recovery) {
@@ -565,6 +571,33 @@ std::vector<SourceCounter> VerbsEngine::flow_counters() {
     return stopped_ ? final_flow_counters_ : read_flow_counters();
 }
 
+std::vector<std::string> VerbsEngine::watchdog() {
+    std::vector<std::string> alarms;
+    for (auto& q : qps_) {
+        std::uint64_t matched = 0;
+        bool have = false;
+        for (auto& f : q->flows) {
+            if (const auto n = f->matched_packets()) {
+                matched += *n;
+                have = true;
+            }
+        }
+        if (!have) {
+            continue;  // without rule counters the NIC's side cannot be seen
+        }
+        const std::uint64_t delivered = q->delivered_published.load(std::memory_order_relaxed);
+        if (matched > q->watch_matched && delivered == q->watch_delivered) {
+            alarms.push_back(fmt::format(
+                "{} on {}: the NIC steered {} frames to it since the last check but none were "
+                "delivered (ring starved or queue stuck; see out_of_buffer)",
+                q->label, device_.caps().name, matched - q->watch_matched));
+        }
+        q->watch_matched = matched;
+        q->watch_delivered = delivered;
+    }
+    return alarms;
+}
+
 std::vector<std::uint32_t> VerbsEngine::qp_numbers() const {
     std::vector<std::uint32_t> out;
     for (const auto& q : qps_) {
@@ -587,8 +620,10 @@ std::vector<SourceCounter> VerbsEngine::read_flow_counters() {
         }
         if (have) {
             stats_.flow_matched += matched;
-            out.push_back(SourceCounter{fmt::format("flow/{}/matched", q->label), matched, false});
-            out.push_back(SourceCounter{fmt::format("flow/{}/undelivered", q->label),
+            const std::string& dev = device_.caps().name;
+            out.push_back(
+                SourceCounter{fmt::format("{}/flow/{}/matched", dev, q->label), matched, false});
+            out.push_back(SourceCounter{fmt::format("{}/flow/{}/undelivered", dev, q->label),
                                         matched > q->delivered ? matched - q->delivered : 0,
                                         false});
         }

@@ -112,6 +112,13 @@ class VerbsEngine {
     void stop();
 
     const EngineStats& stats() const { return stats_; }
+    // Another thread's view, once a second while the poll thread runs: for
+    // each QP whose rules counted arrivals since the last call but which
+    // delivered nothing in that time, a line saying so (a starved ring or a
+    // stuck QP). Reads the rules' counters (an ioctl each), so never call it
+    // from the poll loop, nor after the run has been halted.
+    std::vector<std::string> watchdog();
+
     // Frames handed to the demux so far; safe to read from another thread
     // (published once per poll batch).
     std::uint64_t frames_published() const { return published_.load(std::memory_order_relaxed); }

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "frames.hpp"
@@ -24,16 +25,22 @@ const Endpoint kG1{test::kGroup1, 36001};
 const Endpoint kG2{test::kGroup2, 36002};
 
 // A membership that records what the engine did with it.
+// Devices tear down on their own poll threads at once: the log is shared.
 struct MembershipLog {
+    std::mutex mu;
     std::vector<std::string> events;
+    void add(std::string e) {
+        const std::lock_guard lock(mu);
+        events.push_back(std::move(e));
+    }
 };
 class FakeMembership final : public GroupMembership {
   public:
     FakeMembership(MembershipLog& log, Endpoint g) : log_(log), group_(g) {
-        log_.events.push_back("join " + group_.to_string());
+        log_.add("join " + group_.to_string());
     }
-    ~FakeMembership() override { log_.events.push_back("leave " + group_.to_string()); }
-    void rejoin() override { log_.events.push_back("rejoin " + group_.to_string()); }
+    ~FakeMembership() override { log_.add("leave " + group_.to_string()); }
+    void rejoin() override { log_.add("rejoin " + group_.to_string()); }
 
   private:
     MembershipLog& log_;
@@ -283,7 +290,7 @@ TEST(Engine, RingStarvationIsCountedAsOutOfBufferNotLostSilently) {
     // Per-flow counters: matched 100, delivered 16 → 84 undelivered.
     bool found = false;
     for (const auto& c : rig.ledger.source_counters()) {
-        if (c.name == "flow/239.17.0.1:36001/undelivered") {
+        if (c.name == "sim_mlx5_0/flow/239.17.0.1:36001/undelivered") {
             EXPECT_EQ(c.value, 84u);
             found = true;
         }
@@ -555,12 +562,14 @@ TEST(Engine, TwoDevicesEachWithTheirOwnCqThroughTheCaptureRunner) {
         while (nic_a->flows() < 2 || nic_b->flows() < 2) {
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
+        // A lossless sender: wait for room on every ring, however slowly the
+        // poll threads are scheduled (CI machines have two busy cores).
         for (std::size_t i = 0; i < fa.size(); ++i) {
+            while (nic_a->min_posted_wrs() == 0 || nic_b->min_posted_wrs() == 0) {
+                std::this_thread::yield();
+            }
             nic_a->deliver(fa[i]);
             nic_b->deliver(fb[i]);
-            if (i % 32 == 31) {
-                std::this_thread::sleep_for(std::chrono::microseconds(200));  // let them poll
-            }
         }
     });
     request.count = fa.size() + fb.size();
@@ -580,6 +589,91 @@ TEST(Engine, TwoDevicesEachWithTheirOwnCqThroughTheCaptureRunner) {
     EXPECT_TRUE(std::filesystem::exists(dir / "ibvcap_sim_mlx5_0p1.pcap"));
     EXPECT_TRUE(std::filesystem::exists(dir / "ibvcap_sim_mlx5_1p1.pcap"));
     EXPECT_EQ(log.events.size(), 8u);  // 2 devices x 2 groups, joined and left
+}
+
+}  // namespace
+}  // namespace ibvcap
+
+namespace ibvcap {
+namespace {
+
+TEST(Engine, WatchdogSpeaksWhenTheNicCountsButNothingIsDelivered) {
+    Rig rig(options_for({kG1}, 32));
+    rig.engine->start();
+    auto config = traffic({kG1}, 40);
+    config.antennas = {test::kAntenna1};
+    config.threads = 1;
+    const auto frames = frames_of(config);
+    EXPECT_TRUE(rig.engine->watchdog().empty());  // the baseline reading
+    for (std::size_t i = 0; i < 20; ++i) {
+        rig.nic->deliver(frames[i]);
+    }
+    rig.poll_all();
+    EXPECT_TRUE(rig.engine->watchdog().empty()) << "healthy: matched and delivered both grew";
+    rig.nic->inject_qp_error(rig.engine->qp_numbers().at(0));  // stuck until someone polls
+    for (std::size_t i = 20; i < 40; ++i) {
+        rig.nic->deliver(frames[i]);
+    }
+    const auto alarms = rig.engine->watchdog();
+    ASSERT_EQ(alarms.size(), 1u);
+    EXPECT_NE(alarms[0].find("239.17.0.1:36001 on sim_mlx5_0: the NIC steered 20 frames"),
+              std::string::npos)
+        << alarms[0];
+    EXPECT_TRUE(rig.engine->watchdog().empty()) << "nothing new since the last check";
+}
+
+TEST(Engine, CaptureRunnerReportsPollingFiguresAndPinsThreads) {
+    SimProvider provider;
+    auto nic = provider.add({});
+    CaptureRequest request;
+    request.targets = {{"sim_mlx5_0", 1, "", 0}};
+    request.engine = options_for({kG1}, 64);
+    request.demux.groups = {kG1};
+    request.nic_counters = false;
+    request.cpus = {0};
+    const auto frames = frames_of(traffic({kG1}, 100));
+    request.count = frames.size();
+    request.duration_s = 60;  // a bound, never reached when all goes well
+    std::atomic<bool> stop{false};
+    std::thread wire([&] {
+        while (nic->flows() < 1) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        for (const auto& f : frames) {
+            while (nic->min_posted_wrs() == 0) {
+                std::this_thread::yield();
+            }
+            nic->deliver(f);
+        }
+    });
+    RunOutcome out = run_verbs_capture(request, provider, {}, stop);
+    wire.join();
+    ASSERT_EQ(out.info.polling.size(), 1u);
+    const PollFigures& p = out.info.polling[0];
+    EXPECT_EQ(p.device, "sim_mlx5_0:1");
+    EXPECT_EQ(p.cpu, 0);
+    EXPECT_EQ(p.frames, frames.size());
+    EXPECT_GE(p.polls, p.busy_waits);
+    EXPECT_GT(p.polls, 0u);
+    EXPECT_EQ(out.exit_code, kExitZeroLoss);
+}
+
+TEST(Engine, PinningToACpuThatDoesNotExistEndsTheRunWithAnError) {
+    SimProvider provider;
+    provider.add({});
+    CaptureRequest request;
+    request.targets = {{"sim_mlx5_0", 1, "", 0}};
+    request.engine = options_for({kG1}, 16);
+    request.demux.groups = {kG1};
+    request.nic_counters = false;
+    request.cpus = {1000};
+    request.duration_s = 10;
+    std::atomic<bool> stop{false};
+    RunOutcome out = run_verbs_capture(request, provider, {}, stop);
+    EXPECT_EQ(out.exit_code, kExitError);
+    EXPECT_NE(out.info.error.find("cannot pin the poll thread to cpu 1000"), std::string::npos)
+        << out.info.error;
+    EXPECT_LT(out.info.duration_s, 5.0);
 }
 
 }  // namespace

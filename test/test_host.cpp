@@ -501,6 +501,20 @@ TEST(NicCounters, DecreaseIsAReset) {
     EXPECT_EQ(delta_of(counters, "hw_counters/out_of_buffer").delta, 45u);
 }
 
+TEST(NicCounters, ADecreaseFromTheTopOfThe32BitRangeIsAWrap) {
+    FakeSysfs fs;
+    write_counters(fs);
+    fs.write(std::string(kHw) + "out_of_buffer", "4294967200");  // 2^32 - 96
+    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0");
+    counters.snapshot_start();
+    fs.write(std::string(kHw) + "out_of_buffer", "4");  // 96 to the wrap, then 4
+    counters.snapshot();
+    EXPECT_EQ(delta_of(counters, "hw_counters/out_of_buffer").delta, 100u);
+    fs.write(std::string(kHw) + "out_of_buffer", "10");
+    counters.snapshot();
+    EXPECT_EQ(delta_of(counters, "hw_counters/out_of_buffer").delta, 106u);
+}
+
 TEST(NicCounters, UnreadableFilesAreSkippedAndDropsListedMissing) {
     FakeSysfs fs;
     write_counters(fs);
