@@ -18,18 +18,6 @@ namespace ibvcap {
 
 namespace {
 
-class KernelMembership final : public GroupMembership {
-  public:
-    KernelMembership(const CaptureTarget& target, const Endpoint& group)
-        : membership_(group.ip, target.netdev, target.ipv4) {
-        membership_.join();
-    }
-    void rejoin() override { membership_.rejoin(); }
-
-  private:
-    MulticastMembership membership_;
-};
-
 // Everything one device needs; members in construction order, so the engine
 // (QPs, flows) goes before the writer it feeds and the device it uses.
 struct DevicePart {
@@ -87,7 +75,7 @@ CaptureTarget verbs_target(verbs::Provider& provider, const std::string& interfa
 
 TargetMembershipFactory kernel_memberships() {
     return [](const CaptureTarget& target, const Endpoint& group) {
-        return std::make_unique<KernelMembership>(target, group);
+        return kernel_membership(group, target.netdev, target.ipv4);
     };
 }
 

@@ -143,4 +143,24 @@ void MulticastMembership::rejoin() {
     join();
 }
 
+namespace {
+class KernelMembership final : public GroupMembership {
+  public:
+    KernelMembership(const Endpoint& group, const std::string& interface, std::uint32_t address)
+        : membership_(group.ip, interface, address) {
+        membership_.join();
+    }
+    void rejoin() override { membership_.rejoin(); }
+
+  private:
+    MulticastMembership membership_;
+};
+}  // namespace
+
+std::unique_ptr<GroupMembership> kernel_membership(const Endpoint& group,
+                                                   const std::string& interface,
+                                                   std::uint32_t address) {
+    return std::make_unique<KernelMembership>(group, interface, address);
+}
+
 }  // namespace ibvcap

@@ -13,7 +13,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
+
+#include "lib/netaddr.hpp"
 
 namespace ibvcap {
 
@@ -57,5 +61,21 @@ class MulticastMembership {
     int ifindex_ = 0;
     int fd_ = -1;
 };
+
+// One IGMP membership held for a run, as the capture engines see it: joined
+// when made, left when destroyed. Production: a kernel socket
+// (kernel_membership); tests: a recording fake.
+class GroupMembership {
+  public:
+    virtual ~GroupMembership() = default;
+    virtual void rejoin() = 0;
+};
+using MembershipFactory = std::function<std::unique_ptr<GroupMembership>(const Endpoint&)>;
+
+// A MulticastMembership on `interface` (with its IPv4 `address`, host order),
+// joined now. Throws what MulticastMembership::join throws.
+std::unique_ptr<GroupMembership> kernel_membership(const Endpoint& group,
+                                                   const std::string& interface,
+                                                   std::uint32_t address);
 
 }  // namespace ibvcap

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "lib/demux.hpp"
+#include "lib/igmp.hpp"
 #include "lib/ledger.hpp"
 #include "lib/netaddr.hpp"
 #include "lib/verbs.hpp"
@@ -41,15 +42,6 @@ class PayloadMemory {
     virtual std::string describe() const = 0;
 };
 std::unique_ptr<PayloadMemory> make_host_payload_memory();
-
-// One IGMP membership held for the run (lib/igmp.hpp in production, a
-// recording fake in tests). Joined when made, left when destroyed.
-class GroupMembership {
-  public:
-    virtual ~GroupMembership() = default;
-    virtual void rejoin() = 0;
-};
-using MembershipFactory = std::function<std::unique_ptr<GroupMembership>(const Endpoint&)>;
 
 struct EngineOptions {
     std::vector<Endpoint> groups;
