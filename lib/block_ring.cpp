@@ -1,0 +1,179 @@
+#include "lib/block_ring.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+namespace ibvcap {
+
+namespace {
+class HostBlockMemory final : public BlockMemory {
+  public:
+    std::uint8_t* allocate(std::size_t bytes) override {
+        auto& b = buffers_.emplace_back(new std::uint8_t[bytes]());
+        return b.get();
+    }
+    void copy_in(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
+        std::memcpy(dst, src, bytes);
+    }
+    void synchronize() override {}
+    bool host_visible() const override { return true; }
+    std::string describe() const override { return "host memory (stand-in)"; }
+
+  private:
+    std::vector<std::unique_ptr<std::uint8_t[]>> buffers_;
+};
+}  // namespace
+
+std::unique_ptr<BlockMemory> make_host_block_memory() {
+    return std::make_unique<HostBlockMemory>();
+}
+
+BlockRing::BlockRing(const BlockRingOptions& options, BlockMemory& memory, CodifTiming timing)
+    : options_(options), memory_(memory), timing_(timing) {
+    if (options_.frames_per_block == 0 || options_.threads == 0 || options_.payload_bytes == 0 ||
+        options_.blocks == 0) {
+        throw std::invalid_argument(
+            "block ring: frames per block, threads, payload bytes and "
+            "blocks must all be at least 1");
+    }
+    if (timing_.frames_per_period == 0) {
+        throw std::invalid_argument("block ring: the stream's frames per period is unknown");
+    }
+    block_bytes_ =
+        std::size_t{options_.frames_per_block} * options_.threads * options_.payload_bytes;
+    const std::size_t bits = std::size_t{options_.frames_per_block} * options_.threads;
+    for (std::uint32_t i = 0; i < options_.blocks; ++i) {
+        auto b = std::make_unique<Block>();
+        b->data = memory_.allocate(block_bytes_);
+        b->present.assign((bits + 63) / 64, 0);
+        free_.push_back(b.get());
+        storage_.push_back(std::move(b));
+    }
+}
+
+FramePosition BlockRing::position(std::uint64_t index) const {
+    const std::uint32_t period = timing_.period == 0 ? 1u : timing_.period;
+    return {static_cast<std::uint32_t>(index / timing_.frames_per_period * period),
+            static_cast<std::uint32_t>(index % timing_.frames_per_period)};
+}
+
+Block* BlockRing::open_block(std::uint64_t first_index) {
+    Block* b = nullptr;
+    {
+        const std::lock_guard lock(mu_);
+        if (free_.empty()) {
+            return nullptr;
+        }
+        b = free_.front();
+        free_.pop_front();
+    }
+    b->first_index = first_index;
+    b->first = position(first_index);
+    std::fill(b->present.begin(), b->present.end(), 0);
+    b->present_count = 0;
+    const auto at = std::find_if(open_.begin(), open_.end(),
+                                 [&](const Block* o) { return o->first_index > first_index; });
+    open_.insert(at, b);
+    return b;
+}
+
+void BlockRing::hand_out(Block* b) {
+    memory_.synchronize();  // every copy into it has landed
+    b->sequence = next_sequence_++;
+    handed_up_to_ = std::max(handed_up_to_, b->first_index + options_.frames_per_block);
+    ++stats_.blocks_out;
+    {
+        const std::lock_guard lock(mu_);
+        ready_.push_back(b);
+    }
+    ready_cv_.notify_one();
+}
+
+void BlockRing::place(std::uint16_t thread, std::uint64_t index, Bytes payload) {
+    if (thread >= options_.threads) {
+        ++stats_.bad_thread;
+        return;
+    }
+    if (payload.size() != options_.payload_bytes) {
+        ++stats_.bad_length;
+        return;
+    }
+    const std::uint64_t n = options_.frames_per_block;
+    if (!origin_set_) {
+        origin_set_ = true;
+        origin_ = index - index % n;
+        handed_up_to_ = origin_;
+    }
+    if (index < handed_up_to_) {
+        ++stats_.too_late;
+        return;
+    }
+    const std::uint64_t first = origin_ + (index - origin_) / n * n;
+    Block* b = nullptr;
+    for (Block* o : open_) {
+        if (o->first_index == first) {
+            b = o;
+            break;
+        }
+    }
+    if (b == nullptr && (b = open_block(first)) == nullptr) {
+        ++stats_.ring_full;
+        return;
+    }
+    const std::uint64_t bit = (index - first) * options_.threads + thread;
+    std::uint64_t& word = b->present[bit / 64];
+    const std::uint64_t mask = std::uint64_t{1} << (bit % 64);
+    if (word & mask) {
+        ++stats_.duplicates;
+        return;
+    }
+    word |= mask;
+    ++b->present_count;
+    memory_.copy_in(b->data + bit * options_.payload_bytes, payload.data(), payload.size());
+    ++stats_.placed;
+    // Blocks that late frames can no longer reach go to the consumer, in order.
+    while (!open_.empty() && open_.front()->first_index + n + options_.lateness <= index) {
+        Block* done = open_.front();
+        open_.pop_front();
+        hand_out(done);
+    }
+}
+
+void BlockRing::flush() {
+    while (!open_.empty()) {
+        Block* done = open_.front();
+        open_.pop_front();
+        hand_out(done);
+    }
+    {
+        const std::lock_guard lock(mu_);
+        flushed_ = true;
+    }
+    ready_cv_.notify_all();
+}
+
+const Block* BlockRing::acquire(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mu_);
+    ready_cv_.wait_for(lock, timeout, [&] { return !ready_.empty() || flushed_; });
+    if (ready_.empty()) {
+        return nullptr;
+    }
+    Block* b = ready_.front();
+    ready_.pop_front();
+    return b;
+}
+
+void BlockRing::release(const Block* block) {
+    const std::lock_guard lock(mu_);
+    for (auto& s : storage_) {
+        if (s.get() == block) {
+            free_.push_back(s.get());
+            return;
+        }
+    }
+    throw std::invalid_argument("block ring: release of a block it does not own");
+}
+
+}  // namespace ibvcap
