@@ -223,8 +223,8 @@ void Demux::on_frame(const Frame& frame) {
     if (writer_ != nullptr) {
         write_codif(route(group, antenna), frame, packet);
     }
-    if (observer_) {
-        observer_(frame, packet, header, *s);
+    for (const auto& observe : observers_) {
+        observe(frame, packet, header, *s);
     }
 }
 

@@ -44,7 +44,10 @@ class Demux {
     Demux(DemuxOptions options, Ledger& ledger, Writer* writer);
 
     void on_frame(const Frame& frame);
-    void set_observer(FrameObserver observer) { observer_ = std::move(observer); }
+    // Called for every CODIF frame, in the order added (the -v line, the block
+    // sink). Add before the first frame.
+    void add_observer(FrameObserver observer) { observers_.push_back(std::move(observer)); }
+    void set_observer(FrameObserver observer) { add_observer(std::move(observer)); }
 
     // The file name a per-antenna output gets (docs/formats.md).
     static std::string output_path(const DemuxOptions& options, OutputFormat format,
@@ -74,7 +77,7 @@ class Demux {
     std::unordered_map<std::uint32_t, int> antenna_lookup_;
     std::unordered_map<std::uint32_t, Route> routes_;               // (group << 16) | antenna
     std::unordered_map<std::uint64_t, std::size_t> stream_lookup_;  // (group, antenna, thread)
-    FrameObserver observer_;
+    std::vector<FrameObserver> observers_;
 };
 
 }  // namespace ibvcap
