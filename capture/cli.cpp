@@ -108,6 +108,19 @@ void print_frame(const Frame& frame, const UdpPacket& p, const CodifHeader& h, c
 }
 
 int finish_run(const RunOutcome& outcome, const std::string& report_path, bool quiet) {
+    if (urgent_flag().load()) {
+        // Stopped at once: the counts are true, the queued records are
+        // counted as not written, and 130 says how the run ended.
+        print_summary(stdout, outcome.ledger, outcome.info, !quiet);
+        if (!report_path.empty()) {
+            write_report(report_path, report_json(outcome.ledger, outcome.info));
+        }
+        fmt::print(stderr,
+                   "ibvcap {}: stopped at once on a second interrupt; queued records were "
+                   "not written, every file holds whole records\n",
+                   outcome.info.command);
+        return 130;
+    }
     // The summary first: if the report cannot be written, the ledger is still
     // on the terminal.
     print_summary(stdout, outcome.ledger, outcome.info, !quiet);
@@ -134,10 +147,20 @@ int finish_run(const RunOutcome& outcome, const std::string& report_path, bool q
 namespace {
 std::atomic<bool> g_stop{false};
 
+std::atomic<bool> g_urgent{false};
+
+// First interrupt: finish cleanly. Second: stop at once; the writers drop
+// what is queued but finish the write in progress, so files hold whole
+// records (exiting here could cut a write in the middle of a record). Third:
+// end the process on the spot.
 extern "C" void on_stop_signal(int) {
-    if (g_stop.exchange(true)) {
-        std::_Exit(130);
+    if (!g_stop.exchange(true)) {
+        return;
     }
+    if (!g_urgent.exchange(true)) {
+        return;
+    }
+    std::_Exit(130);
 }
 }  // namespace
 
@@ -151,6 +174,10 @@ void install_stop_handler() {
 
 const std::atomic<bool>& stop_flag() {
     return g_stop;
+}
+
+const std::atomic<bool>& urgent_flag() {
+    return g_urgent;
 }
 
 }  // namespace ibvcap::cli

@@ -28,6 +28,9 @@ cxxopts::ParseResult parse(cxxopts::Options& options, int argc, char** argv);
 // ends the process at once (files hold whole records up to the last buffer).
 void install_stop_handler();
 const std::atomic<bool>& stop_flag();
+// Set by a second interrupt: stop at once, leave queued buffers unwritten (a
+// third interrupt ends the process on the spot).
+const std::atomic<bool>& urgent_flag();
 
 // Options every capturing subcommand shares (DESIGN §6): --antenna, -o, -F,
 // --prefix, -c, --report, -q, -v, and the positional GROUP:PORT list.

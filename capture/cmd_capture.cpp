@@ -1,19 +1,62 @@
-// ibvcap capture: live capture through the verbs engine (mlx5 raw-packet QPs).
+// ibvcap capture: live capture through the verbs engine (mlx5 raw-packet QPs),
+// or through libpcap (--source pcap) on any interface.
 #include <fmt/format.h>
 #include <sched.h>
 
 #include "capture/cli.hpp"
 #include "lib/capture_run.hpp"
+#include "lib/devices.hpp"
+#include "lib/igmp.hpp"
+#include "lib/pcap_live.hpp"
 
 namespace ibvcap::cli {
 
+namespace {
+
+// --source pcap: one interface, libpcap's ring, the kernel's IGMP joins.
+int capture_pcap(const cxxopts::ParseResult& args, const CommonOptions& common,
+                 const DemuxOptions& demux, const std::vector<std::string>& interfaces) {
+    // Options that only mean something to the verbs engine.
+    for (const char* name : {"hw-demux", "no-split", "vlan-tags", "ring-depth", "num-blocks", "cpu",
+                             "no-flow-counters", "poll-batch", "repost-batch", "max-frame"}) {
+        if (args.count(name)) {
+            throw UsageError(fmt::format("--{} applies to --source verbs only", name));
+        }
+    }
+    if (interfaces.size() != 1) {
+        throw UsageError(
+            fmt::format("--source pcap captures on one interface; {} -i given", interfaces.size()));
+    }
+    const NetInterface nif = resolve_interface(interfaces.front());
+    PcapCaptureRequest request;
+    request.writer.abandon = &urgent_flag();
+    request.interface = nif.name;
+    request.interface_ipv4 = nif.ipv4.front();  // resolve_interface guarantees one
+    request.demux = demux;
+    request.count = common.count;
+    request.duration_s = args["duration"].as<double>();
+    request.sysfs_root = args["sysfs-root"].as<std::string>();
+    if (common.verbose) {
+        request.observer = print_frame;
+    }
+    const MembershipFactory join = [&request](const Endpoint& group) {
+        return kernel_membership(group, request.interface, request.interface_ipv4);
+    };
+    install_stop_handler();
+    const RunOutcome outcome = run_pcap_capture(request, join, stop_flag());
+    return finish_run(outcome, common.report_path, common.quiet);
+}
+
+}  // namespace
+
 int cmd_capture(int argc, char** argv) {
-    cxxopts::Options options("ibvcap capture",
-                             "Capture CODIF multicast streams through mlx5 raw-packet QPs.");
+    cxxopts::Options options(
+        "ibvcap capture",
+        "Capture CODIF multicast streams through mlx5 raw-packet QPs, or libpcap (--source pcap).");
     options.positional_help("GROUP:PORT...");
     // clang-format off
     options.add_options()
-        ("i,interface", "netdev name or IPv4 address of an mlx5 port (repeatable: one poll thread per device)", cxxopts::value<std::vector<std::string>>(), "IF")
+        ("i,interface", "netdev name or IPv4 address of an mlx5 port (repeatable: one poll thread per device; one only with --source pcap)", cxxopts::value<std::vector<std::string>>(), "IF")
         ("source", "verbs (mlx5 raw-packet QPs) or pcap (any NIC, through libpcap)", cxxopts::value<std::string>()->default_value("verbs"), "SOURCE")
         ("hw-demux", "one QP and flow rule per (group, antenna): the NIC demultiplexes by source IP")
         ("duration", "stop after SECONDS", cxxopts::value<double>()->default_value("0"), "SECONDS")
@@ -42,6 +85,7 @@ int cmd_capture(int argc, char** argv) {
     }
     const CommonOptions common = read_common_options(args);
     CaptureRequest request;
+    request.writer.abandon = &urgent_flag();
     request.demux = common.demux;
     request.engine.groups = common.demux.groups;
     request.engine.antennas = common.demux.antennas;
@@ -72,6 +116,9 @@ int cmd_capture(int argc, char** argv) {
                                          n, request.demux.antennas.size()));
         }
         request.demux.max_antennas = n;
+    }
+    if (source == "pcap") {
+        return capture_pcap(args, common, request.demux, interfaces);
     }
     request.engine.hw_demux = args.count("hw-demux") > 0;
     if (request.engine.hw_demux && request.engine.antennas.empty()) {
@@ -114,9 +161,6 @@ int cmd_capture(int argc, char** argv) {
         request.observer = print_frame;
     }
 
-    if (source == "pcap") {
-        throw std::runtime_error("--source pcap: the libpcap live source is not in this build yet");
-    }
     auto provider = verbs::make_ibv_provider();
     for (const auto& i : interfaces) {
         request.targets.push_back(verbs_target(*provider, i));

@@ -1,22 +1,32 @@
 // ibvcap gen: synthetic CODIF traffic with a known ground truth.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "capture/cli.hpp"
+#include "lib/devices.hpp"
 #include "lib/pipeline.hpp"
+#include "lib/sender.hpp"
 
 namespace ibvcap::cli {
 
 int cmd_gen(int argc, char** argv) {
     cxxopts::Options options("ibvcap gen",
                              "Generate CODIF multicast traffic with injected faults and a "
-                             "ground truth.");
+                             "ground truth: to a pcap file (-w) or live (--send).");
     options.positional_help("[GROUP:PORT...] (default 239.17.0.1:36001)");
     // clang-format off
     options.add_options()
         ("w,write", "write the traffic to this pcap file", cxxopts::value<std::string>(), "FILE")
+        ("send", "send the traffic as live UDP multicast (needs -i; every antenna address must be local)")
+        ("i,interface", "with --send: interface to send from (netdev name or IPv4 address)", cxxopts::value<std::string>(), "IF")
+        ("rate", "with --send: packets per second (0: as fast as possible)", cxxopts::value<double>()->default_value("0"), "PPS")
+        ("duration", "with --send: stop after S seconds, at a frame slot boundary", cxxopts::value<double>(), "S")
+        ("ttl", "with --send: multicast TTL", cxxopts::value<int>()->default_value("1"), "N")
+        ("loop", "with --send: loop the multicast back to this host (IP_MULTICAST_LOOP)")
         ("truth", "write the ground truth as JSON to FILE", cxxopts::value<std::string>(), "FILE")
         ("antenna", "antenna source IPv4 (repeatable)", cxxopts::value<std::vector<std::string>>(), "IP")
         ("antennas", "number of antennas when no --antenna is given: 10.0.0.11, .12, ...", cxxopts::value<unsigned>()->default_value("6"), "N")
@@ -47,8 +57,48 @@ int cmd_gen(int argc, char** argv) {
         fmt::print("{}", options.help());
         return kExitZeroLoss;
     }
-    if (!args.count("write")) {
-        throw UsageError("-w FILE.pcap is required (where to write the traffic)");
+    const bool send = args.count("send") != 0;
+    if (send && args.count("write")) {
+        throw UsageError(
+            "-w FILE.pcap and --send exclude each other: write the traffic to a file, or send it");
+    }
+    if (!send && !args.count("write")) {
+        throw UsageError(
+            "-w FILE.pcap is required (where to write the traffic), or --send -i IF (send it as "
+            "live multicast)");
+    }
+    if (!send) {
+        for (const char* name : {"interface", "rate", "duration", "ttl", "loop"}) {
+            if (args.count(name)) {  // count() leaves defaults out
+                throw UsageError(fmt::format("--{} applies only with --send", name));
+            }
+        }
+    }
+    SendOptions send_options;
+    if (send) {
+        if (!args.count("interface")) {
+            throw UsageError("--send needs -i IF (the interface to send from)");
+        }
+        if (args["vlan"].as<int>() >= 0) {
+            throw UsageError(
+                "--vlan cannot be used with --send: a UDP socket cannot tag frames (send through "
+                "a VLAN netdev instead: -i IF.ID)");
+        }
+        send_options.rate_pps = args["rate"].as<double>();
+        if (!std::isfinite(send_options.rate_pps) || send_options.rate_pps < 0) {
+            throw UsageError("--rate must be a packet rate >= 0 (0: as fast as possible)");
+        }
+        if (args.count("duration")) {
+            send_options.duration_s = args["duration"].as<double>();
+            if (!std::isfinite(send_options.duration_s) || send_options.duration_s <= 0) {
+                throw UsageError("--duration must be a positive number of seconds");
+            }
+        }
+        send_options.ttl = args["ttl"].as<int>();
+        if (send_options.ttl < 0 || send_options.ttl > 255) {
+            throw UsageError("--ttl must be 0-255");
+        }
+        send_options.loop = args.count("loop") != 0;
     }
 
     GeneratorConfig config;
@@ -106,8 +156,21 @@ int cmd_gen(int argc, char** argv) {
     }
 
     Generator generator(config);
-    const std::string path = args["write"].as<std::string>();
-    const std::uint64_t packets = write_generated_pcap(generator, path);
+    std::string path;
+    std::uint64_t packets = 0;
+    SendResult sent;
+    if (send) {
+        // A one-line error when the interface is missing, down or has no IPv4.
+        send_options.interface = resolve_interface(args["interface"].as<std::string>()).name;
+        path = send_options.interface;
+        install_stop_handler();  // SIGINT: stop at the next slot boundary
+        sent = send_generated(generator, send_options, stop_flag());
+        packets = sent.packets;
+    } else {
+        path = args["write"].as<std::string>();
+        packets = write_generated_pcap(generator, path);
+    }
+    // After an early stop the truth covers the slots actually sent.
     const auto truth = generator.truth_json();
     if (args.count("truth")) {
         const std::string truth_path = args["truth"].as<std::string>();
@@ -119,13 +182,26 @@ int cmd_gen(int argc, char** argv) {
     }
     if (!args.count("quiet")) {
         const auto& t = truth["totals"];
+        std::uint64_t frames = 0;  // slots per stream (fewer after an early stop)
+        for (const auto& s : generator.truth()) {
+            frames = std::max(frames, s.slots);
+        }
         fmt::print(
-            "ibvcap gen: wrote {} packets to {}: {} streams ({} groups x {} antennas x {} "
+            "ibvcap gen: {} {} packets {} {}: {} streams ({} groups x {} antennas x {} "
             "threads) x {} frames of {} bytes; injected missing {}, duplicates {}, out of order "
             "{}\n",
-            packets, path, generator.truth().size(), config.groups.size(), config.antennas.size(),
-            config.threads, config.frames, config.frame_bytes(), t["missing"].get<std::uint64_t>(),
+            send ? "sent" : "wrote", packets, send ? "on" : "to", path, generator.truth().size(),
+            config.groups.size(), config.antennas.size(), config.threads, frames,
+            config.frame_bytes(), t["missing"].get<std::uint64_t>(),
             t["duplicates"].get<std::uint64_t>(), t["out_of_order"].get<std::uint64_t>());
+        if (send) {
+            fmt::print("ibvcap gen: sent {} packets in {:.3f} s ({:.0f} packets/s){}\n", packets,
+                       sent.seconds,
+                       sent.seconds > 0 ? static_cast<double>(packets) / sent.seconds : 0.0,
+                       sent.complete ? ""
+                                     : fmt::format("; stopped early after {} of {} frame slots",
+                                                   frames, config.frames));
+        }
     }
     return kExitZeroLoss;
 }

@@ -113,6 +113,7 @@ Generator::Generator(GeneratorConfig config) : config_(std::move(config)) {
         }
     }
     pending_swap_.assign(truth_.size(), 0);
+    covered_.assign(truth_.size(), 0);
     ip_ids_.assign(config_.antennas.size(), 0);
     buffer_.resize(config_.frame_bytes());
 }
@@ -134,6 +135,12 @@ Generator::Fate Generator::fate(std::size_t stream, std::uint64_t slot) const {
 
 std::uint64_t Generator::total_packets() const {
     std::uint64_t n = 0;
+    if (ended_early_) {
+        for (const auto& t : truth_) {
+            n += t.packets();
+        }
+        return n;
+    }
     for (std::size_t s = 0; s < truth_.size(); ++s) {
         for (std::uint64_t slot = 0; slot < config_.frames; ++slot) {
             switch (fate(s, slot)) {
@@ -174,19 +181,53 @@ void Generator::plan_slot() {
                 queue_.emplace_back(s, slot);
                 ++t.sent;
                 ++t.duplicated;
+                covered_[s] = slot + 1;
                 break;
             case Fate::swap:
                 queue_.emplace_back(s, slot + 1);
                 pending_swap_[s] = 1;
                 ++t.sent;
                 ++t.reordered;
+                covered_[s] = slot + 2;
                 break;
             case Fate::send:
                 queue_.emplace_back(s, slot);
                 ++t.sent;
+                covered_[s] = slot + 1;
                 break;
         }
     }
+}
+
+bool Generator::end_early() {
+    if (ended_) {
+        return false;
+    }
+    if (!at_slot_boundary()) {
+        throw std::logic_error("Generator::end_early called between the frames of a slot");
+    }
+    ended_ = true;
+    if (slot_ >= config_.frames) {
+        return false;
+    }
+    ended_early_ = true;
+    for (std::size_t s = 0; s < truth_.size(); ++s) {
+        StreamTruth& t = truth_[s];
+        std::uint64_t planned = slot_;
+        if (pending_swap_[s]) {
+            // What plan_slot() would do for this stream at the next slot: send
+            // the displaced frame; that slot's own frame was already sent.
+            pending_swap_[s] = 0;
+            queue_.emplace_back(s, slot_ - 1);
+            ++t.sent;
+            ++planned;
+        }
+        // Every planned slot past the last one queued was skipped: a receiver
+        // cannot tell those from slots never planned, so neither does the truth.
+        t.skipped -= planned - covered_[s];
+        t.slots = covered_[s];
+    }
+    return true;
 }
 
 void Generator::build(std::size_t stream, std::uint64_t slot) {
@@ -235,7 +276,7 @@ void Generator::build(std::size_t stream, std::uint64_t slot) {
 
 bool Generator::next(GeneratedFrame& out) {
     while (queue_.empty()) {
-        if (slot_ >= config_.frames) {
+        if (ended_ || slot_ >= config_.frames) {
             return false;
         }
         plan_slot();
@@ -274,8 +315,9 @@ nlohmann::json Generator::truth_json() const {
                            {"missing", t.skipped},
                            {"duplicates", t.duplicated},
                            {"out_of_order", t.reordered},
-                           {"first", position(0)},
-                           {"last", position(t.slots - 1)}});
+                           // A run ended before its first slot has no frames.
+                           {"first", t.slots == 0 ? nlohmann::json() : position(0)},
+                           {"last", t.slots == 0 ? nlohmann::json() : position(t.slots - 1)}});
         packets += t.packets();
         missing += t.skipped;
         duplicates += t.duplicated;

@@ -70,12 +70,31 @@ class Generator {
   public:
     explicit Generator(GeneratorConfig config);
 
-    // The next frame, or false when every stream has walked all its slots.
+    // The next frame, or false when every stream has walked all its slots (or
+    // the run was ended early and the last planned frame was returned).
     bool next(GeneratedFrame& out);
+
+    // True between slots: every frame of the slots planned so far has been
+    // returned by next(), so truth() (which counts a slot's fates when the
+    // slot is planned) describes exactly the frames returned. A swap may still
+    // be open (slot i+1 returned in slot i's place, slot i not yet).
+    bool at_slot_boundary() const { return queue_.empty(); }
+    // End the run at this slot boundary; the first call must come at one
+    // (std::logic_error otherwise). An open swap is completed: next() returns
+    // the displaced frames, then false. The truth is cut to what next()
+    // returned: per stream, `slots` ends at the last frame sent, so trailing
+    // skipped slots (which no receiver could observe) are not counted as
+    // missing. Returns true when it cut the run short; false when every slot
+    // had been planned (the truth is that of the whole run) or the run had
+    // already been ended.
+    bool end_early();
+    bool ended_early() const { return ended_early_; }
 
     const GeneratorConfig& config() const { return config_; }
     const std::vector<StreamTruth>& truth() const { return truth_; }
-    std::uint64_t total_packets() const;  // known up front: the fates are precomputed per slot
+    // Known up front (the fates are precomputed per slot); after end_early(),
+    // the packets of the slots actually planned.
+    std::uint64_t total_packets() const;
     nlohmann::json truth_json() const;
 
     // UNIX time (ns) of the start of a CODIF epoch (half-years since 2000).
@@ -91,6 +110,9 @@ class Generator {
     CodifTiming timing_;
     std::vector<StreamTruth> truth_;
     std::vector<std::uint8_t> pending_swap_;  // per stream: slot i+1 was sent in i's place
+    std::vector<std::uint64_t> covered_;      // per stream: 1 + the highest slot queued
+    bool ended_ = false;                      // end_early() was called
+    bool ended_early_ = false;                // ... and cut the run short
     std::uint64_t slot_ = 0;
     std::deque<std::pair<std::size_t, std::uint64_t>> queue_;  // (stream, slot) to send
     std::vector<std::uint8_t> buffer_;

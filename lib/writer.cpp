@@ -209,6 +209,13 @@ int pwrite_all(int fd, const std::uint8_t* bytes, std::size_t size, std::uint64_
 
 void Writer::write_buffer(Buffer& buffer) {
     Output& out = *buffer.output;
+    if (options_.abandon != nullptr && options_.abandon->load(std::memory_order_relaxed)) {
+        // Asked to stop at once: not written, counted. The file is still
+        // created with its header and closed below, so it is valid.
+        out.dropped_by_writer += buffer.records;
+        buffer.records = 0;
+        buffer.used = 0;
+    }
     auto fail = [&out](const std::string& what, int err) {
         out.failed = true;
         out.error = what + ": " + std::strerror(err);

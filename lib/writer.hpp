@@ -38,6 +38,10 @@ class Writer {
         std::size_t buffers = 64;  // in flight, on top of one parked per output
         std::size_t max_outputs = 4096;
         bool block_when_full = true;  // false: drop and count (live sources)
+        // When this becomes true (a second Ctrl-C), buffers still queued are
+        // not written but counted as dropped; the write in progress finishes,
+        // so every file still holds whole records. Null: never.
+        const std::atomic<bool>* abandon = nullptr;
     };
     struct Output;  // opaque to callers
     using OutputId = Output*;

@@ -221,5 +221,24 @@ TEST(Cli, VersionSaysHowTheGpuSideWasBuilt) {
     EXPECT_NE(r.out.find("gpu: "), std::string::npos) << r.out;
 }
 
+// --source pcap on the loopback interface with nothing sent: the run ends at
+// the duration with the "nothing received" verdict; verbs-only options and a
+// second interface are usage errors.
+TEST(Cli, PcapSourceOnASilentInterfaceExitsThree) {
+    test::TempDir dir;
+    const Result r = ibvcap(dir, "capture --source pcap -i lo 239.1.2.3:5000 --duration 1 -q");
+    if (r.code == 1 && r.err.find("no permission to capture") != std::string::npos) {
+        GTEST_SKIP() << r.err;
+    }
+    EXPECT_EQ(r.code, 3) << r.out << r.err;
+    EXPECT_NE(r.out.find("no CODIF frames were received"), std::string::npos) << r.out;
+    EXPECT_EQ(r.err, "");
+    for (const std::string args : {"--hw-demux", "--cpu 1", "--ring-depth 64", "-i lo"}) {
+        const Result u = ibvcap(dir, "capture --source pcap -i lo 239.1.2.3:5000 " + args);
+        EXPECT_EQ(u.code, 2) << args << ": " << u.err;
+        EXPECT_EQ(lines(u.err), 1u) << u.err;
+    }
+}
+
 }  // namespace
 }  // namespace ibvcap

@@ -1,0 +1,601 @@
+// The GPU payload path (gpu/). Two kinds of tests in one program:
+//   * Sizes, Pci, Peermem, Modes, Messages, Pattern: the logic that needs no
+//     GPU (64 KiB sizing, PCIe topology from fake sysfs trees, the payload
+//     mode fallback chain, the messages, the device pattern formula against
+//     lib/pattern.cpp). They run and pass on every host and in both builds.
+//   * Device: allocation, copies, the kernels against host references, and
+//     registration on the simulated NIC. Each starts with
+//     `if (!gpu_available()) GTEST_SKIP()`; ctest gives them the label `gpu`
+//     and reports them as skipped on hosts without a GPU (test/CMakeLists.txt).
+//     On a GPU host: ctest -L gpu --output-on-failure.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <set>
+#include <system_error>
+
+#include "frames.hpp"
+#include "gpu/gpu.hpp"
+#include "gpu/gpu_logic.hpp"
+#include "gpu/pattern_constants.hpp"
+#include "lib/block_ring.hpp"
+#include "lib/generator.hpp"
+#include "lib/pattern.hpp"
+#include "lib/sim_nic.hpp"
+
+namespace ibvcap::gpu {
+namespace {
+
+namespace fs = std::filesystem;
+
+void write_file(const fs::path& path, const std::string& text) {
+    fs::create_directories(path.parent_path());
+    std::ofstream(path) << text << "\n";
+}
+
+// A fake /sys with a PCI tree:
+//   pci0000:00 ─ 0000:00:01.0 (root port) ─ 0000:01:00.0 (switch up)
+//                    ├─ 0000:02:08.0 ─ 0000:3b:00.0  GPU A   (node 0)
+//                    └─ 0000:02:10.0 ─ 0000:3c:00.0  NIC mlx5_0 / ens1f0 (node 0)
+//   pci0000:00 ─ 0000:00:02.0 (root port) ─ 0000:3d:00.0  GPU B (node 0)
+//   pci0000:00 ─ 0000:00:05.0  GPU C on the root bus (node 0)
+//   pci0000:80 ─ 0000:80:01.0 ─ 0000:81:00.0  GPU D (node 1)
+struct FakeSysfs {
+    test::TempDir dir;
+    fs::path root = dir.path() / "sys";
+
+    void add(const std::string& chain, int numa, const std::vector<std::string>& names = {}) {
+        const fs::path dev = root / "devices" / chain;
+        fs::create_directories(dev);
+        write_file(dev / "numa_node", std::to_string(numa));
+        const std::string address = dev.filename().string();
+        fs::create_directories(root / "bus/pci/devices");
+        fs::create_symlink(dev, root / "bus/pci/devices" / address);
+        for (const auto& name : names) {
+            const fs::path link = root / name / "device";
+            fs::create_directories(link.parent_path());
+            fs::create_symlink(dev, link);
+        }
+    }
+
+    FakeSysfs() {
+        add("pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0/0000:3b:00.0", 0);
+        add("pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0/0000:3c:00.0", 0,
+            {"class/infiniband/mlx5_0", "class/net/ens1f0"});
+        add("pci0000:00/0000:00:02.0/0000:3d:00.0", 0);
+        add("pci0000:00/0000:00:05.0", 0);
+        add("pci0000:80/0000:80:01.0/0000:81:00.0", 1);
+    }
+};
+
+// ---- sizes ---------------------------------------------------------------------
+
+TEST(Sizes, RegionsAreWhole64KiBPages) {
+    EXPECT_EQ(kGpuPageBytes, 65536u);
+    EXPECT_EQ(round_up(0, kGpuPageBytes), 0u);
+    EXPECT_EQ(round_up(1, kGpuPageBytes), 65536u);
+    EXPECT_EQ(round_up(65536, kGpuPageBytes), 65536u);
+    EXPECT_EQ(round_up(65537, kGpuPageBytes), 131072u);
+    EXPECT_EQ(round_up(std::size_t{4096} * 8192, kGpuPageBytes), std::size_t{4096} * 8192);
+    EXPECT_EQ(round_up(SIZE_MAX - 10, kGpuPageBytes), std::nullopt);  // would overflow
+    EXPECT_EQ(round_up(100, 3), std::nullopt);                        // not a power of two
+}
+
+TEST(Sizes, AlignedOffsetFindsTheFirstPageThatFits) {
+    // cudaMalloc's usual 2 MiB-aligned result needs no offset.
+    EXPECT_EQ(aligned_offset(0x7f0000200000u, 1 << 20, 1 << 20, kGpuPageBytes), 0u);
+    // 256-byte aligned: the next 64 KiB boundary, if the rest still fits.
+    EXPECT_EQ(aligned_offset(0x7f0000000100u, (1 << 20) + kGpuPageBytes, 1 << 20, kGpuPageBytes),
+              kGpuPageBytes - 0x100);
+    EXPECT_EQ(aligned_offset(0x7f0000000100u, 1 << 20, 1 << 20, kGpuPageBytes), std::nullopt);
+    EXPECT_EQ(aligned_offset(0x7f0000000100u, 0x100, 0, kGpuPageBytes), std::nullopt);
+    EXPECT_EQ(aligned_offset(0x1000u, 100, 10, 48), std::nullopt);  // not a power of two
+}
+
+// ---- PCI topology --------------------------------------------------------------
+
+TEST(Pci, AddressesAreNormalizedToTheSysfsSpelling) {
+    EXPECT_EQ(normalize_pci_address("00000000:3B:00.0"), "0000:3b:00.0");  // CUDA, nvidia-smi
+    EXPECT_EQ(normalize_pci_address("0000:3b:00.0"), "0000:3b:00.0");
+    EXPECT_EQ(normalize_pci_address("3b:00.1"), "0000:3b:00.1");
+    EXPECT_EQ(normalize_pci_address("10000:01:00.0"), "10000:01:00.0");  // a VMD domain
+    for (const char* bad : {"", "3b:00", "0000:3b:00.8", "0000:3b:20.0", "0000:3bb:00.0",
+                            "pci0000:00", "mlx5_0", "0000:3b:00.0x", "zz:00.0"}) {
+        EXPECT_EQ(normalize_pci_address(bad), std::nullopt) << bad;
+    }
+}
+
+TEST(Pci, PathsGiveHostBridgeBridgesAndDevice) {
+    const auto loc = parse_pci_path(
+        "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0/0000:3b:00.0");
+    ASSERT_TRUE(loc);
+    EXPECT_EQ(loc->host_bridge, "pci0000:00");
+    EXPECT_EQ(loc->address, "0000:3b:00.0");
+    EXPECT_EQ(loc->bridges,
+              (std::vector<std::string>{"0000:00:01.0", "0000:01:00.0", "0000:02:08.0"}));
+    // A path below the function (a netdev) stops at the function.
+    const auto net = parse_pci_path("/sys/devices/pci0000:00/0000:00:05.0/net/eth0");
+    ASSERT_TRUE(net);
+    EXPECT_EQ(net->address, "0000:00:05.0");
+    EXPECT_TRUE(net->bridges.empty());
+    EXPECT_FALSE(parse_pci_path("/sys/devices/virtual/net/lo"));
+    EXPECT_FALSE(parse_pci_path("/sys/devices/pci0000:00"));
+}
+
+TEST(Pci, NicsAreFoundByAddressPathRdmaDeviceOrNetdev) {
+    const FakeSysfs sys;
+    for (const std::string& what :
+         {std::string("0000:3c:00.0"), std::string("3c:00.0"), std::string("mlx5_0"),
+          std::string("ens1f0"), (sys.root / "class/infiniband/mlx5_0/device").string()}) {
+        const auto loc = locate_pci_function(sys.root, what);
+        ASSERT_TRUE(loc) << what;
+        EXPECT_EQ(loc->address, "0000:3c:00.0") << what;
+        EXPECT_EQ(loc->numa_node, 0) << what;
+    }
+    EXPECT_EQ(locate_pci_function(sys.root, "0000:81:00.0")->numa_node, 1);
+    EXPECT_FALSE(locate_pci_function(sys.root, "mlx5_9"));
+    EXPECT_FALSE(locate_pci_function(sys.root, "0000:99:00.0"));
+    EXPECT_FALSE(locate_pci_function(sys.root, ""));
+}
+
+TEST(Pci, RelationFollowsTheCommonUpstreamBridge) {
+    const FakeSysfs sys;
+    const auto at = [&](const char* a) { return *locate_pci_function(sys.root, a); };
+    const PciLocation nic = at("mlx5_0");
+    EXPECT_EQ(relate(at("0000:3b:00.0"), nic), PciRelation::same_switch);
+    EXPECT_EQ(relate(at("0000:3d:00.0"), nic), PciRelation::same_host_bridge);
+    EXPECT_EQ(relate(at("0000:00:05.0"), nic), PciRelation::same_host_bridge);
+    EXPECT_EQ(relate(at("0000:81:00.0"), nic), PciRelation::different_numa_nodes);
+
+    PciLocation a{"0000:3b:00.0", "pci0000:00", {"0000:00:01.0", "0000:01:00.0"}, 0};
+    PciLocation b{"0000:3c:00.0", "pci0000:00", {"0000:00:01.0", "0000:01:08.0"}, 0};
+    EXPECT_EQ(relate(a, b), PciRelation::same_root_port);
+    b.host_bridge = "pci0000:40";
+    EXPECT_EQ(relate(a, b), PciRelation::same_numa_node);
+    a.numa_node = b.numa_node = -1;
+    EXPECT_EQ(relate(a, b), PciRelation::unknown);
+}
+
+TEST(Pci, RelationIsDescribedWithTheTopoNameAndWhatItMeans) {
+    const FakeSysfs sys;
+    const std::string best = nic_relation(sys.root, "0000:3b:00.0", "mlx5_0");
+    EXPECT_NE(best.find("share a PCIe switch (below 0000:01:00.0)"), std::string::npos) << best;
+    EXPECT_NE(best.find("PIX/PXB"), std::string::npos) << best;
+    const std::string phb = nic_relation(sys.root, "0000:3d:00.0", "ens1f0");
+    EXPECT_NE(phb.find("PHB"), std::string::npos) << phb;
+    const std::string sys_link = nic_relation(sys.root, "0000:81:00.0", "0000:3c:00.0");
+    EXPECT_NE(sys_link.find("NUMA node 1, NIC 0000:3c:00.0 on node 0"), std::string::npos)
+        << sys_link;
+    EXPECT_NE(sys_link.find("SYS"), std::string::npos) << sys_link;
+    EXPECT_EQ(nic_relation(sys.root, "0000:3b:00.0", ""), "");
+    EXPECT_NE(nic_relation(sys.root, "0000:3b:00.0", "mlx5_7").find("NIC mlx5_7 not found"),
+              std::string::npos);
+    EXPECT_NE(nic_relation(sys.root, "0000:99:00.0", "mlx5_0").find("GPU 0000:99:00.0 not found"),
+              std::string::npos);
+}
+
+// ---- modules -------------------------------------------------------------------
+
+TEST(Peermem, LoadedWhenEitherModuleIsInSysfs) {
+    test::TempDir dir;
+    EXPECT_FALSE(peermem_loaded(dir.path()));
+    fs::create_directories(dir.path() / "module/nvidia");
+    EXPECT_FALSE(peermem_loaded(dir.path()));
+    fs::create_directories(dir.path() / "module/nv_peer_mem");
+    EXPECT_TRUE(peermem_loaded(dir.path()));
+    fs::remove_all(dir.path() / "module/nv_peer_mem");
+    fs::create_directories(dir.path() / "module/nvidia_peermem");
+    EXPECT_TRUE(peermem_loaded(dir.path()));
+}
+
+// ---- payload memory modes ------------------------------------------------------
+
+TEST(Modes, FallBackFromDmabufToPeermemToStagingSayingWhy) {
+    std::vector<Mode> tried;
+    const auto refuse_gpu = [&](Mode m) -> std::optional<std::string> {
+        tried.push_back(m);
+        switch (m) {
+            case Mode::dmabuf:
+                return "dma-buf refused (EOPNOTSUPP: no dma-buf)";
+            case Mode::peermem:
+                return "nvidia-peermem not loaded (modprobe nvidia-peermem)";
+            case Mode::staging:
+                break;
+        }
+        return std::nullopt;
+    };
+    const ModeChoice choice = choose_mode(Mode::dmabuf, refuse_gpu);
+    EXPECT_EQ(choice.mode, Mode::staging);
+    EXPECT_EQ(tried, (std::vector<Mode>{Mode::dmabuf, Mode::peermem, Mode::staging}));
+    EXPECT_EQ(describe_choice(choice),
+              "staging: payload lands in pinned host memory and is copied to the GPU (no "
+              "GPUDirect RDMA): dma-buf refused (EOPNOTSUPP: no dma-buf); nvidia-peermem not "
+              "loaded (modprobe nvidia-peermem)");
+}
+
+TEST(Modes, TheFirstModeThatWorksRunsAndWorseOnesAreNotTried) {
+    std::vector<Mode> tried;
+    const auto all_work = [&](Mode m) -> std::optional<std::string> {
+        tried.push_back(m);
+        return std::nullopt;
+    };
+    EXPECT_EQ(choose_mode(Mode::dmabuf, all_work).mode, Mode::dmabuf);
+    EXPECT_EQ(tried, (std::vector<Mode>{Mode::dmabuf}));
+    EXPECT_EQ(describe_choice(choose_mode(Mode::dmabuf, all_work)),
+              "dma-buf: the NIC writes payload into GPU memory (GPUDirect RDMA)");
+
+    tried.clear();
+    const ModeChoice peer = choose_mode(Mode::peermem, all_work);
+    EXPECT_EQ(peer.mode, Mode::peermem);
+    EXPECT_EQ(tried, (std::vector<Mode>{Mode::peermem}));
+    EXPECT_EQ(describe_choice(peer),
+              "nvidia-peermem: the NIC writes payload into GPU memory (GPUDirect RDMA): dma-buf "
+              "not tried (nvidia-peermem asked for)");
+}
+
+TEST(Modes, StagingThatFailsIsAnErrorNotAFallback) {
+    const auto staging_fails = [](Mode m) -> std::optional<std::string> {
+        return fmt::format("{} failed", to_string(m));
+    };
+    try {
+        choose_mode(Mode::dmabuf, staging_fails);
+        FAIL() << "no exception";
+    } catch (const std::runtime_error& e) {
+        EXPECT_STREQ(e.what(),
+                     "GPU payload memory: no mode worked: dma-buf failed; nvidia-peermem failed; "
+                     "staging failed");
+    }
+    // An exception from an attempt (cudaHostAlloc, ibv_reg_mr) goes through as is.
+    const auto throws = [](Mode m) -> std::optional<std::string> {
+        if (m == Mode::staging) {
+            throw std::system_error(ENOMEM, std::generic_category(), "ibv_reg_mr");
+        }
+        return "no";
+    };
+    EXPECT_THROW(choose_mode(Mode::dmabuf, throws), std::system_error);
+}
+
+// ---- messages ------------------------------------------------------------------
+
+TEST(Messages, OneLineNamingTheFix) {
+    EXPECT_EQ(no_gpu_message(0, "CUDA driver version is insufficient for CUDA runtime version"),
+              "--gpu 0: no usable GPU (CUDA: CUDA driver version is insufficient for CUDA runtime "
+              "version); run without --gpu to keep payload in host memory");
+    EXPECT_EQ(gpu_id_message(3, 2), "--gpu 3: this host has 2 GPUs (ids 0 to 1)");
+    EXPECT_EQ(gpu_id_message(1, 1), "--gpu 1: this host has 1 GPU (ids 0 to 0)");
+    EXPECT_EQ(gpu_id_message(0, 0),
+              "--gpu 0: no usable GPU (CUDA: no CUDA-capable device is detected); run without "
+              "--gpu to keep payload in host memory");
+    EXPECT_EQ(kBuiltWithoutCudaMessage,
+              "--gpu: ibvcap was built without CUDA (rebuild with -DIBVCAP_CUDA=ON on a host with "
+              "the CUDA toolkit)");
+}
+
+TEST(Messages, GpuInfoIsOneOrTwoLines) {
+    GpuInfo info;
+    info.id = 1;
+    info.name = "NVIDIA H100 80GB HBM3";
+    info.pci_bus_id = "0000:3b:00.0";
+    info.gpudirect_rdma = true;
+    info.dmabuf = true;
+    info.numa_node = 0;
+    EXPECT_EQ(format_gpu_info(info),
+              "GPU 1: NVIDIA H100 80GB HBM3 (PCI 0000:3b:00.0, NUMA node 0); GPUDirect RDMA: "
+              "yes; dma-buf: yes; nvidia-peermem: not loaded");
+    info.numa_node = -1;
+    info.dmabuf = false;
+    info.peermem_loaded = true;
+    info.nic_relation = "GPU a and NIC b share a PCIe switch";
+    EXPECT_EQ(format_gpu_info(info),
+              "GPU 1: NVIDIA H100 80GB HBM3 (PCI 0000:3b:00.0, NUMA node none); GPUDirect RDMA: "
+              "yes; dma-buf: no; nvidia-peermem: loaded\nGPU-NIC path: GPU a and NIC b share a "
+              "PCIe switch");
+}
+
+// Whatever this host has, asking for a GPU that cannot be used fails with one
+// line starting "--gpu": built without CUDA, no driver/GPU, or out of range.
+TEST(Messages, UnusableGpusFailWithOneLine) {
+    const auto message = [](const auto& call) -> std::string {
+        try {
+            call();
+        } catch (const std::runtime_error& e) {
+            return e.what();
+        }
+        return "(no exception)";
+    };
+    const std::string probe = message([] { probe_gpu(1000); });
+    const std::string memory = message([] { make_device_block_memory(-1); });
+    const std::string payload = message([] { make_gpu_payload_memory(1000); });
+    for (const auto& m : {probe, memory, payload}) {
+        EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+        if (!built_with_cuda()) {
+            EXPECT_EQ(m, kBuiltWithoutCudaMessage);
+        } else if (!gpu_available()) {
+            EXPECT_NE(m.find("no usable GPU (CUDA: "), std::string::npos) << m;
+        } else {
+            EXPECT_NE(m.find("this host has"), std::string::npos) << m;
+        }
+    }
+    EXPECT_EQ(probe.rfind("--gpu 1000: ", 0) == 0 || probe == kBuiltWithoutCudaMessage, true)
+        << probe;
+    EXPECT_EQ(memory.rfind("--gpu -1: ", 0) == 0 || memory == kBuiltWithoutCudaMessage, true)
+        << memory;
+}
+
+// ---- the pattern in device-visible form ----------------------------------------
+
+TEST(Pattern, DeviceFormulaMatchesLibPatternBitForBit) {
+    static_assert(pattern::splitmix64(0) == 0xE220A8397B1DCDAFull);  // splitmix64's first output
+    std::mt19937_64 rng(7);
+    for (int i = 0; i < 1000; ++i) {
+        const auto antenna = static_cast<std::uint32_t>(rng());
+        const auto thread = static_cast<std::uint16_t>(rng());
+        const std::uint64_t index = rng() >> (i % 64);
+        ASSERT_EQ(pattern::key(antenna, thread, index), pattern_key(antenna, thread, index));
+    }
+    const std::uint64_t key = pattern_key(test::kAntenna1, 3, 123456);
+    std::vector<std::uint8_t> payload(8192 + 5);
+    fill_pattern(key, payload);
+    for (std::size_t i = 0; i <= 8192 / 8; ++i) {
+        const std::uint64_t w = pattern::word(key, i);
+        for (std::size_t b = 0; b < 8 && i * 8 + b < payload.size(); ++b) {
+            ASSERT_EQ(payload[i * 8 + b], static_cast<std::uint8_t>(w >> (8 * b))) << i;
+        }
+    }
+    EXPECT_EQ(pattern::nonzero_bytes(0), 0u);
+    EXPECT_EQ(pattern::nonzero_bytes(0xff00000000000001ull), 2u);
+    EXPECT_EQ(pattern::nonzero_bytes(~0ull), 8u);
+}
+
+// ---- on a GPU ------------------------------------------------------------------
+
+#define REQUIRE_GPU()                                                                        \
+    do {                                                                                     \
+        if (!gpu_available()) {                                                              \
+            GTEST_SKIP() << "no GPU: " << describe() << " (run ctest -L gpu on a GPU host)"; \
+        }                                                                                    \
+    } while (0)
+
+TEST(Device, ProbeReportsTheGpu) {
+    REQUIRE_GPU();
+    const GpuInfo info = probe_gpu(0, "");
+    EXPECT_EQ(info.id, 0);
+    EXPECT_FALSE(info.name.empty());
+    EXPECT_EQ(normalize_pci_address(info.pci_bus_id), info.pci_bus_id);
+    EXPECT_TRUE(info.nic_relation.empty());
+    const std::string text = format_gpu_info(info);
+    EXPECT_EQ(text.rfind("GPU 0: " + info.name, 0), 0u) << text;
+    std::cout << text << "\n";
+}
+
+TEST(Device, BlockMemoryCopiesLandWhileTheSourceIsReused) {
+    REQUIRE_GPU();
+    auto memory = make_device_block_memory(0);
+    EXPECT_FALSE(memory->host_visible());
+    constexpr std::size_t kBlock = (std::size_t{9} << 20) + 123;  // spans chunks of staging
+    std::uint8_t* a = memory->allocate(kBlock);
+    std::uint8_t* b = memory->allocate(kBlock);
+    std::vector<std::uint8_t> want_a(kBlock, 0);
+    std::vector<std::uint8_t> want_b(kBlock, 0);
+    std::mt19937 rng(1);
+    std::vector<std::uint8_t> src(8192);
+    // Adjacent copies (coalesced), then scattered ones into both blocks, then
+    // one bigger than a staging chunk; the source buffer is overwritten right
+    // after every copy_in, as a re-posted receive slot would be.
+    for (int i = 0; i < 900; ++i) {
+        const bool adjacent = i < 300;
+        const std::size_t n = adjacent ? 8192 : 1 + rng() % 5000;
+        const std::size_t offset =
+            adjacent ? static_cast<std::size_t>(i) * 8192 : rng() % (kBlock - n);
+        const bool to_a = adjacent || i % 2 == 0;
+        for (std::size_t j = 0; j < n; ++j) {
+            src[j] = static_cast<std::uint8_t>(rng());
+        }
+        memory->copy_in((to_a ? a : b) + offset, src.data(), n);
+        std::memcpy((to_a ? want_a : want_b).data() + offset, src.data(), n);
+        std::fill(src.begin(), src.end(), 0xee);
+    }
+    std::vector<std::uint8_t> big(std::size_t{5} << 20);
+    for (auto& x : big) {
+        x = static_cast<std::uint8_t>(rng());
+    }
+    memory->copy_in(a + 1000, big.data(), big.size());
+    std::memcpy(want_a.data() + 1000, big.data(), big.size());
+    memory->synchronize();
+    std::vector<std::uint8_t> got(kBlock);
+    copy_to_host(got.data(), a, kBlock);
+    EXPECT_TRUE(got == want_a);
+    copy_to_host(got.data(), b, kBlock);
+    EXPECT_TRUE(got == want_b);
+}
+
+GeneratorConfig one_antenna(std::uint64_t frames, double loss) {
+    GeneratorConfig c;
+    c.antennas = {test::kAntenna1};
+    c.groups = {Endpoint{test::kGroup1, 36001}};
+    c.threads = 2;
+    c.frames = frames;
+    c.payload_bytes = 8192;
+    c.frames_per_period = 1000;
+    c.start_seconds = 100;
+    c.start_frame = 13;
+    c.loss = loss;
+    c.seed = 5;
+    return c;
+}
+
+TEST(Device, RingOnGpuMemoryPassesThePatternCheckOnTheGpu) {
+    REQUIRE_GPU();
+    const GeneratorConfig config = one_antenna(2000, 0.02);
+    BlockRingOptions options;
+    options.frames_per_block = 128;
+    options.threads = config.threads;
+    options.payload_bytes = config.payload_bytes;
+    options.blocks = 32;
+    options.lateness = 4;
+    auto memory = make_device_block_memory(0);
+    BlockRing ring(options, *memory, CodifTiming{config.period, config.frames_per_period});
+    Generator gen(config);
+    GeneratedFrame f;
+    while (gen.next(f)) {
+        CodifHeader h;
+        ASSERT_EQ(decode_codif(f.bytes.subspan(42, 64), h), CodifError::none);
+        ring.place(h.threadid,
+                   CodifTiming{config.period, config.frames_per_period}.index(h.seconds, h.frame),
+                   f.bytes.subspan(42 + 64));
+    }
+    ring.flush();
+    KernelScratch scratch(0, options);
+    std::vector<std::uint8_t> host(ring.block_bytes());
+    std::uint64_t blocks = 0;
+    std::uint64_t present = 0;
+    while (const Block* block = ring.acquire(std::chrono::milliseconds(0))) {
+        ++blocks;
+        present += block->present_count;
+        EXPECT_EQ(verify_pattern(*block, options, test::kAntenna1, scratch), 0u);
+        EXPECT_GT(verify_pattern(*block, options, test::kAntenna2, scratch), 0u);
+        // The host reference agrees slot by slot.
+        copy_to_host(host.data(), block->data, host.size());
+        for (std::uint32_t t = 0; t < options.frames_per_block; ++t) {
+            for (std::uint16_t th = 0; th < options.threads; ++th) {
+                if (block->has(t, th, options.threads)) {
+                    const std::size_t at =
+                        (std::size_t{t} * options.threads + th) * options.payload_bytes;
+                    ASSERT_EQ(
+                        check_pattern(pattern_key(test::kAntenna1, th, block->first_index + t),
+                                      Bytes(host.data() + at, options.payload_bytes)),
+                        0u);
+                }
+            }
+        }
+        // Corrupt three bytes of the first present slot: the GPU counts three.
+        for (std::size_t bit = 0; bit < std::size_t{options.frames_per_block} * options.threads;
+             ++bit) {
+            if ((block->present[bit / 64] >> (bit % 64)) & 1u) {
+                std::uint8_t* slot = block->data + bit * options.payload_bytes;
+                const std::uint8_t* was = host.data() + bit * options.payload_bytes;
+                const std::uint8_t junk[3] = {static_cast<std::uint8_t>(was[0] ^ 1u),
+                                              static_cast<std::uint8_t>(was[1] ^ 2u),
+                                              static_cast<std::uint8_t>(was[2] ^ 4u)};
+                copy_to_device(slot, junk, sizeof(junk));
+                EXPECT_EQ(verify_pattern(*block, options, test::kAntenna1, scratch), 3u);
+                break;
+            }
+        }
+        ring.release(block);
+    }
+    EXPECT_GT(blocks, 10u);
+    EXPECT_EQ(present, ring.stats().placed);
+    EXPECT_LT(present, std::uint64_t{2000} * 2);  // some were lost, and were absent
+}
+
+TEST(Device, ZeroFillAndPowerMatchTheHost) {
+    REQUIRE_GPU();
+    for (const std::uint32_t payload : {8192u, 1000u}) {  // vector and byte paths
+        BlockRingOptions options;
+        options.frames_per_block = 64;
+        options.threads = 3;
+        options.payload_bytes = payload;
+        const std::size_t slots = std::size_t{options.frames_per_block} * options.threads;
+        auto memory = make_device_block_memory(0);
+        Block block;
+        block.data = memory->allocate(slots * payload);
+        block.present.assign((slots + 63) / 64, 0);
+        std::mt19937 rng(payload);
+        std::vector<std::uint8_t> host(slots * payload);
+        for (auto& x : host) {
+            x = static_cast<std::uint8_t>(rng());
+        }
+        std::vector<double> want(options.threads, 0.0);
+        for (std::size_t s = 0; s < slots; ++s) {
+            if (rng() % 4 != 0) {
+                block.present[s / 64] |= std::uint64_t{1} << (s % 64);
+                ++block.present_count;
+                for (std::size_t i = 0; i < payload; ++i) {
+                    const int v = static_cast<std::int8_t>(host[s * payload + i]);
+                    want[s % options.threads] += v * v;
+                }
+            }
+        }
+        copy_to_device(block.data, host.data(), host.size());
+        KernelScratch scratch(0, options);
+        zero_missing_and_power(block, options, scratch);
+        const std::vector<float> power = scratch.power_to_host();
+        ASSERT_EQ(power.size(), options.threads);
+        for (std::uint16_t t = 0; t < options.threads; ++t) {
+            EXPECT_FLOAT_EQ(power[t], static_cast<float>(want[t])) << t;
+        }
+        std::vector<std::uint8_t> got(host.size());
+        copy_to_host(got.data(), block.data, got.size());
+        for (std::size_t s = 0; s < slots; ++s) {
+            const bool there = (block.present[s / 64] >> (s % 64)) & 1u;
+            const auto* g = got.data() + s * payload;
+            if (there) {
+                ASSERT_EQ(std::memcmp(g, host.data() + s * payload, payload), 0) << s;
+            } else {
+                ASSERT_TRUE(std::all_of(g, g + payload, [](std::uint8_t x) { return x == 0; }))
+                    << s;
+            }
+        }
+    }
+}
+
+TEST(Device, PayloadMemoryFallsBackToStagingOnTheSimulatedNic) {
+    REQUIRE_GPU();
+    test::TempDir no_modules;  // a /sys without nvidia_peermem
+    sim::SimProvider provider;
+    provider.add(sim::SimConfig{});
+    auto device = provider.open("sim_mlx5_0", 1);
+    auto memory = make_gpu_payload_memory(0, Mode::dmabuf, no_modules.path());
+    PayloadMemory::Region r = memory->allocate(*device, 100000);
+    ASSERT_NE(r.host_view, nullptr);  // staging: pinned host memory
+    EXPECT_EQ(r.nic_address, reinterpret_cast<std::uintptr_t>(r.host_view));
+    EXPECT_NE(r.mr, nullptr);
+    std::memset(r.host_view, 0x5a, 131072);  // the whole rounded-up region is there
+    const std::string text = memory->describe();
+    EXPECT_NE(text.find("staging: payload lands in pinned host memory"), std::string::npos) << text;
+    // The simulated NIC refuses dma-buf with EOPNOTSUPP (or the driver has
+    // none: the reason says which).
+    EXPECT_NE(text.find("dma-buf"), std::string::npos) << text;
+    EXPECT_NE(text.find("nvidia-peermem not loaded (modprobe nvidia-peermem)"), std::string::npos)
+        << text;
+    std::cout << text << "\n";
+    // The next allocation stays in staging and the summary does not grow.
+    PayloadMemory::Region r2 = memory->allocate(*device, 10);
+    EXPECT_NE(r2.host_view, nullptr);
+    EXPECT_EQ(memory->describe(), text);
+}
+
+TEST(Device, PayloadMemoryInGpuMemoryWhenPeermemIsThere) {
+    REQUIRE_GPU();
+    test::TempDir sys;
+    fs::create_directories(sys.path() / "module/nvidia_peermem");
+    sim::SimProvider provider;
+    provider.add(sim::SimConfig{});
+    auto device = provider.open("sim_mlx5_0", 1);
+    // The simulated NIC registers any address, so "peermem" succeeds here
+    // whenever the GPU reports GPUDirect RDMA; nothing is received into it.
+    auto memory = make_gpu_payload_memory(0, Mode::peermem, sys.path());
+    PayloadMemory::Region r = memory->allocate(*device, 3 * 65536 + 1);
+    const std::string text = memory->describe();
+    if (text.find("GPUDirect RDMA (cudaDevAttrGPUDirectRDMASupported = 0)") != std::string::npos) {
+        EXPECT_NE(r.host_view, nullptr) << text;
+        GTEST_SKIP() << "this GPU has no GPUDirect RDMA: " << text;
+    }
+    EXPECT_EQ(r.host_view, nullptr) << text;
+    EXPECT_EQ(r.nic_address % kGpuPageBytes, 0u);
+    EXPECT_NE(text.find("nvidia-peermem: the NIC writes payload into GPU memory"),
+              std::string::npos)
+        << text;
+    std::vector<std::uint8_t> zeros(4 * 65536, 1);
+    copy_to_host(zeros.data(), reinterpret_cast<void*>(r.nic_address), zeros.size());
+    EXPECT_TRUE(std::all_of(zeros.begin(), zeros.end(), [](std::uint8_t x) { return x == 0; }));
+}
+
+}  // namespace
+}  // namespace ibvcap::gpu
