@@ -113,7 +113,11 @@ int finish_run(const RunOutcome& outcome, const std::string& report_path, bool q
         // counted as not written, and 130 says how the run ended.
         print_summary(stdout, outcome.ledger, outcome.info, !quiet);
         if (!report_path.empty()) {
-            write_report(report_path, report_json(outcome.ledger, outcome.info));
+            try {
+                write_report(report_path, report_json(outcome.ledger, outcome.info));
+            } catch (const std::exception& e) {
+                fmt::print(stderr, "ibvcap {}: {}\n", outcome.info.command, e.what());
+            }
         }
         fmt::print(stderr,
                    "ibvcap {}: stopped at once on a second interrupt; queued records were "

@@ -3,7 +3,12 @@
 #include <fmt/format.h>
 #include <sched.h>
 
+#include <map>
+#include <memory>
+
 #include "capture/cli.hpp"
+#include "gpu/gpu.hpp"
+#include "lib/block_consumer.hpp"
 #include "lib/capture_run.hpp"
 #include "lib/devices.hpp"
 #include "lib/igmp.hpp"
@@ -12,6 +17,92 @@
 namespace ibvcap::cli {
 
 namespace {
+
+// The GPU payload path (--gpu): block rings per antenna in GPU memory, fed by
+// the demux, and a consumer that takes each block (and with --gpu-verify
+// checks the generator's pattern on the GPU). --gpu-standin runs the same path
+// with the rings in host memory and the check on the CPU: for tests, and for
+// hosts without a GPU that want the block ring's accounting.
+struct GpuPath {
+    std::unique_ptr<BlockSink> sink;
+    std::unique_ptr<BlockConsumer> consumer;
+    std::string mode;
+};
+
+std::unique_ptr<GpuPath> make_gpu_path(const cxxopts::ParseResult& args, const std::string& nic) {
+    const bool standin = args.count("gpu-standin") > 0;
+    const bool gpu = args.count("gpu") > 0 || args.count("save-gpu") > 0;
+    if (standin && gpu) {
+        throw UsageError("--gpu-standin replaces the GPU: give it or --gpu, not both");
+    }
+    if (!gpu && !standin) {
+        for (const char* name :
+             {"gpu-verify", "frames-per-block", "gpu-blocks", "block-threads", "cuda-dev"}) {
+            if (args.count(name)) {
+                throw UsageError(fmt::format("--{} needs the GPU payload path: add --gpu", name));
+            }
+        }
+        return nullptr;
+    }
+    const int id = args.count("gpu") ? args["gpu"].as<int>() : args["cuda-dev"].as<int>();
+    auto path = std::make_unique<GpuPath>();
+    BlockSinkOptions bo;
+    bo.ring.frames_per_block = args["frames-per-block"].as<std::uint32_t>();
+    bo.ring.blocks = args["gpu-blocks"].as<std::uint32_t>();
+    bo.ring.threads = args["block-threads"].as<std::uint16_t>();
+    if (bo.ring.frames_per_block == 0 || bo.ring.blocks < 2 || bo.ring.threads == 0) {
+        throw UsageError(
+            "--frames-per-block and --block-threads must be at least 1, "
+            "--gpu-blocks at least 2");
+    }
+    BlockCheck check;
+    if (standin) {
+        path->mode = "block rings in host memory (--gpu-standin)";
+        if (args.count("gpu-verify")) {
+            check = check_block_on_host;
+        }
+    } else {
+        const gpu::GpuInfo info = gpu::probe_gpu(id, nic);  // one line naming the fix
+        fmt::print("{}\n", gpu::format_gpu_info(info));
+        path->mode = fmt::format(
+            "block rings on GPU {}; payload staged through host memory "
+            "(device-resident receive payload is not wired yet)",
+            id);
+        bo.memory = [id] { return gpu::make_device_block_memory(id); };
+        if (args.count("gpu-verify")) {
+            // One scratch per ring shape, used only on the consumer thread.
+            auto scratch = std::make_shared<std::map<std::uint32_t, gpu::KernelScratch>>();
+            check = [id, scratch](const Block& b, const BlockRingOptions& o, std::uint32_t ant) {
+                auto it = scratch->find(ant);
+                if (it == scratch->end()) {
+                    it = scratch->try_emplace(ant, id, o).first;
+                }
+                return gpu::verify_pattern(b, o, ant, it->second);
+            };
+        }
+    }
+    path->sink = std::make_unique<BlockSink>(bo);
+    path->consumer = std::make_unique<BlockConsumer>(*path->sink, check);
+    return path;
+}
+
+// After the run: the consumer takes what the flushed rings hold; the block
+// accounting and any pattern mismatch join the ledger.
+void finish_gpu_path(GpuPath* path, RunOutcome& outcome, bool verify) {
+    if (path == nullptr) {
+        return;
+    }
+    path->consumer->finish();
+    path->sink->report_to(outcome.ledger);
+    outcome.ledger.add_note(fmt::format("{}: {} blocks consumed{}", path->mode,
+                                        path->consumer->blocks(),
+                                        verify ? fmt::format(", {} payload bytes off the "
+                                                             "generator's pattern",
+                                                             path->consumer->mismatched_bytes())
+                                               : std::string()));
+    outcome.ledger.add_payload_mismatches(path->consumer->mismatched_bytes());
+    outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
+}
 
 // --source pcap: one interface, libpcap's ring, the kernel's IGMP joins.
 int capture_pcap(const cxxopts::ParseResult& args, const CommonOptions& common,
@@ -42,8 +133,11 @@ int capture_pcap(const cxxopts::ParseResult& args, const CommonOptions& common,
     const MembershipFactory join = [&request](const Endpoint& group) {
         return kernel_membership(group, request.interface, request.interface_ipv4);
     };
+    const auto gpu_path = make_gpu_path(args, nif.name);
+    request.blocks = gpu_path ? gpu_path->sink.get() : nullptr;
     install_stop_handler();
-    const RunOutcome outcome = run_pcap_capture(request, join, stop_flag());
+    RunOutcome outcome = run_pcap_capture(request, join, stop_flag());
+    finish_gpu_path(gpu_path.get(), outcome, args.count("gpu-verify") > 0);
     return finish_run(outcome, common.report_path, common.quiet);
 }
 
@@ -72,7 +166,15 @@ int cmd_capture(int argc, char** argv) {
         ("num-multicast-groups", "prototype alias: the number of GROUP:PORT given", cxxopts::value<unsigned>(), "N")
         ("num-antennas", "prototype alias: the most antennas to expect", cxxopts::value<unsigned>(), "N")
         ("num-blocks", "prototype alias of --ring-depth", cxxopts::value<std::uint32_t>(), "N")
-        ("sysfs-root", "where sysfs is (tests)", cxxopts::value<std::string>()->default_value("/sys"), "DIR");
+        ("sysfs-root", "where sysfs is (tests)", cxxopts::value<std::string>()->default_value("/sys"), "DIR")
+        ("gpu", "GPU payload path on GPU ID: per-antenna block rings in GPU memory (--gpu=ID; default 0)", cxxopts::value<int>()->implicit_value("0"), "ID")
+        ("save-gpu", "prototype alias of --gpu, with the GPU from --cuda-dev")
+        ("cuda-dev", "the GPU for --save-gpu", cxxopts::value<int>()->default_value("0"), "ID")
+        ("gpu-verify", "check every block against the generator's payload pattern; mismatches are loss")
+        ("gpu-standin", "the GPU payload path with the block rings in host memory (tests, GPU-less hosts)")
+        ("frames-per-block", "frame times per block of the block rings", cxxopts::value<std::uint32_t>()->default_value("256"), "N")
+        ("gpu-blocks", "blocks per antenna ring", cxxopts::value<std::uint32_t>()->default_value("16"), "N")
+        ("block-threads", "CODIF threads per antenna in a block", cxxopts::value<std::uint16_t>()->default_value("2"), "N");
     // clang-format on
     add_common_options(options, "GROUP:PORT to capture");
     const auto args = parse(options, argc, argv);
@@ -166,7 +268,10 @@ int cmd_capture(int argc, char** argv) {
         request.targets.push_back(verbs_target(*provider, i));
     }
     install_stop_handler();
+    const auto gpu_path = make_gpu_path(args, request.targets.front().device);
+    request.blocks = gpu_path ? gpu_path->sink.get() : nullptr;
     RunOutcome outcome = run_verbs_capture(request, *provider, kernel_memberships(), stop_flag());
+    finish_gpu_path(gpu_path.get(), outcome, args.count("gpu-verify") > 0);
     return finish_run(outcome, common.report_path, common.quiet);
 }
 

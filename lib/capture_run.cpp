@@ -106,14 +106,17 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
         if (request.targets.size() > 1) {
             demux.prefix = fmt::format("{}_{}p{}", demux.prefix, target.device, target.port);
         }
-        if (!demux.formats.empty()) {
-            Writer::Options w = request.writer;
-            w.block_when_full = false;  // a live source never waits for the disk
-            part->writer = std::make_unique<Writer>(w);
-        }
+        part->writer = make_run_writer(demux, request.writer, /*live=*/true);
         part->demux = std::make_unique<Demux>(demux, part->ledger, part->writer.get());
         if (request.observer) {
             part->demux->set_observer(request.observer);
+        }
+        if (request.blocks != nullptr) {
+            if (request.targets.size() > 1) {
+                throw std::runtime_error(
+                    "--gpu takes one -i interface (one poll thread feeds the block rings)");
+            }
+            part->demux->add_observer(request.blocks->observer());
         }
         if (request.nic_counters) {
             part->counters = std::make_unique<NicCounters>(request.sysfs_root, target.device,
@@ -227,6 +230,9 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
     halt.notify_all();
     for (auto& p : parts) {
         p->thread.join();
+    }
+    if (request.blocks != nullptr) {
+        request.blocks->flush();  // the poll thread has stopped: hand out the open blocks
     }
 
     Ledger merged;

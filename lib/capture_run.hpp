@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/block_sink.hpp"
 #include "lib/pipeline.hpp"
 #include "lib/verbs.hpp"
 #include "lib/verbs_engine.hpp"
@@ -31,9 +32,10 @@ struct CaptureRequest {
     double duration_s = 0;    // stop after this long (0: no limit)
     FrameObserver observer;   // -v
     std::filesystem::path sysfs_root = "/sys";
-    bool nic_counters = true;  // read hw_counters and netdev statistics
-    std::vector<int> cpus;     // pin poll thread i to cpus[i] (empty: no pinning)
-    bool watchdog = true;      // once a second: streams silent while the NIC counts
+    bool nic_counters = true;     // read hw_counters and netdev statistics
+    std::vector<int> cpus;        // pin poll thread i to cpus[i] (empty: no pinning)
+    bool watchdog = true;         // once a second: streams silent while the NIC counts
+    BlockSink* blocks = nullptr;  // the GPU payload path's block rings (--gpu; one target)
 };
 
 // Makes the IGMP membership for a group on a target (production: a kernel

@@ -105,6 +105,7 @@ void Ledger::merge(const Ledger& other) {
     packets_ += other.packets_;
     bytes_ += other.bytes_;
     wc_errors_ += other.wc_errors_;
+    payload_mismatches_ += other.payload_mismatches_;
     for (std::size_t i = 0; i < kReasonCount; ++i) {
         reasons_[i] += other.reasons_[i];
     }
@@ -139,6 +140,7 @@ Totals Ledger::totals() const {
         }
     }
     t.wc_errors = wc_errors_;
+    t.payload_mismatches = payload_mismatches_;
     for (const auto& o : outputs_) {
         t.written += o.packets;
         t.write_drops += o.dropped;
@@ -199,6 +201,10 @@ std::vector<std::string> Ledger::loss_reasons() const {
     }
     if (t.wc_errors > 0) {
         why.push_back(fmt::format("{} work-completion errors", t.wc_errors));
+    }
+    if (t.payload_mismatches > 0) {
+        why.push_back(fmt::format("{} payload bytes differ from the generator's pattern",
+                                  t.payload_mismatches));
     }
     if (t.write_drops > 0) {
         why.push_back(fmt::format("{} records not written", t.write_drops));

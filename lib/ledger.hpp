@@ -106,8 +106,9 @@ struct Totals {
     std::uint64_t non_codif = 0;
     std::uint64_t nic_drops = 0;
     std::uint64_t wc_errors = 0;
-    std::uint64_t written = 0;      // records written, all outputs together
-    std::uint64_t write_drops = 0;  // records not written, all outputs together
+    std::uint64_t written = 0;             // records written, all outputs together
+    std::uint64_t write_drops = 0;         // records not written, all outputs together
+    std::uint64_t payload_mismatches = 0;  // bytes off the generator's pattern (--gpu-verify)
 };
 
 class Ledger {
@@ -133,6 +134,8 @@ class Ledger {
         source_counters_.push_back(std::move(counter));
     }
     void add_wc_errors(std::uint64_t n) { wc_errors_ += n; }
+    // Payload bytes that differ from the generator's pattern (--gpu-verify).
+    void add_payload_mismatches(std::uint64_t bytes) { payload_mismatches_ += bytes; }
     void add_note(std::string note) { notes_.push_back(std::move(note)); }
     // The run ended before its source was exhausted (read error, device
     // fatal): what was counted is true, but nothing proves the rest arrived.
@@ -159,6 +162,7 @@ class Ledger {
     std::uint64_t packets_ = 0;
     std::uint64_t bytes_ = 0;
     std::uint64_t wc_errors_ = 0;
+    std::uint64_t payload_mismatches_ = 0;
     std::array<std::uint64_t, kReasonCount> reasons_{};
     std::vector<StreamStats> streams_;
     std::vector<OutputStats> outputs_;

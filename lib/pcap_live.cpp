@@ -287,15 +287,13 @@ RunOutcome run_pcap_capture(const PcapCaptureRequest& request, const MembershipF
         }
     }
 
-    std::unique_ptr<Writer> writer;
-    if (!request.demux.formats.empty()) {
-        Writer::Options w = request.writer;
-        w.block_when_full = false;  // a live source never waits for the disk
-        writer = std::make_unique<Writer>(w);
-    }
+    const auto writer = make_run_writer(request.demux, request.writer, /*live=*/true);
     Demux demux(request.demux, outcome.ledger, writer.get());
     if (request.observer) {
         demux.set_observer(request.observer);
+    }
+    if (request.blocks != nullptr) {
+        demux.add_observer(request.blocks->observer());
     }
 
     DispatchContext ctx;
@@ -363,8 +361,30 @@ RunOutcome run_pcap_capture(const PcapCaptureRequest& request, const MembershipF
         (void)::poll(&pfd, 1, wait_ms);  // EINTR (a stop signal): the loop looks at the flag
     }
 
-    // Leave the groups, then the last counts.
+    // Leave the groups, then read what the kernel still holds: a TPACKET_V3
+    // block is handed over when it fills or when the packet buffer timeout
+    // retires it, so keep reading a little past that timeout. Frames still
+    // queued at the end would otherwise be counted by ps_recv and by nothing
+    // else. A count limit stays exact.
     joined.clear();
+    if (error.empty() && !(request.count > 0 && ctx.frames >= request.count)) {
+        const auto drain_until = Clock::now() + std::chrono::milliseconds(3 * kBufferTimeoutMs);
+        while (Clock::now() < drain_until && ctx.error.empty() &&
+               !(request.count > 0 && ctx.frames >= request.count)) {
+            const int budget =
+                request.count > 0
+                    ? static_cast<int>(std::min<std::uint64_t>(request.count - ctx.frames, INT_MAX))
+                    : -1;
+            const int n = pcap_dispatch(p, budget, on_packet, reinterpret_cast<u_char*>(&ctx));
+            if (n < 0) {
+                break;
+            }
+            if (n == 0) {
+                pollfd pfd{fd, POLLIN, 0};
+                (void)::poll(&pfd, 1, 10);
+            }
+        }
+    }
     if (!stats.read(p, false)) {
         outcome.ledger.add_note(fmt::format(
             "libpcap statistics cannot be read on {} at the end (the counts are from the last "
@@ -387,6 +407,9 @@ RunOutcome run_pcap_capture(const PcapCaptureRequest& request, const MembershipF
     if (writer) {
         writer->finish();
         outcome.ledger.set_outputs(writer->stats());
+    }
+    if (request.blocks != nullptr) {
+        request.blocks->flush();  // the producer has stopped: hand out the open blocks
     }
     if (!error.empty()) {
         outcome.info.error = error;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/block_sink.hpp"
 #include "lib/demux.hpp"
 #include "lib/igmp.hpp"
 #include "lib/netaddr.hpp"
@@ -35,7 +36,8 @@ struct PcapCaptureRequest {
     FrameObserver observer;            // -v
     std::size_t buffer_bytes = std::size_t{256} << 20;  // kernel ring (TPACKET_V3), <= INT_MAX
     std::filesystem::path sysfs_root = "/sys";
-    bool nic_counters = true;  // read <sysfs_root>/class/net/<interface>/statistics
+    bool nic_counters = true;     // read <sysfs_root>/class/net/<interface>/statistics
+    BlockSink* blocks = nullptr;  // the GPU payload path's block rings (--gpu), fed and flushed
 };
 
 // The BPF filter for the groups and antennas:

@@ -52,6 +52,15 @@ void prepare_report_path(const std::string& path) {
     ::unlink(probe.c_str());
 }
 
+std::unique_ptr<Writer> make_run_writer(const DemuxOptions& demux, Writer::Options options,
+                                        bool live) {
+    if (demux.formats.empty()) {
+        return nullptr;
+    }
+    options.block_when_full = !live;
+    return std::make_unique<Writer>(options);
+}
+
 int exit_code_for(const Ledger& ledger, const RunInfo& info) {
     if (!info.error.empty()) {
         return kExitError;
@@ -74,12 +83,7 @@ RunOutcome run_read(const ReadRequest& request, const std::atomic<bool>& stop) {
     if (!request.demux.formats.empty()) {
         prepare_output_dir(request.demux.output_dir);
     }
-    std::unique_ptr<Writer> writer;
-    if (!request.demux.formats.empty()) {
-        Writer::Options wopts = request.writer;
-        wopts.block_when_full = true;  // a file source can wait for the disk
-        writer = std::make_unique<Writer>(wopts);
-    }
+    const auto writer = make_run_writer(request.demux, request.writer, /*live=*/false);
     Demux demux(request.demux, outcome.ledger, writer.get());
     if (request.observer) {
         demux.set_observer(request.observer);

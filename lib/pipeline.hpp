@@ -47,6 +47,12 @@ RunOutcome run_read(const ReadRequest& request, const std::atomic<bool>& stop);
 // std::runtime_error with a one-line message.
 void prepare_report_path(const std::string& path);
 
+// The writer for a run's outputs, or null when the run writes none. A live
+// source never waits for the disk (a full queue is a counted drop); a file
+// source does.
+std::unique_ptr<Writer> make_run_writer(const DemuxOptions& demux, Writer::Options options,
+                                        bool live);
+
 // 0 zero-loss, 3 loss, 1 when the run or an output failed.
 int exit_code_for(const Ledger& ledger, const RunInfo& info);
 

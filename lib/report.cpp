@@ -31,13 +31,21 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     if (!run.error.empty()) {
         j["error"] = run.error;
     }
-    j["totals"] = {{"packets", t.packets},       {"bytes", t.bytes},
-                   {"codif", t.codif},           {"missing", t.missing},
-                   {"duplicates", t.duplicates}, {"out_of_order", t.out_of_order},
-                   {"too_late", t.too_late},     {"invalid", t.invalid},
-                   {"malformed", t.malformed},   {"non_codif", t.non_codif},
-                   {"nic_drops", t.nic_drops},   {"wc_errors", t.wc_errors},
-                   {"written", t.written},       {"write_drops", t.write_drops}};
+    j["totals"] = {{"packets", t.packets},
+                   {"bytes", t.bytes},
+                   {"codif", t.codif},
+                   {"missing", t.missing},
+                   {"duplicates", t.duplicates},
+                   {"out_of_order", t.out_of_order},
+                   {"too_late", t.too_late},
+                   {"invalid", t.invalid},
+                   {"malformed", t.malformed},
+                   {"non_codif", t.non_codif},
+                   {"nic_drops", t.nic_drops},
+                   {"wc_errors", t.wc_errors},
+                   {"written", t.written},
+                   {"write_drops", t.write_drops},
+                   {"payload_mismatches", t.payload_mismatches}};
     nlohmann::json malformed = nlohmann::json::object();
     nlohmann::json non_codif = nlohmann::json::object();
     for (std::size_t i = 0; i < kReasonCount; ++i) {

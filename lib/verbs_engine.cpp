@@ -236,25 +236,45 @@ std::size_t VerbsEngine::queue_pairs() const {
     return qps_.size();
 }
 
+std::uint8_t* VerbsEngine::header_slot(const Qp& q, std::uint64_t slot) const {
+    return header_arena_.get() + (std::size_t{q.index} * q.depth + slot) * header_stride_;
+}
+
+std::uint64_t VerbsEngine::payload_offset(std::uint64_t slot) const {
+    return slot * round_up(payload_bytes_, kSlotAlign);
+}
+
+verbs::RecvRequest VerbsEngine::request_for(const Qp& q, std::uint64_t slot) const {
+    verbs::RecvRequest r;
+    r.wr_id = make_wr_id(q.index, q.generation, slot);
+    const verbs::Sge payload{q.payload.nic_address + payload_offset(slot), payload_bytes_,
+                             q.payload.mr->lkey()};
+    if (options_.split) {
+        r.sge[0] = {reinterpret_cast<std::uintptr_t>(header_slot(q, slot)), header_bytes_,
+                    header_mr_->lkey()};
+        r.sge[1] = payload;
+        r.num_sge = 2;
+    } else {
+        r.sge[0] = payload;
+        r.num_sge = 1;
+    }
+    return r;
+}
+
+std::optional<std::uint64_t> VerbsEngine::rule_matches(Qp& q) {
+    std::optional<std::uint64_t> matched;
+    for (auto& f : q.flows) {
+        if (const auto n = f->matched_packets()) {
+            matched = matched.value_or(0) + *n;
+        }
+    }
+    return matched;
+}
+
 void VerbsEngine::post_all(Qp& q) {
-    const std::uint32_t payload_stride = round_up(payload_bytes_, kSlotAlign);
     q.reposts.clear();
     for (std::uint32_t slot = 0; slot < q.depth; ++slot) {
-        verbs::RecvRequest r;
-        r.wr_id = make_wr_id(q.index, q.generation, slot);
-        if (options_.split) {
-            const std::size_t h = (std::size_t{q.index} * q.depth + slot) * header_stride_;
-            r.sge[0] = {reinterpret_cast<std::uintptr_t>(header_arena_.get() + h), header_bytes_,
-                        header_mr_->lkey()};
-            r.sge[1] = {q.payload.nic_address + std::uint64_t{slot} * payload_stride,
-                        payload_bytes_, q.payload.mr->lkey()};
-            r.num_sge = 2;
-        } else {
-            r.sge[0] = {q.payload.nic_address + std::uint64_t{slot} * payload_stride,
-                        payload_bytes_, q.payload.mr->lkey()};
-            r.num_sge = 1;
-        }
-        q.reposts.push_back(r);
+        q.reposts.push_back(request_for(q, slot));
     }
     q.qp->post_recv(q.reposts);
     std::fill(q.outstanding.begin(), q.outstanding.end(), std::uint8_t{1});
@@ -377,22 +397,7 @@ void VerbsEngine::handle(const verbs::Completion& c) {
     --q.outstanding_count;
 
     auto repost = [&] {
-        const std::uint32_t payload_stride = round_up(payload_bytes_, kSlotAlign);
-        verbs::RecvRequest r;
-        r.wr_id = c.wr_id;
-        if (options_.split) {
-            const std::size_t h = (std::size_t{q.index} * q.depth + slot) * header_stride_;
-            r.sge[0] = {reinterpret_cast<std::uintptr_t>(header_arena_.get() + h), header_bytes_,
-                        header_mr_->lkey()};
-            r.sge[1] = {q.payload.nic_address + slot * payload_stride, payload_bytes_,
-                        q.payload.mr->lkey()};
-            r.num_sge = 2;
-        } else {
-            r.sge[0] = {q.payload.nic_address + slot * payload_stride, payload_bytes_,
-                        q.payload.mr->lkey()};
-            r.num_sge = 1;
-        }
-        q.reposts.push_back(r);
+        q.reposts.push_back(request_for(q, slot));
         if (q.reposts.size() >= options_.repost_batch) {
             flush_reposts(q);
         }
@@ -408,13 +413,11 @@ void VerbsEngine::handle(const verbs::Completion& c) {
                 repost();
                 return;
             }
-            const std::uint32_t payload_stride = round_up(payload_bytes_, kSlotAlign);
             Frame f;
             if (options_.split) {
-                const std::size_t h = (std::size_t{q.index} * q.depth + slot) * header_stride_;
                 const std::uint32_t in_head = std::min(c.byte_len, header_bytes_);
-                f.head = Bytes(header_arena_.get() + h, in_head);
-                f.tail = Bytes(q.payload.host_view + slot * payload_stride, c.byte_len - in_head);
+                f.head = Bytes(header_slot(q, slot), in_head);
+                f.tail = Bytes(q.payload.host_view + payload_offset(slot), c.byte_len - in_head);
                 if (!f.tail.empty() &&
                     quick_udp_payload_offset(f.head) + kCodifHeaderBytes != header_bytes_) {
                     // A VLAN tag or IP options the ring was not sized for: the
@@ -422,7 +425,7 @@ void VerbsEngine::handle(const verbs::Completion& c) {
                     ++stats_.split_misaligned;
                 }
             } else {
-                f.head = Bytes(q.payload.host_view + slot * payload_stride, c.byte_len);
+                f.head = Bytes(q.payload.host_view + payload_offset(slot), c.byte_len);
             }
             f.wire_bytes = c.byte_len;
             f.timestamp_ns = timestamp_ns(c);
@@ -574,17 +577,11 @@ std::vector<SourceCounter> VerbsEngine::flow_counters() {
 std::vector<std::string> VerbsEngine::watchdog() {
     std::vector<std::string> alarms;
     for (auto& q : qps_) {
-        std::uint64_t matched = 0;
-        bool have = false;
-        for (auto& f : q->flows) {
-            if (const auto n = f->matched_packets()) {
-                matched += *n;
-                have = true;
-            }
-        }
-        if (!have) {
+        const auto counted = rule_matches(*q);
+        if (!counted) {
             continue;  // without rule counters the NIC's side cannot be seen
         }
+        const std::uint64_t matched = *counted;
         const std::uint64_t delivered = q->delivered_published.load(std::memory_order_relaxed);
         if (matched > q->watch_matched && delivered == q->watch_delivered) {
             alarms.push_back(fmt::format(
@@ -610,15 +607,8 @@ std::vector<SourceCounter> VerbsEngine::read_flow_counters() {
     std::vector<SourceCounter> out;
     stats_.flow_matched = 0;
     for (auto& q : qps_) {
-        std::uint64_t matched = 0;
-        bool have = false;
-        for (auto& f : q->flows) {
-            if (const auto n = f->matched_packets()) {
-                matched += *n;
-                have = true;
-            }
-        }
-        if (have) {
+        if (const auto counted = rule_matches(*q)) {
+            const std::uint64_t matched = *counted;
             stats_.flow_matched += matched;
             const std::string& dev = device_.caps().name;
             out.push_back(

@@ -136,6 +136,12 @@ class VerbsEngine {
     std::uint64_t timestamp_ns(const verbs::Completion& c);
     void resync_clock();
     std::vector<SourceCounter> read_flow_counters();
+    // The receive WR of a slot (SGE0 header slot + SGE1 payload slot, or one SGE).
+    verbs::RecvRequest request_for(const Qp& q, std::uint64_t slot) const;
+    std::uint8_t* header_slot(const Qp& q, std::uint64_t slot) const;
+    std::uint64_t payload_offset(std::uint64_t slot) const;
+    // What the QP's rules counted, when they carry counters (an ioctl each).
+    std::optional<std::uint64_t> rule_matches(Qp& q);
 
     verbs::Device& device_;
     EngineOptions options_;

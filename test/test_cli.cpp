@@ -242,3 +242,27 @@ TEST(Cli, PcapSourceOnASilentInterfaceExitsThree) {
 
 }  // namespace
 }  // namespace ibvcap
+
+namespace ibvcap {
+namespace {
+
+// Issue contract: on a host without a GPU (or a build without CUDA), --gpu
+// fails before anything starts, in one line naming what to do.
+TEST(Cli, GpuWithoutAGpuFailsInOneLine) {
+    test::TempDir dir;
+    const Result r =
+        ibvcap(dir, "capture --source pcap -i lo --gpu --duration 1 -q 239.1.2.3:5000");
+    if (r.code == 3 && r.out.find("no CODIF frames were received") != std::string::npos) {
+        GTEST_SKIP() << "a GPU is present, so --gpu started a capture: this test checks the "
+                        "error on hosts without one";
+    }
+    ASSERT_EQ(r.code, 1) << r.out << r.err;
+    EXPECT_TRUE(r.err.find("--gpu 0: no usable GPU") != std::string::npos ||
+                r.err.find("built without CUDA") != std::string::npos)
+        << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_EQ(r.out, "");
+}
+
+}  // namespace
+}  // namespace ibvcap

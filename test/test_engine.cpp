@@ -724,9 +724,11 @@ TEST(Engine, SplitModeFeedsTheBlockRingsWithExactlyWhatWasSent) {
     sink.report_to(rig.ledger);
     EXPECT_TRUE(rig.ledger.reconciles());
     EXPECT_EQ(rig.ledger.totals().nic_drops, 0u);
-    ASSERT_EQ(sink.antennas().size(), 2u);
-    for (const std::uint32_t antenna : sink.antennas()) {
-        BlockRing* ring = sink.ring(antenna);
+    ASSERT_EQ(sink.keys().size(), 2u);
+    for (const auto& key : sink.keys()) {
+        const std::uint32_t antenna = key.antenna;
+        EXPECT_EQ(key.group, kG1);
+        BlockRing* ring = sink.ring(key.group, antenna);
         const auto& o = ring->options();
         std::set<std::pair<std::uint16_t, std::uint64_t>> seen;
         std::uint64_t absent = 0;
