@@ -65,6 +65,7 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
         ("o,output-dir", "directory for output files", cxxopts::value<std::string>()->default_value("."), "DIR")
         ("F,format", "output format: raw, codif, codifhdr, pcap (repeatable)", cxxopts::value<std::vector<std::string>>(), "FORMAT")
         ("prefix", "output file name prefix", cxxopts::value<std::string>()->default_value("ibvcap"), "NAME")
+        ("pcap-snaplen", "pcap records: full frames, or headers (up to the end of the CODIF header; original length kept)", cxxopts::value<std::string>()->default_value("full"), "full|headers")
         ("c,count", "stop after N frames", cxxopts::value<std::uint64_t>()->default_value("0"), "N")
         ("report", "write the ledger as JSON to FILE", cxxopts::value<std::string>(), "FILE")
         ("q,quiet", "final verdict only, no per-stream table")
@@ -89,6 +90,12 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args) {
         c.demux.antennas =
             parse_addresses(args["antenna"].as<std::vector<std::string>>(), "--antenna");
     }
+    const std::string snaplen = args["pcap-snaplen"].as<std::string>();
+    if (snaplen != "full" && snaplen != "headers") {
+        throw UsageError(
+            fmt::format("unknown --pcap-snaplen '{}' (valid: full, headers)", snaplen));
+    }
+    c.demux.pcap_headers_only = snaplen == "headers";
     c.count = args["count"].as<std::uint64_t>();
     c.report_path = args.count("report") ? args["report"].as<std::string>() : "";
     if (!c.report_path.empty()) {

@@ -142,15 +142,23 @@ void Demux::write_codif(const Route& r, const Frame& frame, const UdpPacket& pac
 void Demux::on_frame(const Frame& frame) {
     const std::uint64_t captured = frame.captured_bytes();
     ledger_.count_frame(frame.wire_bytes);
-    if (pcap_output_ != nullptr) {
-        const auto record = pcap_record_header(
-            frame.timestamp_ns, static_cast<std::uint32_t>(captured), frame.wire_bytes);
-        const std::array<Bytes, 3> pieces = {Bytes(record), frame.head, frame.tail};
-        writer_->write(pcap_output_, pieces);
-    }
-
     UdpPacket packet;
     const PacketError perr = parse_udp_frame(frame.head, captured, packet);
+    if (pcap_output_ != nullptr) {
+        // --pcap-snaplen headers: a UDP frame is cut after its CODIF header
+        // (the original length is kept, as tcpdump -s does); others go whole.
+        std::uint64_t keep = captured;
+        if (options_.pcap_headers_only && perr == PacketError::none) {
+            keep = std::min<std::uint64_t>(captured, packet.payload_offset + kCodifHeaderBytes);
+        }
+        Bytes first;
+        Bytes second;
+        frame.slice(0, static_cast<std::size_t>(keep), first, second);
+        const auto record = pcap_record_header(frame.timestamp_ns, static_cast<std::uint32_t>(keep),
+                                               frame.wire_bytes);
+        const std::array<Bytes, 3> pieces = {Bytes(record), first, second};
+        writer_->write(pcap_output_, pieces);
+    }
     if (perr != PacketError::none) {
         // A frame cut short by the capture length is reported as such, not as
         // whatever header the cut happened to fall in.

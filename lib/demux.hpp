@@ -29,6 +29,7 @@ struct DemuxOptions {
     std::vector<OutputFormat> formats;    // what to write; pcap is one file per run
     std::string output_dir = ".";
     std::string prefix = "ibvcap";
+    bool pcap_headers_only = false;  // --pcap-snaplen headers: records end after the CODIF header
     std::size_t max_groups = 256;
     std::size_t max_antennas = 1024;
     std::size_t max_streams = 65536;

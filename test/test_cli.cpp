@@ -62,6 +62,7 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
         {"read -r x.pcap 239.1.1.1:0", "port must be 1-65535"},
         {"read -r x.pcap --antenna 10.0.0", "bad --antenna '10.0.0'"},
         {"read -r x.pcap --bogus", "bogus"},
+        {"read -r x.pcap --pcap-snaplen 100", "valid: full, headers"},
         {"gen", "-w FILE.pcap is required"},
         {"gen -w x.pcap --payload 100", "multiple of 8"},
         {"gen -w x.pcap --codif-layout v3", "valid: v2, draft"},

@@ -369,3 +369,36 @@ TEST(Demux, FrameLengthChangingMidStreamIsMalformed) {
 
 }  // namespace
 }  // namespace ibvcap
+
+namespace ibvcap {
+namespace {
+
+TEST(Demux, PcapHeadersOnlyCutsRecordsAfterTheCodifHeader) {
+    test::TempDir dir;
+    Writer writer({});
+    DemuxOptions options;
+    options.output_dir = dir.path().string();
+    options.formats = {OutputFormat::pcap};
+    options.pcap_headers_only = true;
+    Ledger ledger;
+    Demux demux(options, ledger, &writer);
+    const auto codif = make_frame(kAntenna1, kGroup1, 36001, make_header(1, 0), 7);  // VLAN
+    auto arp = make_frame(kAntenna1, kGroup1, 36001, make_header(1, 1));
+    arp[12] = 0x08;
+    arp[13] = 0x06;
+    demux.on_frame(whole(codif, 5));
+    demux.on_frame(whole(arp, 6));
+    writer.finish();
+    ledger.set_outputs(writer.stats());
+    EXPECT_TRUE(ledger.reconciles());
+    const auto pcap = test::read_file(dir / "ibvcap.pcap");
+    ASSERT_EQ(pcap.size(), 24 + (16 + 46 + 64) + (16 + arp.size()));
+    EXPECT_EQ(load_le32(pcap.data() + 24 + 8), 46u + 64u);      // captured: headers
+    EXPECT_EQ(load_le32(pcap.data() + 24 + 12), codif.size());  // on the wire: all of it
+    EXPECT_TRUE(std::equal(codif.begin(), codif.begin() + 110, pcap.begin() + 40));
+    const std::size_t second = 24 + 16 + 110;
+    EXPECT_EQ(load_le32(pcap.data() + second + 8), arp.size());  // not UDP: whole
+}
+
+}  // namespace
+}  // namespace ibvcap
