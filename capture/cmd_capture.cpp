@@ -18,6 +18,24 @@ namespace ibvcap::cli {
 
 namespace {
 
+// argv with `OPTION N` (N all digits) rewritten as `OPTION=N`.
+std::vector<std::string> join_optional_value(int argc, char** argv, std::string_view option) {
+    std::vector<std::string> out;
+    for (int i = 0; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == option && i + 1 < argc) {
+            const std::string_view next = argv[i + 1];
+            if (!next.empty() && next.find_first_not_of("0123456789") == std::string_view::npos) {
+                out.push_back(std::string(a) + "=" + std::string(next));
+                ++i;
+                continue;
+            }
+        }
+        out.emplace_back(a);
+    }
+    return out;
+}
+
 // The GPU payload path (--gpu): block rings per antenna in GPU memory, fed by
 // the demux, and a consumer that takes each block (and with --gpu-verify
 // checks the generator's pattern on the GPU). --gpu-standin runs the same path
@@ -177,7 +195,14 @@ int cmd_capture(int argc, char** argv) {
         ("block-threads", "CODIF threads per antenna in a block", cxxopts::value<std::uint16_t>()->default_value("2"), "N");
     // clang-format on
     add_common_options(options, "GROUP:PORT to capture");
-    const auto args = parse(options, argc, argv);
+    // DESIGN §6 spells it `--gpu [ID]`: cxxopts takes an optional value only
+    // as --gpu=ID, so a GPU number right after --gpu is joined to it.
+    std::vector<std::string> joined = join_optional_value(argc, argv, "--gpu");
+    std::vector<char*> argv2;
+    for (auto& a : joined) {
+        argv2.push_back(a.data());
+    }
+    const auto args = parse(options, static_cast<int>(argv2.size()), argv2.data());
     if (args.count("help")) {
         fmt::print("{}", options.help());
         return kExitZeroLoss;

@@ -258,6 +258,13 @@ TEST(Cli, GpuWithoutAGpuFailsInOneLine) {
                         "error on hosts without one";
     }
     ASSERT_EQ(r.code, 1) << r.out << r.err;
+    // DESIGN §6's spelling `--gpu ID` names the GPU (not a GROUP:PORT).
+    const Result one =
+        ibvcap(dir, "capture --source pcap -i lo --gpu 1 --duration 1 -q 239.1.2.3:5000");
+    EXPECT_EQ(one.code, 1) << one.err;
+    EXPECT_TRUE(one.err.find("--gpu 1:") != std::string::npos ||
+                one.err.find("built without CUDA") != std::string::npos)
+        << one.err;
     EXPECT_TRUE(r.err.find("--gpu 0: no usable GPU") != std::string::npos ||
                 r.err.find("built without CUDA") != std::string::npos)
         << r.err;
