@@ -4,11 +4,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -84,6 +86,29 @@ class TempDir {
 
   private:
     std::filesystem::path path_;
+};
+
+// What a receiver observes of one stream, from the frames alone: an
+// independent reference model of the ledger's sequence counts.
+struct Observed {
+    std::vector<std::uint64_t> slots;  // in arrival order
+    std::uint64_t distinct = 0, duplicates = 0, out_of_order = 0, missing = 0;
+    void finish() {
+        std::set<std::uint64_t> seen;
+        std::uint64_t newest = 0;
+        for (const auto s : slots) {
+            if (!seen.insert(s).second) {
+                ++duplicates;
+                continue;
+            }
+            if (seen.size() > 1 && s < newest) {
+                ++out_of_order;
+            }
+            newest = std::max(newest, s);
+        }
+        distinct = seen.size();
+        missing = seen.empty() ? 0 : *seen.rbegin() - *seen.begin() + 1 - distinct;
+    }
 };
 
 inline constexpr std::uint32_t kAntenna1 = (10u << 24) | 11u;              // 10.0.0.11

@@ -16,12 +16,15 @@
 
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
+#include "frames.hpp"
 #include "lib/generator.hpp"
 #include "lib/netaddr.hpp"
 #include "lib/pattern.hpp"
 
 namespace ibvcap {
 namespace {
+
+using test::Observed;
 
 using ByteVec = std::vector<std::uint8_t>;
 
@@ -435,28 +438,6 @@ TEST(Generator, SinglePeriodAndDefaultPayload) {
                                               expect_frame[i] * 333'333'333ull);
     }
 }
-
-// What a receiver observes of one stream, from the frames alone.
-struct Observed {
-    std::vector<std::uint64_t> slots;  // in arrival order
-    std::uint64_t distinct = 0, duplicates = 0, out_of_order = 0, missing = 0;
-    void finish() {
-        std::set<std::uint64_t> seen;
-        std::uint64_t newest = 0;
-        for (const auto s : slots) {
-            if (!seen.insert(s).second) {
-                ++duplicates;
-                continue;
-            }
-            if (seen.size() > 1 && s < newest) {
-                ++out_of_order;
-            }
-            newest = std::max(newest, s);
-        }
-        distinct = seen.size();
-        missing = seen.empty() ? 0 : *seen.rbegin() - *seen.begin() + 1 - distinct;
-    }
-};
 
 GeneratorConfig faulty_config(std::uint64_t seed) {
     GeneratorConfig c;

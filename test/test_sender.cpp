@@ -26,12 +26,15 @@
 
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
+#include "frames.hpp"
 #include "lib/generator.hpp"
 #include "lib/netaddr.hpp"
 #include "lib/sender.hpp"
 
 namespace ibvcap {
 namespace {
+
+using test::Observed;
 
 using ByteVec = std::vector<std::uint8_t>;
 
@@ -83,28 +86,6 @@ TEST(Pacing, BatchIsAtMostAMillisecondOfTraffic) {
 
 // ---------------------------------------------------------------------------
 // Generator: ending early at a slot boundary
-
-// What a receiver sees of one stream (as in test_generator.cpp).
-struct Observed {
-    std::vector<std::uint64_t> slots;  // in arrival order
-    std::uint64_t distinct = 0, duplicates = 0, out_of_order = 0, missing = 0;
-    void finish() {
-        std::set<std::uint64_t> seen;
-        std::uint64_t newest = 0;
-        for (const auto s : slots) {
-            if (!seen.insert(s).second) {
-                ++duplicates;
-                continue;
-            }
-            if (seen.size() > 1 && s < newest) {
-                ++out_of_order;
-            }
-            newest = std::max(newest, s);
-        }
-        distinct = seen.size();
-        missing = seen.empty() ? 0 : *seen.rbegin() - *seen.begin() + 1 - distinct;
-    }
-};
 
 // The frame slot of a datagram (CODIF header + payload), from slot 0 of `c`.
 std::uint64_t slot_of(const GeneratorConfig& c, Bytes datagram, CodifHeader& h) {
