@@ -114,6 +114,9 @@ class VerbsEngine {
     // Frames handed to the demux so far; safe to read from another thread
     // (published once per poll batch).
     std::uint64_t frames_published() const { return published_.load(std::memory_order_relaxed); }
+    // Receive slots whose frames a consumer (a writer) still holds, so they
+    // are not re-posted yet; any thread (published once per poll batch).
+    std::uint64_t slots_held() const { return held_published_.load(std::memory_order_relaxed); }
     const EngineOptions& options() const { return options_; }
     std::size_t queue_pairs() const;
     std::uint32_t header_bytes() const { return header_bytes_; }
@@ -164,6 +167,7 @@ class VerbsEngine {
     std::vector<SourceCounter> final_flow_counters_;
     EngineStats stats_;
     std::atomic<std::uint64_t> published_{0};
+    std::atomic<std::uint64_t> held_published_{0};
     bool started_ = false;
     bool stopped_ = false;
     // Completion timestamps: device ticks ↔ host ns.

@@ -106,6 +106,7 @@ void Writer::submit(Output& out) {
     Buffer* buffer = out.current;
     out.current = nullptr;
     buffer->output = &out;
+    backlog_.fetch_add(buffer->used, std::memory_order_relaxed);
     full_.enqueue(buffer);  // capacity covers the whole pool: never allocates
 }
 
@@ -180,7 +181,9 @@ void Writer::run() {
         if (buffer == nullptr) {
             return;
         }
+        const std::size_t used = buffer->used;
         write_buffer(*buffer);
+        backlog_.fetch_sub(used, std::memory_order_relaxed);
         free_.enqueue(buffer);
     }
 }

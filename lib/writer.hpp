@@ -71,6 +71,10 @@ class Writer {
     std::vector<OutputStats> stats() const;
     bool any_failed() const;
 
+    // Any thread, while the run goes on: bytes handed to the writer thread(s)
+    // and not yet written (the stats line's "writer backlog").
+    std::uint64_t backlog_bytes() const { return backlog_.load(std::memory_order_relaxed); }
+
   private:
     struct Buffer;
     Buffer* take_free_buffer();
@@ -85,6 +89,7 @@ class Writer {
     moodycamel::BlockingReaderWriterQueue<Buffer*> free_;
     std::thread thread_;
     bool finished_ = false;
+    std::atomic<std::uint64_t> backlog_{0};
 };
 
 }  // namespace ibvcap
