@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sched.h>
 
+#include <cstdio>
 #include <map>
 #include <memory>
 
@@ -145,6 +146,7 @@ int capture_pcap(const cxxopts::ParseResult& args, const CommonOptions& common,
     request.count = common.count;
     request.duration_s = args["duration"].as<double>();
     request.sysfs_root = args["sysfs-root"].as<std::string>();
+    request.stats = common.quiet ? nullptr : stderr;  // the live stats line
     if (common.verbose) {
         request.observer = print_frame;
     }
@@ -284,6 +286,7 @@ int cmd_capture(int argc, char** argv) {
     request.count = common.count;
     request.duration_s = args["duration"].as<double>();
     request.sysfs_root = args["sysfs-root"].as<std::string>();
+    request.stats = common.quiet ? nullptr : stderr;  // the live stats line
     if (common.verbose) {
         request.observer = print_frame;
     }

@@ -13,6 +13,7 @@
 #include "lib/devices.hpp"
 #include "lib/igmp.hpp"
 #include "lib/nic_counters.hpp"
+#include "lib/stats_line.hpp"
 
 namespace ibvcap {
 
@@ -146,6 +147,45 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
     }
 
     const auto start = std::chrono::steady_clock::now();
+    // The live stats line, from the 1 Hz housekeeping below (this thread,
+    // never a poll thread), summed over the devices, from what the poll
+    // threads publish for other threads:
+    //   packets  VerbsEngine::frames_published();
+    //   bytes    unknown ("- Gb/s"): the engine publishes no byte count, and
+    //            no counter in sysfs has the raw-packet QPs' bytes (the
+    //            netdev's rx_bytes are the kernel's own rings; mlx5's
+    //            ports/N/counters/port_rcv_data counts RoCE traffic only).
+    //            A byte total published next to frames_published() would
+    //            fill it in;
+    //   drops    the NIC and netdev drop counters read here once a second
+    //            (out_of_buffer, rx_missed_errors, ...). Work-completion
+    //            errors and the flow rules' undelivered counts are in the
+    //            engine's poll-thread state and the writers' drops are known
+    //            only when they finish: the summary has them, the line not;
+    //   slots    VerbsEngine::slots_held();
+    //   backlog  Writer::backlog_bytes().
+    StatsTicker ticker(request.stats);
+    const auto take_stats = [&parts] {
+        StatsSnapshot s;
+        stamp_now(s);
+        std::uint64_t slots = 0;
+        for (const auto& p : parts) {
+            s.packets += p->engine->frames_published();
+            slots += p->engine->slots_held();
+            if (p->counters) {
+                s.drops += nic_drops_so_far(*p->counters);
+            }
+            if (p->writer) {
+                s.writer_backlog_bytes =
+                    s.writer_backlog_bytes.value_or(0) + p->writer->backlog_bytes();
+            }
+        }
+        s.slots_held = slots;
+        return s;
+    };
+    if (ticker.enabled()) {
+        ticker.tick(take_stats());  // the baseline
+    }
     std::atomic<bool> halt{false};
     std::size_t parts_started = 0;
     for (auto& p : parts) {
@@ -205,6 +245,9 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
                         std::fprintf(stderr, "ibvcap capture: watchdog: %s\n", alarm.c_str());
                     }
                 }
+            }
+            if (ticker.enabled()) {
+                ticker.tick(take_stats());
             }
         }
         if (stop.load()) {

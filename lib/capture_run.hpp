@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -36,6 +37,7 @@ struct CaptureRequest {
     std::vector<int> cpus;        // pin poll thread i to cpus[i] (empty: no pinning)
     bool watchdog = true;         // once a second: streams silent while the NIC counts
     BlockSink* blocks = nullptr;  // the GPU payload path's block rings (--gpu; one target)
+    std::FILE* stats = nullptr;   // the live stats line once a second (stderr; null: none, -q)
 };
 
 // Makes the IGMP membership for a group on a target (production: a kernel

@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "lib/nic_counters.hpp"
+#include "lib/stats_line.hpp"
 
 namespace ibvcap {
 
@@ -36,6 +37,7 @@ struct DispatchContext {
     Demux* demux = nullptr;
     pcap_t* pcap = nullptr;
     std::uint64_t frames = 0;
+    std::uint64_t bytes = 0;        // their wire lengths (the stats line's Gb/s)
     std::uint64_t ns_per_unit = 1;  // ts.tv_usec is in ns (nano precision) or us
     std::string error;              // an exception from the demux (a limit, memory)
 };
@@ -55,6 +57,7 @@ void on_packet(u_char* user, const pcap_pkthdr* header, const u_char* bytes) {
     try {
         ctx->demux->on_frame(frame);
         ++ctx->frames;
+        ctx->bytes += header->len;
     } catch (const std::exception& e) {
         if (ctx->error.empty()) {
             ctx->error = e.what();
@@ -308,6 +311,28 @@ RunOutcome run_pcap_capture(const PcapCaptureRequest& request, const MembershipF
     const auto deadline =
         start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit_s));
     auto last_tick = start;
+    // The live stats line: built in the 1 Hz tick below, between two
+    // dispatches (this loop is the capture thread, so it is kept to a few
+    // additions and one short write a second). Drops are what this thread
+    // knows live: libpcap's ps_drop + ps_ifdrop and the netdev's drop
+    // counters. The writers' drops are known only when they finish (the
+    // summary has them), so they are not in the line.
+    StatsTicker ticker(request.stats);
+    const auto take_stats = [&] {
+        StatsSnapshot s;
+        stamp_now(s);
+        s.packets = ctx.frames;
+        s.bytes = ctx.bytes;
+        s.drops =
+            stats.drop.total + stats.ifdrop.total + (counters ? nic_drops_so_far(*counters) : 0);
+        if (writer) {
+            s.writer_backlog_bytes = writer->backlog_bytes();
+        }
+        return s;
+    };
+    if (ticker.enabled()) {
+        ticker.tick(take_stats());  // the baseline
+    }
     std::string error;
     for (;;) {
         if (stop.load(std::memory_order_relaxed)) {
@@ -326,6 +351,9 @@ RunOutcome run_pcap_capture(const PcapCaptureRequest& request, const MembershipF
                 counters->snapshot();
             }
             (void)stats.read(p, false);  // a failed read leaves the totals as they were
+            if (ticker.enabled()) {
+                ticker.tick(take_stats());
+            }
         }
         if (request.count > 0 && ctx.frames >= request.count) {
             break;

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -38,6 +39,7 @@ struct PcapCaptureRequest {
     std::filesystem::path sysfs_root = "/sys";
     bool nic_counters = true;     // read <sysfs_root>/class/net/<interface>/statistics
     BlockSink* blocks = nullptr;  // the GPU payload path's block rings (--gpu), fed and flushed
+    std::FILE* stats = nullptr;   // the live stats line once a second (stderr; null: none, -q)
 };
 
 // The BPF filter for the groups and antennas:

@@ -116,6 +116,7 @@ tx() { ip netns exec "$TX_NS" "$@"; }
 
 # start LOG CMD...: run CMD in the background, stdout+stderr to $WORK/LOG; its
 # pid in STARTED (and in CHILDREN, for cleanup). CMD may begin with rx or tx.
+# With ERR_LOG=NAME set (ERR_LOG=x.log start ...), stderr goes to $WORK/NAME instead.
 # The pid is that of ibvcap itself, so signals reach it: a background shell
 # function would run in a subshell of its own (which ignores SIGINT), so rx/tx
 # become a plain `ip netns exec NS`, and that execs the command.
@@ -126,7 +127,11 @@ start() {
     rx) set -- ip netns exec "$RX_NS" "${@:2}" ;;
     tx) set -- ip netns exec "$TX_NS" "${@:2}" ;;
   esac
-  "$@" >"$log" 2>&1 &
+  if [ -n "${ERR_LOG:-}" ]; then
+    "$@" >"$log" 2>"$WORK/$ERR_LOG" &
+  else
+    "$@" >"$log" 2>&1 &
+  fi
   STARTED=$!
   CHILDREN+=("$STARTED")
 }

@@ -10,6 +10,8 @@
 #    frames), and the report says what the files hold and how many records
 #    were not written.
 # The sender (2000 packets/s) must stop within 5 s of its own SIGINT.
+# The live stats line: run 1 (no -q, over 2 s) prints it once a second on
+# stderr, counting the traffic, and never on stdout; run 2 (-q) prints none.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
 
@@ -18,11 +20,13 @@ SEND=(--antennas 6 --threads 2 -c 1000 --rate 2000)
 
 testbed_up
 
-# capture_and_send N S: a capture (outputs in $WORK/outN, report rN.json) joined
-# and receiving from a slow sender for S seconds; pids in CAPTURE and SENDER.
+# capture_and_send N S [OPTION...]: a capture (outputs in $WORK/outN, report
+# rN.json, stdout in captureN.log, stderr in captureN.err.log) joined and
+# receiving from a slow sender for S seconds; pids in CAPTURE and SENDER.
 capture_and_send() {
-  start "capture$1.log" rx "$IBVCAP" capture --source pcap -i "$RX_IF" -o "$WORK/out$1" \
-    -F codif -F pcap --report "$WORK/r$1.json" --duration 120 "${MCAST[@]}"
+  ERR_LOG="capture$1.err.log" start "capture$1.log" rx "$IBVCAP" capture --source pcap \
+    -i "$RX_IF" -o "$WORK/out$1" -F codif -F pcap --report "$WORK/r$1.json" --duration 120 \
+    "${@:3}" "${MCAST[@]}"
   CAPTURE=$STARTED
   wait_for_join "$CAPTURE" 15 "${MCAST[@]}"
   start "send$1.log" tx "$IBVCAP" gen --send -i "$TX_IF" "${SEND[@]}" "${MCAST[@]}"
@@ -64,10 +68,20 @@ files=$(codif_whole "$WORK/out1")
 expect_eq "codif files" "$files" 12
 outputs_match_files "$R"
 say "interrupted: true; $packets packets; groups left; tshark reads the pcap; $files codif files whole; outputs' counts = files"
+# "ibvcap stats: 12:00:03  2,000 pkt/s  0.13 Gb/s  drops 0  slots held -  writer backlog 0.0 MiB"
+STATS='^ibvcap stats: [0-9]{2}:[0-9]{2}:[0-9]{2}  [0-9,]+ pkt/s  [0-9]+\.[0-9]{2} Gb/s  drops [0-9,]+  slots held -  writer backlog [0-9]+\.[0-9] MiB$'
+lines=$(grep -Ec "$STATS" "$WORK/capture1.err.log" || true)
+[ "$lines" -ge 1 ] || fail "no stats line on stderr in a capture of over 2 s without -q" \
+  "(stderr: $(head -c 500 "$WORK/capture1.err.log"))"
+! grep -q 'ibvcap stats:' "$WORK/capture1.log" || fail "a stats line on stdout (it belongs on stderr)"
+busy=$(grep -E "$STATS" "$WORK/capture1.err.log" | grep -Ev '  0 pkt/s  ' || true)
+[ -n "$busy" ] ||
+  fail "no stats line counted the 2000 packets/s: $(grep -E "$STATS" "$WORK/capture1.err.log" | tr '\n' '|')"
+say "stats line on stderr once a second ($lines lines), e.g. ${busy%%$'\n'*}"
 
-say "run 2: two SIGINTs in quick succession"
+say "run 2: two SIGINTs in quick succession (and -q: no stats line)"
 # 4 s: long enough for the writer to have handed whole buffers to every file.
-capture_and_send 2 4
+capture_and_send 2 4 -q
 # Two signals sent back to back merge into one while the first is still
 # pending (POSIX does not queue them): send the second once the first has been
 # delivered, as a hand pressing Ctrl-C twice would.
@@ -91,5 +105,7 @@ tshark_clean "$WORK/out2/ibvcap.pcap"
 files=$(codif_whole "$WORK/out2")
 outputs_match_files "$WORK/r2.json"
 expect_eq "interrupted after two SIGINTs" "$(jq .interrupted "$WORK/r2.json")" true
+! grep -q 'ibvcap stats:' "$WORK/capture2.err.log" "$WORK/capture2.log" ||
+  fail "a stats line with -q: $(grep -h 'ibvcap stats:' "$WORK/capture2.err.log" "$WORK/capture2.log" | head -1)"
 say "report: $(jq .totals.write_drops "$WORK/r2.json") queued records not written; tshark reads the pcap ($(pcap_frames "$WORK/out2/ibvcap.pcap") records); $files codif files whole; outputs' counts = files"
 pass
