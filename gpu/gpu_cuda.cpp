@@ -16,6 +16,8 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <span>
 #include <stdexcept>
 #include <system_error>
 
@@ -269,8 +271,25 @@ class DeviceBlockMemory final : public BlockMemory {
         }
     }
 
+    // Device to device (payload slots in GPU memory): queued on the stream,
+    // adjacent copies coalesced, like copy_in.
+    void copy_in_device(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes,
+                        const DeviceMemory&) override {
+        if (pending_d2d_.bytes != 0 && pending_d2d_.dst + pending_d2d_.bytes == dst &&
+            pending_d2d_.src + pending_d2d_.bytes == src) {
+            pending_d2d_.bytes += bytes;
+        } else {
+            issue_d2d();
+            pending_d2d_ = Pending{dst, src, bytes};
+        }
+        if (pending_d2d_.bytes >= kIssueBytes) {
+            issue_d2d();
+        }
+    }
+
     void synchronize() override {
         issue();
+        issue_d2d();
         check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize (ring block copies)");
         for (auto& chunk : chunks_) {
             chunk.used = 0;
@@ -312,6 +331,17 @@ class DeviceBlockMemory final : public BlockMemory {
         pending_ = Pending{};
     }
 
+    void issue_d2d() {
+        if (pending_d2d_.bytes == 0) {
+            return;
+        }
+        check(cudaSetDevice(gpu_), "cudaSetDevice");
+        check(cudaMemcpyAsync(pending_d2d_.dst, pending_d2d_.src, pending_d2d_.bytes,
+                              cudaMemcpyDeviceToDevice, stream_.get()),
+              "cudaMemcpyAsync (payload slot to ring block)");
+        pending_d2d_ = Pending{};
+    }
+
     // Hands the current chunk to the stream and moves to the next one, waiting
     // until the copies that still read it have finished.
     Chunk& next_chunk() {
@@ -334,7 +364,35 @@ class DeviceBlockMemory final : public BlockMemory {
     std::array<Chunk, kChunks> chunks_;
     std::size_t current_ = 0;
     Pending pending_;
+    Pending pending_d2d_;
     std::vector<DevicePtr> blocks_;
+};
+
+// Reads payload slots in GPU memory for the writers (their disk threads):
+// each batch becomes a few strided copies (plan_strided_copies) on the
+// reader's own stream, and one wait. Called from the writers' threads, so a
+// mutex keeps their batches apart on the one stream.
+class SlotReader final : public DeviceMemory {
+  public:
+    explicit SlotReader(int gpu) : gpu_(gpu) {
+        select_gpu(gpu);
+        stream_ = make_stream();
+    }
+    void copy_to_host(std::span<const Copy> copies) const override {
+        const std::lock_guard lock(mu_);
+        check(cudaSetDevice(gpu_), "cudaSetDevice");
+        for (const StridedCopy& r : plan_strided_copies(copies)) {
+            check(cudaMemcpy2DAsync(r.dst, r.dst_pitch, r.src, r.src_pitch, r.width, r.rows,
+                                    cudaMemcpyDeviceToHost, stream_.get()),
+                  "cudaMemcpy2DAsync (payload slots to the writer)");
+        }
+        check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize (payload slots)");
+    }
+
+  private:
+    int gpu_;
+    StreamPtr stream_;
+    mutable std::mutex mu_;
 };
 
 // ---- payload memory for the verbs engine --------------------------------------
@@ -453,11 +511,14 @@ class GpuPayloadMemory final : public PayloadMemory {
         return base;
     }
 
-    static void adopt(Region& region, std::shared_ptr<void> owner,
-                      std::unique_ptr<verbs::MemoryRegion> mr, std::uint8_t* address,
-                      std::uint8_t* host_view) {
+    void adopt(Region& region, std::shared_ptr<void> owner, std::unique_ptr<verbs::MemoryRegion> mr,
+               std::uint8_t* address, std::uint8_t* host_view) const {
         region.nic_address = reinterpret_cast<std::uintptr_t>(address);
         region.host_view = host_view;
+        if (host_view == nullptr) {
+            region.device_view = address;  // the CUDA device pointer
+            region.device = &reader_;
+        }
         region.mr = std::make_unique<OwningRegion>(owner, std::move(mr));
         region.owner = std::move(owner);
     }
@@ -522,7 +583,7 @@ class GpuPayloadMemory final : public PayloadMemory {
         return std::nullopt;
     }
 
-    static void stage(verbs::Device& device, std::size_t size, Region& region) {
+    void stage(verbs::Device& device, std::size_t size, Region& region) const {
         PinnedPtr pinned = pinned_alloc(size, "staging payload slots");
         std::memset(pinned.get(), 0, size);  // touch the pages before the NIC writes them
         auto mr = device.register_memory(pinned.get(), size);
@@ -540,6 +601,7 @@ class GpuPayloadMemory final : public PayloadMemory {
     std::vector<std::string> refused_;
     std::size_t allocations_ = 0;
     std::string summary_;
+    SlotReader reader_{gpu_};
 };
 
 }  // namespace

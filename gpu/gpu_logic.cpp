@@ -346,4 +346,43 @@ std::string format_gpu_info(const GpuInfo& info) {
     return text;
 }
 
+std::vector<StridedCopy> plan_strided_copies(std::span<const DeviceMemory::Copy> copies) {
+    std::vector<StridedCopy> runs;
+    for (const auto& c : copies) {
+        if (c.bytes == 0) {
+            continue;
+        }
+        auto* dst = static_cast<std::uint8_t*>(c.dst);
+        const auto* src = static_cast<const std::uint8_t*>(c.src);
+        if (!runs.empty()) {
+            StridedCopy& r = runs.back();
+            if (r.width == c.bytes) {
+                // Pitches must be forward and at least the width (no overlap).
+                const auto next_dst = reinterpret_cast<std::uintptr_t>(dst);
+                const auto next_src = reinterpret_cast<std::uintptr_t>(src);
+                const auto last_dst =
+                    reinterpret_cast<std::uintptr_t>(r.dst) + (r.rows - 1) * r.dst_pitch;
+                const auto last_src =
+                    reinterpret_cast<std::uintptr_t>(r.src) + (r.rows - 1) * r.src_pitch;
+                if (next_dst >= last_dst + r.width && next_src >= last_src + r.width) {
+                    const std::size_t dp = next_dst - last_dst;
+                    const std::size_t sp = next_src - last_src;
+                    if (r.rows == 1) {
+                        r.dst_pitch = dp;
+                        r.src_pitch = sp;
+                        ++r.rows;
+                        continue;
+                    }
+                    if (dp == r.dst_pitch && sp == r.src_pitch) {
+                        ++r.rows;
+                        continue;
+                    }
+                }
+            }
+        }
+        runs.push_back(StridedCopy{dst, src, c.bytes, 1, c.bytes, c.bytes});
+    }
+    return runs;
+}
+
 }  // namespace ibvcap::gpu

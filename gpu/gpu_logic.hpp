@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -105,6 +106,21 @@ std::string describe_choice(const ModeChoice& choice);
 // ---- messages (one line each, naming the fix) -----------------------------
 std::string no_gpu_message(int id, std::string_view cuda_error);
 std::string gpu_id_message(int id, int count);
+// Copies out of receive slots in batches: a run of copies of equal size whose
+// sources and destinations each advance by a constant pitch (consecutive
+// slots into consecutive places) becomes one strided copy (cudaMemcpy2DAsync:
+// `rows` rows of `width` bytes, `src_pitch` / `dst_pitch` apart). Order is
+// kept; a copy that fits no run starts a new one.
+struct StridedCopy {
+    std::uint8_t* dst = nullptr;
+    const std::uint8_t* src = nullptr;
+    std::size_t width = 0;
+    std::size_t rows = 0;
+    std::size_t dst_pitch = 0;  // >= width
+    std::size_t src_pitch = 0;  // >= width
+};
+std::vector<StridedCopy> plan_strided_copies(std::span<const DeviceMemory::Copy> copies);
+
 inline constexpr std::string_view kBuiltWithoutCudaMessage =
     "--gpu: ibvcap was built without CUDA (rebuild with -DIBVCAP_CUDA=ON on a host with the CUDA "
     "toolkit)";

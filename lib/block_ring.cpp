@@ -17,6 +17,11 @@ class HostBlockMemory final : public BlockMemory {
     void copy_in(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
         std::memcpy(dst, src, bytes);
     }
+    void copy_in_device(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes,
+                        const DeviceMemory& from) override {
+        const DeviceMemory::Copy c{dst, src, bytes};
+        from.copy_to_host({&c, 1});
+    }
     void synchronize() override {}
     bool host_visible() const override { return true; }
     std::string describe() const override { return "host memory (stand-in)"; }
@@ -91,7 +96,8 @@ void BlockRing::hand_out(Block* b) {
     ready_cv_.notify_one();
 }
 
-void BlockRing::place(std::uint16_t thread, std::uint64_t index, Bytes payload) {
+void BlockRing::place(std::uint16_t thread, std::uint64_t index, Bytes payload,
+                      const DeviceMemory* payload_device) {
     if (thread >= options_.threads) {
         ++stats_.bad_thread;
         return;
@@ -131,7 +137,12 @@ void BlockRing::place(std::uint16_t thread, std::uint64_t index, Bytes payload) 
     }
     word |= mask;
     ++b->present_count;
-    memory_.copy_in(b->data + bit * options_.payload_bytes, payload.data(), payload.size());
+    std::uint8_t* dst = b->data + bit * options_.payload_bytes;
+    if (payload_device != nullptr) {
+        memory_.copy_in_device(dst, payload.data(), payload.size(), *payload_device);
+    } else {
+        memory_.copy_in(dst, payload.data(), payload.size());
+    }
     ++stats_.placed;
     // Blocks that late frames can no longer reach go to the consumer, in order.
     while (!open_.empty() && open_.front()->first_index + n + options_.lateness <= index) {

@@ -33,6 +33,7 @@
 
 #include "formats/bytes.hpp"
 #include "formats/codif.hpp"
+#include "lib/frame.hpp"
 #include "lib/ledger.hpp"
 
 namespace ibvcap {
@@ -45,6 +46,11 @@ class BlockMemory {
     virtual std::uint8_t* allocate(std::size_t bytes) = 0;
     // Copy `bytes` from host memory `src` into block memory at `dst`.
     virtual void copy_in(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) = 0;
+    // Copy `bytes` from device memory `src` (a receive slot in GPU memory,
+    // readable through `from`) into block memory at `dst`; device to device
+    // on a GPU. Like copy_in, it may be queued until synchronize().
+    virtual void copy_in_device(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes,
+                                const DeviceMemory& from) = 0;
     // Wait until every copy issued so far has landed (before a hand-off).
     virtual void synchronize() = 0;
     virtual bool host_visible() const = 0;  // can the CPU read the blocks
@@ -91,9 +97,14 @@ class BlockRing {
 
     // Producer side (one thread). `index` is the frame's absolute index
     // (CodifTiming::index of its seconds and frame).
-    void place(std::uint16_t thread, std::uint64_t index, Bytes payload);
+    // `payload_device` non-null: the payload is device memory read through it.
+    void place(std::uint16_t thread, std::uint64_t index, Bytes payload,
+               const DeviceMemory* payload_device = nullptr);
     // Hand out every open block (end of run).
     void flush();
+    // Producer: wait until every copy placed so far has landed (before the
+    // sources of those copies are reused).
+    void synchronize_copies() { memory_.synchronize(); }
 
     // Consumer side (any one thread): the next full block, waiting up to
     // `timeout`; nullptr when none came (or the ring is flushed and empty).

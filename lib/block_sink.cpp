@@ -2,15 +2,153 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <span>
 
 namespace ibvcap {
+
+namespace {
+constexpr std::size_t kBounceSlots = 1024;
+constexpr std::size_t kBounceStride = 9216;  // a jumbo frame's payload
+constexpr std::size_t kQueueJobs = 65536 + kBounceSlots;
+constexpr std::size_t kReleaseBatch = 64;
+}  // namespace
+
+// Host memory for frames the source would not let the sink hold: slots
+// handed out by the producer and returned by the copy thread (SPSC both ways).
+class BlockSink::Bounce final : public SlotOwner {
+  public:
+    Bounce() : memory_(new std::uint8_t[kBounceSlots * kBounceStride]), free_(kBounceSlots) {
+        for (std::uint32_t i = 0; i < kBounceSlots; ++i) {
+            free_.enqueue(i);
+        }
+    }
+    // Producer: a free slot, or false.
+    bool take(std::uint64_t& token, std::uint8_t*& bytes) {
+        std::uint32_t slot = 0;
+        if (!free_.try_dequeue(slot)) {
+            return false;
+        }
+        token = slot;
+        bytes = memory_.get() + std::size_t{slot} * kBounceStride;
+        return true;
+    }
+    // Copy thread.
+    void release(std::span<const std::uint64_t> tokens) override {
+        for (const auto t : tokens) {
+            free_.enqueue(static_cast<std::uint32_t>(t));  // capacity covers every slot
+        }
+    }
+
+  private:
+    std::unique_ptr<std::uint8_t[]> memory_;
+    moodycamel::ReaderWriterQueue<std::uint32_t> free_;
+};
 
 BlockSink::BlockSink(BlockSinkOptions options) : options_(std::move(options)) {
     if (!options_.memory) {
         options_.memory = make_host_block_memory;
     }
     registry_.reserve(kMaxAntennas);
+}
+
+BlockSink::~BlockSink() {
+    if (copier_.joinable()) {
+        copier_stop_.store(true);
+        copier_.join();
+    }
+}
+
+void BlockSink::start_copier() {
+    jobs_ = std::make_unique<moodycamel::BlockingReaderWriterQueue<Job>>(kQueueJobs);
+    bounce_ = std::make_unique<Bounce>();
+    copier_ = std::thread([this] { copier(); });
+}
+
+void BlockSink::copier() {
+    std::vector<SlotOwner*> owners;
+    std::vector<std::uint64_t> tokens;
+    std::vector<BlockRing*> touched;
+    owners.reserve(kReleaseBatch);
+    tokens.reserve(kReleaseBatch);
+    touched.reserve(kMaxAntennas);
+    // A slot goes back only once its copy has landed: every ring that took a
+    // copy since the last release waits for its memory's queue first.
+    auto release_all = [&] {
+        for (BlockRing* r : touched) {
+            r->synchronize_copies();
+        }
+        touched.clear();
+        for (std::size_t i = 0; i < tokens.size();) {
+            std::size_t j = i + 1;
+            while (j < tokens.size() && owners[j] == owners[i]) {
+                ++j;
+            }
+            owners[i]->release(std::span<const std::uint64_t>(tokens.data() + i, j - i));
+            i = j;
+        }
+        owners.clear();
+        tokens.clear();
+    };
+    for (;;) {
+        Job j;
+        if (!jobs_->wait_dequeue_timed(j, std::chrono::milliseconds(1))) {
+            release_all();
+            if (copier_stop_.load() && jobs_->size_approx() == 0) {
+                return;
+            }
+            continue;
+        }
+        j.ring->place(j.thread, j.index, Bytes(j.payload, j.bytes), j.device);
+        if (std::find(touched.begin(), touched.end(), j.ring) == touched.end()) {
+            touched.push_back(j.ring);
+        }
+        owners.push_back(j.owner);
+        tokens.push_back(j.token);
+        if (tokens.size() >= kReleaseBatch || jobs_->size_approx() == 0) {
+            release_all();
+        }
+    }
+}
+
+void BlockSink::queue(BlockRing& ring, const Frame& frame, std::size_t offset, std::size_t bytes,
+                      std::uint16_t thread, std::uint64_t index) {
+    Bytes first;
+    Bytes second;
+    frame.slice(offset, bytes, first, second);
+    Job j;
+    j.ring = &ring;
+    j.index = index;
+    j.thread = thread;
+    j.bytes = static_cast<std::uint32_t>(bytes);
+    const bool in_tail = offset >= frame.head.size();
+    const bool on_device = frame.tail_device != nullptr && (in_tail || !second.empty());
+    if (second.empty() && frame.hold()) {
+        j.payload = first.data();
+        j.device = in_tail ? frame.tail_device : nullptr;
+        j.owner = frame.lease->owner;
+        j.token = frame.lease->token;
+    } else if (on_device) {
+        // GPU memory is never read here, and this frame cannot be held.
+        ++copy_dropped_;
+        return;
+    } else {
+        std::uint8_t* dst = nullptr;
+        if (bytes > kBounceStride || !bounce_->take(j.token, dst)) {
+            ++copy_dropped_;
+            return;
+        }
+        std::memcpy(dst, first.data(), first.size());
+        std::memcpy(dst + first.size(), second.data(), second.size());
+        j.payload = dst;
+        j.owner = bounce_.get();
+    }
+    if (!jobs_->try_enqueue(j)) {
+        j.owner->release({&j.token, 1});
+        ++copy_dropped_;
+    }
 }
 
 FrameObserver BlockSink::observer() {
@@ -42,10 +180,26 @@ void BlockSink::on_frame(const Frame& frame, const UdpPacket& packet, const Codi
     }
     const std::size_t offset = packet.payload_offset + kCodifHeaderBytes;
     const std::size_t bytes = static_cast<std::size_t>(header.payload_bytes());
+    const std::uint64_t index = stream.timing.index(header.seconds, header.frame);
+    if (mode_ == Mode::undecided) {
+        mode_ = frame.lease != nullptr ? Mode::threaded : Mode::inline_copy;
+        if (mode_ == Mode::threaded) {
+            start_copier();
+        }
+    }
+    if (mode_ == Mode::threaded) {
+        queue(*it->second.ring, frame, offset, bytes, header.threadid, index);
+        return;
+    }
     Bytes first;
     Bytes second;
     frame.slice(offset, bytes, first, second);
     Bytes payload = first;
+    const DeviceMemory* device = offset >= frame.head.size() ? frame.tail_device : nullptr;
+    if (!second.empty() && frame.tail_device != nullptr) {
+        ++copy_dropped_;  // split payload in GPU memory: not read on this thread
+        return;
+    }
     if (!second.empty()) {
         // Split at an unexpected place (a VLAN tag the ring was not sized
         // for): join the pieces, the ring wants one payload.
@@ -53,11 +207,14 @@ void BlockSink::on_frame(const Frame& frame, const UdpPacket& packet, const Codi
         std::memcpy(scratch_.data() + first.size(), second.data(), second.size());
         payload = Bytes(scratch_.data(), bytes);
     }
-    it->second.ring->place(header.threadid, stream.timing.index(header.seconds, header.frame),
-                           payload);
+    it->second.ring->place(header.threadid, index, payload, device);
 }
 
 void BlockSink::flush() {
+    if (copier_.joinable()) {
+        copier_stop_.store(true);
+        copier_.join();
+    }
     for (auto& [key, a] : antennas_) {
         a.ring->flush();
     }
@@ -77,6 +234,13 @@ std::vector<BlockSink::Key> BlockSink::keys() const {
 }
 
 void BlockSink::report_to(Ledger& ledger) const {
+    if (copy_dropped_ > 0) {
+        ledger.add_source_counter({"blocks/copy_dropped", copy_dropped_, false});
+        ledger.add_note(fmt::format(
+            "{} frames are in no block: the copy thread could not take them (GPU payload "
+            "the capture could not hold, or no bounce slot free)",
+            copy_dropped_));
+    }
     for (const auto& [key, ring] : registry_) {
         const BlockRingStats s = ring->stats();
         const std::string name =

@@ -123,19 +123,17 @@ StreamStats* Demux::stream(int group, int antenna, const CodifHeader& header) {
 }
 
 void Demux::write_codif(const Route& r, const Frame& frame, const UdpPacket& packet) {
+    // The writer holds the frame's receive slot when the source allows it
+    // (the zero-copy hand-off) and copies otherwise.
     if (r.outputs[0] != nullptr) {
-        const std::array<Bytes, 2> pieces = {frame.head, frame.tail};
-        writer_->write(r.outputs[0], pieces);
+        writer_->write_frame(r.outputs[0], {}, frame, 0,
+                             static_cast<std::size_t>(frame.captured_bytes()));
     }
     if (r.outputs[1] != nullptr) {
-        std::array<Bytes, 2> pieces;
-        frame.slice(packet.payload_offset, packet.payload_bytes, pieces[0], pieces[1]);
-        writer_->write(r.outputs[1], pieces);
+        writer_->write_frame(r.outputs[1], {}, frame, packet.payload_offset, packet.payload_bytes);
     }
     if (r.outputs[2] != nullptr) {
-        std::array<Bytes, 2> pieces;
-        frame.slice(packet.payload_offset, kCodifHeaderBytes, pieces[0], pieces[1]);
-        writer_->write(r.outputs[2], pieces);
+        writer_->write_frame(r.outputs[2], {}, frame, packet.payload_offset, kCodifHeaderBytes);
     }
 }
 
@@ -151,13 +149,9 @@ void Demux::on_frame(const Frame& frame) {
         if (options_.pcap_headers_only && perr == PacketError::none) {
             keep = std::min<std::uint64_t>(captured, packet.payload_offset + kCodifHeaderBytes);
         }
-        Bytes first;
-        Bytes second;
-        frame.slice(0, static_cast<std::size_t>(keep), first, second);
         const auto record = pcap_record_header(frame.timestamp_ns, static_cast<std::uint32_t>(keep),
                                                frame.wire_bytes);
-        const std::array<Bytes, 3> pieces = {Bytes(record), first, second};
-        writer_->write(pcap_output_, pieces);
+        writer_->write_frame(pcap_output_, record, frame, 0, static_cast<std::size_t>(keep));
     }
     if (perr != PacketError::none) {
         // A frame cut short by the capture length is reported as such, not as

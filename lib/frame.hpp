@@ -4,10 +4,49 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <span>
 
 #include "formats/bytes.hpp"
 
 namespace ibvcap {
+
+// Memory the CPU cannot read directly (GPU memory written by the NIC through
+// GPUDirect RDMA). Copies out of it are batched: one call per batch, so the
+// GPU build can turn runs of equal-sized, evenly spaced copies (consecutive
+// receive slots) into one strided copy.
+class DeviceMemory {
+  public:
+    struct Copy {
+        void* dst = nullptr;
+        const void* src = nullptr;
+        std::size_t bytes = 0;
+    };
+    virtual ~DeviceMemory() = default;
+    // Device → host; returns when every copy has landed. Throws
+    // std::runtime_error on a device error.
+    virtual void copy_to_host(std::span<const Copy> copies) const = 0;
+};
+
+// The zero-copy hand-off (docs/architecture.md): a frame that still sits in a
+// NIC receive slot carries a lease. A consumer that wants the bytes after
+// on_frame() returns (a writer thread, the block-ring copy thread) calls
+// Frame::hold() inside on_frame(); the source then does not re-post the slot
+// until every holder has passed the lease's token back to release().
+class SlotOwner {
+  public:
+    virtual ~SlotOwner() = default;
+    // Any thread: the holder is done with these slots. Never blocks for long
+    // (a short lock shared with the poll thread's try_lock).
+    virtual void release(std::span<const std::uint64_t> tokens) = 0;
+};
+
+struct FrameLease {
+    SlotOwner* owner = nullptr;
+    std::uint64_t token = 0;
+    std::uint32_t holds = 0;  // raised by hold(); read by the source after on_frame()
+    bool allowed = false;     // false: the source has too few slots posted; copy instead
+    bool pressure = false;    // half the hold budget is used: holders, pass slots back soon
+};
 
 // A frame may sit in two pieces: with the verbs header/payload split, `head` is
 // SGE0 (host memory: Ethernet..CODIF header) and `tail` is SGE1 (the payload).
@@ -17,8 +56,24 @@ struct Frame {
     Bytes tail;
     std::uint32_t wire_bytes = 0;    // length on the wire (>= captured when truncated)
     std::uint64_t timestamp_ns = 0;  // UNIX time in nanoseconds
+    // Non-null: `tail` is device memory, read only through this (the CPU
+    // cannot dereference it). `head` is always host memory.
+    const DeviceMemory* tail_device = nullptr;
+    // Non-null: the frame's memory is a receive slot that may be held.
+    FrameLease* lease = nullptr;
 
     std::uint64_t captured_bytes() const { return head.size() + tail.size(); }
+
+    // Keep the frame's memory past on_frame(): true when the source allows it,
+    // and then the caller must pass lease->token to lease->owner->release()
+    // exactly once when done. False: copy what is needed now.
+    bool hold() const {
+        if (lease == nullptr || !lease->allowed) {
+            return false;
+        }
+        ++lease->holds;
+        return true;
+    }
 
     // Copy `out.size()` bytes starting at `offset` across both pieces. The caller
     // has checked offset + out.size() <= captured_bytes().
@@ -30,7 +85,14 @@ struct Frame {
         }
         if (done < out.size()) {
             const std::size_t tail_offset = offset + done - head.size();
-            std::memcpy(out.data() + done, tail.data() + tail_offset, out.size() - done);
+            if (tail_device != nullptr) {
+                // Rare (headers spilling into SGE1): one small device copy.
+                const DeviceMemory::Copy c{out.data() + done, tail.data() + tail_offset,
+                                           out.size() - done};
+                tail_device->copy_to_host({&c, 1});
+            } else {
+                std::memcpy(out.data() + done, tail.data() + tail_offset, out.size() - done);
+            }
         }
     }
 

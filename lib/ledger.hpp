@@ -83,6 +83,7 @@ struct OutputStats {
     std::uint64_t packets = 0;  // records written and durable in the file
     std::uint64_t bytes = 0;    // file bytes, format framing included
     std::uint64_t dropped = 0;  // records that were meant for it but are not in it
+    std::uint64_t files = 1;    // files opened (more than one with -G/-C rotation)
     std::string error;          // empty unless the output failed
 };
 

@@ -84,7 +84,7 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     for (const auto& o : ledger.outputs()) {
         nlohmann::json e = {{"path", o.path},       {"format", o.format},   {"group", o.group},
                             {"antenna", o.antenna}, {"packets", o.packets}, {"bytes", o.bytes},
-                            {"dropped", o.dropped}};
+                            {"dropped", o.dropped}, {"files", o.files}};
         if (!o.error.empty()) {
             e["error"] = o.error;
         }

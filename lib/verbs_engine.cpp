@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <span>
 #include <stdexcept>
 #include <thread>
 
@@ -81,6 +83,58 @@ std::unique_ptr<PayloadMemory> make_host_payload_memory() {
     return std::make_unique<HostPayloadMemory>();
 }
 
+PayloadMemory::Region StandinDevicePayloadMemory::allocate(verbs::Device& device,
+                                                           std::size_t bytes) {
+    Region r = HostPayloadMemory().allocate(device, bytes);
+    r.device_view = r.host_view;
+    r.host_view = nullptr;
+    r.device = this;
+    return r;
+}
+
+std::string StandinDevicePayloadMemory::describe() const {
+    return "host memory standing in for GPU memory (read only through batched copies)";
+}
+
+void StandinDevicePayloadMemory::copy_to_host(std::span<const Copy> copies) const {
+    batches_.fetch_add(1, std::memory_order_relaxed);
+    copies_.fetch_add(copies.size(), std::memory_order_relaxed);
+    for (const auto& c : copies) {
+        std::memcpy(c.dst, c.src, c.bytes);
+    }
+}
+
+// Tokens released by consumer threads, taken by the poll thread. The poll
+// thread only try_locks (it never waits); both vectors are reserved for every
+// slot a run can hold, and swapped, so the poll thread never allocates.
+class VerbsEngine::Releases final : public SlotOwner {
+  public:
+    explicit Releases(std::size_t capacity) { pending_.reserve(capacity); }
+    void release(std::span<const std::uint64_t> tokens) override {
+        const std::lock_guard lock(mu_);
+        pending_.insert(pending_.end(), tokens.begin(), tokens.end());
+        has_.store(true, std::memory_order_release);
+    }
+    // Poll thread: swaps the pending tokens into `out` (empty on entry).
+    bool take(std::vector<std::uint64_t>& out) {
+        if (!has_.load(std::memory_order_acquire)) {
+            return false;
+        }
+        const std::unique_lock lock(mu_, std::try_to_lock);
+        if (!lock.owns_lock()) {
+            return false;  // a consumer is appending: next poll
+        }
+        out.swap(pending_);
+        has_.store(false, std::memory_order_relaxed);
+        return true;
+    }
+
+  private:
+    std::mutex mu_;
+    std::vector<std::uint64_t> pending_;
+    std::atomic<bool> has_{false};
+};
+
 struct VerbsEngine::Qp {
     std::uint32_t index = 0;
     Endpoint group;
@@ -92,6 +146,8 @@ struct VerbsEngine::Qp {
     std::unique_ptr<verbs::QueuePair> qp;
     std::vector<std::unique_ptr<verbs::Flow>> flows;  // destroyed before the QP
     std::vector<std::uint8_t> outstanding;            // per slot: posted, not completed
+    std::vector<std::uint16_t> held;                  // per slot: consumers holding it
+    std::uint32_t held_count = 0;                     // slots with held > 0
     std::uint32_t outstanding_count = 0;
     std::vector<verbs::RecvRequest> reposts;
     bool needs_recovery = false;
@@ -199,16 +255,27 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
                        : fmt::format("{}/{}", q->group.to_string(), format_ipv4(plan[i].second));
         q->depth = depth;
         q->payload = payload_.allocate(device_, std::size_t{payload_stride} * depth);
-        if (q->payload.host_view == nullptr) {
+        if (q->payload.host_view == nullptr &&
+            (q->payload.device == nullptr || q->payload.device_view == nullptr)) {
+            throw std::invalid_argument("payload memory gives neither a host nor a device view");
+        }
+        if (q->payload.host_view == nullptr && !options_.split) {
             throw std::invalid_argument(
-                "payload memory without a host view needs the GPU payload path");
+                "payload in GPU memory needs the header/payload split (drop --no-split)");
         }
         q->qp = device_.create_qp(*cq_, depth, options_.split ? 2u : 1u);
         q->outstanding.assign(depth, 0);
+        q->held.assign(depth, 0);
         q->reposts.reserve(depth);
         qps_.push_back(std::move(q));
     }
     batch_.resize(std::max<std::uint32_t>(options_.poll_batch, 1));
+    hold_limit_ = options_.hold_limit > 0 ? std::min(options_.hold_limit, depth) : depth / 2;
+    // Each slot may be held by several consumers (one per output format and
+    // the block rings), each releasing its own token.
+    const std::size_t tokens = std::size_t{depth} * qps_.size() * 8;
+    releases_ = std::make_unique<Releases>(tokens);
+    released_.reserve(tokens);
 
     if (const auto pair = device_.clock_pair();
         pair && caps.completion_timestamps && caps.hca_core_clock_khz > 0) {
@@ -272,14 +339,43 @@ std::optional<std::uint64_t> VerbsEngine::rule_matches(Qp& q) {
 }
 
 void VerbsEngine::post_all(Qp& q) {
+    // Every slot but those a consumer holds (they are posted on release).
     q.reposts.clear();
+    std::fill(q.outstanding.begin(), q.outstanding.end(), std::uint8_t{0});
     for (std::uint32_t slot = 0; slot < q.depth; ++slot) {
-        q.reposts.push_back(request_for(q, slot));
+        if (q.held[slot] == 0) {
+            q.reposts.push_back(request_for(q, slot));
+            q.outstanding[slot] = 1;
+        }
     }
     q.qp->post_recv(q.reposts);
-    std::fill(q.outstanding.begin(), q.outstanding.end(), std::uint8_t{1});
-    q.outstanding_count = q.depth;
+    q.outstanding_count = static_cast<std::uint32_t>(q.reposts.size());
     q.reposts.clear();
+}
+
+void VerbsEngine::take_releases() {
+    if (!releases_->take(released_)) {
+        return;
+    }
+    for (const std::uint64_t token : released_) {
+        // Tokens come back from other threads: checked like any wr_id.
+        const std::uint64_t qi = token >> 32;
+        const std::uint64_t slot = token & 0xffffffffu;
+        if (qi >= qps_.size() || slot >= qps_[qi]->depth || qps_[qi]->held[slot] == 0) {
+            ++stats_.bad_release;
+            continue;
+        }
+        Qp& q = *qps_[qi];
+        if (--q.held[slot] == 0) {
+            --q.held_count;
+            --held_total_;
+            // Into the next batch; a QP awaiting recovery posts it in post_all.
+            if (!q.needs_recovery) {
+                q.reposts.push_back(request_for(q, slot));
+            }
+        }
+    }
+    released_.clear();
 }
 
 void VerbsEngine::start() {
@@ -417,7 +513,16 @@ void VerbsEngine::handle(const verbs::Completion& c) {
             if (options_.split) {
                 const std::uint32_t in_head = std::min(c.byte_len, header_bytes_);
                 f.head = Bytes(header_slot(q, slot), in_head);
-                f.tail = Bytes(q.payload.host_view + payload_offset(slot), c.byte_len - in_head);
+                if (q.payload.host_view != nullptr) {
+                    f.tail =
+                        Bytes(q.payload.host_view + payload_offset(slot), c.byte_len - in_head);
+                } else {
+                    // GPU memory: never read here; consumers hold the slot and
+                    // copy on their own threads (Frame::tail_device).
+                    f.tail =
+                        Bytes(q.payload.device_view + payload_offset(slot), c.byte_len - in_head);
+                    f.tail_device = q.payload.device;
+                }
                 if (!f.tail.empty() &&
                     quick_udp_payload_offset(f.head) + kCodifHeaderBytes != header_bytes_) {
                     // A VLAN tag or IP options the ring was not sized for: the
@@ -430,7 +535,24 @@ void VerbsEngine::handle(const verbs::Completion& c) {
             f.wire_bytes = c.byte_len;
             f.timestamp_ns = timestamp_ns(c);
             ++stats_.frames;
+            FrameLease lease;
+            if (options_.zero_copy) {
+                lease.owner = releases_.get();
+                lease.token = (qi << 32) | slot;
+                lease.allowed = q.held_count < hold_limit_;
+                lease.pressure = q.held_count >= hold_limit_ / 2;
+                stats_.hold_refused += lease.allowed ? 0 : 1;
+                f.lease = &lease;
+            }
             demux_.on_frame(f);
+            if (lease.holds > 0) {
+                q.held[slot] =
+                    static_cast<std::uint16_t>(std::min<std::uint32_t>(lease.holds, 0xffff));
+                ++q.held_count;
+                ++held_total_;
+                ++stats_.held;
+                return;
+            }
             repost();
             return;
         }
@@ -454,6 +576,7 @@ void VerbsEngine::handle(const verbs::Completion& c) {
 
 std::size_t VerbsEngine::poll_once() {
     ++stats_.polls;
+    take_releases();
     const std::size_t n = cq_->poll(batch_);
     if (n == 0) {
         ++stats_.empty_polls;
@@ -469,6 +592,7 @@ std::size_t VerbsEngine::poll_once() {
             q->delivered_published.store(q->delivered, std::memory_order_relaxed);
         }
     }
+    held_published_.store(held_total_, std::memory_order_relaxed);
     for (auto& q : qps_) {
         if (q->needs_recovery) {
             if (q->outstanding_count == 0 ||
@@ -650,6 +774,15 @@ void VerbsEngine::report_to(Ledger& ledger) const {
     }
     if (stats_.split_misaligned > 0) {
         ledger.add_source_counter({dev + "/split_misaligned", stats_.split_misaligned, false});
+    }
+    if (options_.zero_copy) {
+        // How the hand-off went: frames written from their slots, and frames
+        // copied because the holders had hold_limit slots of a ring.
+        ledger.add_source_counter({dev + "/zero_copy/held", stats_.held, false});
+        ledger.add_source_counter({dev + "/zero_copy/limit_reached", stats_.hold_refused, false});
+    }
+    if (stats_.bad_release > 0) {
+        ledger.add_source_counter({dev + "/zero_copy/bad_release", stats_.bad_release, false});
     }
 }
 

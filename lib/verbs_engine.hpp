@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,11 @@ class PayloadMemory {
     struct Region {
         std::uint64_t nic_address = 0;  // address the SGEs carry
         std::uint8_t* host_view = nullptr;
+        // For memory the CPU cannot read (host_view null): the region's start
+        // as the device sees it, and how to copy out of it. Frames then carry
+        // their payload as device memory (Frame::tail_device).
+        std::uint8_t* device_view = nullptr;
+        const DeviceMemory* device = nullptr;
         std::unique_ptr<verbs::MemoryRegion> mr;
         std::shared_ptr<void> owner;  // keeps the allocation alive
     };
@@ -42,6 +48,24 @@ class PayloadMemory {
     virtual std::string describe() const = 0;
 };
 std::unique_ptr<PayloadMemory> make_host_payload_memory();
+
+// The stand-in for GPU payload memory (tests, --gpu-standin): host memory
+// that the engine and everything after it reach only as device memory (no
+// host view), so the path that GPUDirect RDMA takes — frames held, payload
+// copied out in batches on the consumers' threads — runs without a GPU.
+class StandinDevicePayloadMemory final : public PayloadMemory, public DeviceMemory {
+  public:
+    Region allocate(verbs::Device& device, std::size_t bytes) override;
+    std::string describe() const override;
+    void copy_to_host(std::span<const Copy> copies) const override;
+    // Calls of copy_to_host, and the copies in them (any thread).
+    std::uint64_t batches() const { return batches_.load(); }
+    std::uint64_t copies() const { return copies_.load(); }
+
+  private:
+    mutable std::atomic<std::uint64_t> batches_{0};
+    mutable std::atomic<std::uint64_t> copies_{0};
+};
 
 struct EngineOptions {
     std::vector<Endpoint> groups;
@@ -54,6 +78,12 @@ struct EngineOptions {
     std::uint32_t poll_batch = 64;
     std::uint32_t repost_batch = 32;
     bool flow_counters = true;  // a count action on each rule, when the device has them
+    // The zero-copy hand-off: consumers (writers, the block-ring copy thread)
+    // may hold a frame's slot past on_frame(); it is re-posted when released.
+    // At most hold_limit slots of a QP are held at once (0: half the ring),
+    // so the NIC always has the rest posted; beyond it consumers copy.
+    bool zero_copy = true;
+    std::uint32_t hold_limit = 0;
     std::chrono::milliseconds drain_timeout{200};  // recovery: wait for flushes this long
 };
 
@@ -67,6 +97,9 @@ struct EngineStats {
     std::uint64_t stale_completions = 0;  // from a ring generation before a recovery
     std::uint64_t stale_frames = 0;       // of those, frames (dropped: their slot was reused)
     std::uint64_t bad_byte_len = 0;       // byte_len larger than the slot
+    std::uint64_t held = 0;               // frames a consumer held (zero-copy hand-offs)
+    std::uint64_t hold_refused = 0;       // frames offered while the hold limit was reached
+    std::uint64_t bad_release = 0;        // released tokens naming no held slot
     std::uint64_t split_misaligned = 0;   // headers not ending where SGE0 ends
     std::uint64_t wc_by_status[6] = {};   // indexed by verbs::WcStatus
     std::uint64_t recoveries = 0;         // QP resets after an error
@@ -132,6 +165,8 @@ class VerbsEngine {
 
   private:
     struct Qp;
+    class Releases;
+    void take_releases();
     void post_all(Qp& qp);
     void flush_reposts(Qp& qp);
     void recover(Qp& qp);
@@ -168,6 +203,10 @@ class VerbsEngine {
     EngineStats stats_;
     std::atomic<std::uint64_t> published_{0};
     std::atomic<std::uint64_t> held_published_{0};
+    std::unique_ptr<Releases> releases_;
+    std::vector<std::uint64_t> released_;  // the poll thread's side of the swap
+    std::uint64_t held_total_ = 0;
+    std::uint32_t hold_limit_ = 0;
     bool started_ = false;
     bool stopped_ = false;
     // Completion timestamps: device ticks ↔ host ns.
