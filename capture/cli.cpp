@@ -66,6 +66,12 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
         ("F,format", "output format: raw, codif, codifhdr, pcap (repeatable)", cxxopts::value<std::vector<std::string>>(), "FORMAT")
         ("prefix", "output file name prefix", cxxopts::value<std::string>()->default_value("ibvcap"), "NAME")
         ("pcap-snaplen", "pcap records: full frames, or headers (up to the end of the CODIF header; original length kept)", cxxopts::value<std::string>()->default_value("full"), "full|headers")
+        ("direct-io", "write output files with O_DIRECT (bypass the page cache; the filesystem must support it)")
+        ("disk-threads", "writer threads; outputs are spread over them", cxxopts::value<unsigned>()->default_value("1"), "N")
+        ("disk-cpu", "pin writer thread i to the i-th CPU of LIST (comma-separated)", cxxopts::value<std::vector<int>>(), "LIST")
+        ("G,rotate-seconds", "start a new file of each output when a record's time enters a new period of SECONDS (tcpdump -G)", cxxopts::value<std::uint64_t>()->default_value("0"), "SECONDS")
+        ("C,file-size", "start a new file of each output before it passes MB million bytes (tcpdump -C)", cxxopts::value<std::uint64_t>()->default_value("0"), "MB")
+        ("W,file-count", "with -G or -C: keep N files per output, overwriting the oldest (a ring buffer)", cxxopts::value<std::uint32_t>()->default_value("0"), "N")
         ("c,count", "stop after N frames", cxxopts::value<std::uint64_t>()->default_value("0"), "N")
         ("report", "write the ledger as JSON to FILE", cxxopts::value<std::string>(), "FILE")
         ("q,quiet", "final verdict only, no per-stream table")
@@ -96,6 +102,31 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args) {
             fmt::format("unknown --pcap-snaplen '{}' (valid: full, headers)", snaplen));
     }
     c.demux.pcap_headers_only = snaplen == "headers";
+    c.writer.direct_io = args.count("direct-io") > 0;
+    c.writer.threads = args["disk-threads"].as<unsigned>();
+    if (c.writer.threads == 0 || c.writer.threads > 64) {
+        throw UsageError("--disk-threads takes 1 to 64");
+    }
+    c.writer.buffers = std::max<std::size_t>(c.writer.buffers, 2 * c.writer.threads);
+    if (args.count("disk-cpu")) {
+        c.writer.cpus = args["disk-cpu"].as<std::vector<int>>();
+        for (const int cpu : c.writer.cpus) {
+            if (cpu < 0) {
+                throw UsageError(fmt::format("--disk-cpu: bad CPU {}", cpu));
+            }
+        }
+    }
+    c.writer.rotation.seconds = args["rotate-seconds"].as<std::uint64_t>();
+    const std::uint64_t mb = args["file-size"].as<std::uint64_t>();
+    if (mb > (std::uint64_t{1} << 40) / 1'000'000) {
+        throw UsageError("-C: at most 1099511 (million bytes)");
+    }
+    c.writer.rotation.bytes = mb * 1'000'000;
+    c.writer.rotation.files = args["file-count"].as<std::uint32_t>();
+    if (c.writer.rotation.files > 0 && c.writer.rotation.seconds == 0 &&
+        c.writer.rotation.bytes == 0) {
+        throw UsageError("-W needs -G or -C (it counts the files they rotate through)");
+    }
     c.count = args["count"].as<std::uint64_t>();
     c.report_path = args.count("report") ? args["report"].as<std::string>() : "";
     if (!c.report_path.empty()) {

@@ -37,6 +37,7 @@ const std::atomic<bool>& urgent_flag();
 void add_common_options(cxxopts::Options& options, const char* groups_help);
 struct CommonOptions {
     DemuxOptions demux;
+    Writer::Options writer;  // --direct-io, --disk-threads, --disk-cpu, -G, -C, -W
     std::uint64_t count = 0;
     std::string report_path;
     bool quiet = false;

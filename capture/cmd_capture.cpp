@@ -139,6 +139,7 @@ int capture_pcap(const cxxopts::ParseResult& args, const CommonOptions& common,
     }
     const NetInterface nif = resolve_interface(interfaces.front());
     PcapCaptureRequest request;
+    request.writer = common.writer;
     request.writer.abandon = &urgent_flag();
     request.interface = nif.name;
     request.interface_ipv4 = nif.ipv4.front();  // resolve_interface guarantees one
@@ -214,6 +215,7 @@ int cmd_capture(int argc, char** argv) {
     }
     const CommonOptions common = read_common_options(args);
     CaptureRequest request;
+    request.writer = common.writer;
     request.writer.abandon = &urgent_flag();
     request.demux = common.demux;
     request.engine.groups = common.demux.groups;

@@ -25,6 +25,7 @@ int cmd_read(int argc, char** argv) {
     }
     const CommonOptions common = read_common_options(args);
     ReadRequest request;
+    request.writer = common.writer;
     request.writer.abandon = &urgent_flag();
     request.file = args["read"].as<std::string>();
     request.count = common.count;

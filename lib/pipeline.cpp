@@ -52,12 +52,30 @@ void prepare_report_path(const std::string& path) {
     ::unlink(probe.c_str());
 }
 
+void check_direct_io(const std::string& dir) {
+    const std::string probe = dir + "/.ibvcap-direct-io-probe";
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        const int err = errno;
+        throw std::runtime_error(fmt::format(
+            "--direct-io: cannot open a file with O_DIRECT in {}: {}{}", dir, std::strerror(err),
+            err == EINVAL ? " (this filesystem, e.g. tmpfs, has no O_DIRECT: drop --direct-io or "
+                            "write to a disk filesystem)"
+                          : ""));
+    }
+    ::close(fd);
+    ::unlink(probe.c_str());
+}
+
 std::unique_ptr<Writer> make_run_writer(const DemuxOptions& demux, Writer::Options options,
                                         bool live) {
     if (demux.formats.empty()) {
         return nullptr;
     }
     options.block_when_full = !live;
+    if (options.direct_io) {
+        check_direct_io(demux.output_dir);
+    }
     return std::make_unique<Writer>(options);
 }
 

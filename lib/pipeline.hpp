@@ -47,6 +47,10 @@ RunOutcome run_read(const ReadRequest& request, const std::atomic<bool>& stop);
 // std::runtime_error with a one-line message.
 void prepare_report_path(const std::string& path);
 
+// --direct-io: check that files in `dir` can be opened with O_DIRECT. Throws
+// std::runtime_error with one line naming the fix.
+void check_direct_io(const std::string& dir);
+
 // The writer for a run's outputs, or null when the run writes none. A live
 // source never waits for the disk (a full queue is a counted drop); a file
 // source does.

@@ -68,6 +68,35 @@ int pwrite_all(int fd, const std::uint8_t* bytes, std::size_t size, std::uint64_
     return 0;
 }
 
+// O_DIRECT: whole pages from an aligned buffer at an aligned offset. A short
+// write (the disk filled, a size limit) leaves an unaligned remainder that
+// O_DIRECT refuses, so the next try restarts at the last whole page written
+// (rewriting it is harmless); without a page of progress, one more page is
+// tried to learn the real error.
+int pwrite_direct_all(int fd, const std::uint8_t* bytes, std::size_t size, std::uint64_t offset) {
+    while (size > 0) {
+        const ssize_t n = ::pwrite(fd, bytes, size, static_cast<off_t>(offset));
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return errno;
+        }
+        const std::size_t whole = static_cast<std::size_t>(n) / kPage * kPage;
+        if (whole == 0) {
+            if (static_cast<std::size_t>(n) == size) {
+                return 0;
+            }
+            const ssize_t again = ::pwrite(fd, bytes, kPage, static_cast<off_t>(offset));
+            return again < 0 ? errno : ENOSPC;
+        }
+        bytes += whole;
+        size -= std::min(size, whole);
+        offset += whole;
+    }
+    return 0;
+}
+
 // pwritev of every iovec (advancing through partial writes); 0 or an errno.
 int pwritev_all(int fd, iovec* iov, std::size_t count, std::uint64_t offset) {
     while (count > 0) {
@@ -256,7 +285,13 @@ class WriterIo {
         out.failed = true;
         out.error = fmt::format("{}: {}", what, std::strerror(err));
         if (err == EINVAL && options_.direct_io) {
-            out.error += " (this filesystem may not support O_DIRECT: drop --direct-io)";
+            // After O_DIRECT writes have worked on this file, EINVAL means the
+            // kernel cut a write short (a full disk or a file size limit) and
+            // refused the unaligned rest.
+            out.error += out.offset > 0
+                             ? " (an O_DIRECT write was cut short: the disk is full or the file "
+                               "reached a size limit)"
+                             : " (this filesystem may not support O_DIRECT: drop --direct-io)";
         }
         // Cut any partial record: the file holds whole records only. Only a
         // regular file can be cut (a FIFO or device has nothing to cut back).
@@ -404,7 +439,7 @@ class WriterIo {
         copy_device_pieces(pieces, [&](std::size_t i) { return lane_.iov[i].iov_base; });
         const std::size_t padded = (pos + kPage - 1) / kPage * kPage;
         std::memset(staging + pos, 0, padded - pos);
-        if (const int err = pwrite_all(out.fd, staging, padded, base)) {
+        if (const int err = pwrite_direct_all(out.fd, staging, padded, base)) {
             return err;
         }
         out.offset += bytes;

@@ -1,18 +1,22 @@
 // Unit tests for the threaded writer (lib/writer.hpp) and the output framing
 // (formats/output.hpp).
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -729,6 +733,349 @@ TEST(Writer, DestructorWithoutOutputsOrRecords) {
     Writer w(small_options());
     EXPECT_TRUE(w.stats().empty());
     EXPECT_FALSE(w.any_failed());
+}
+
+// ---------------------------------------------------------------------------
+// O_DIRECT, rotation, several disk threads
+
+// O_DIRECT writes whole pages: records of odd sizes across many buffers still
+// give a file that is byte for byte what was written, cut to its length.
+TEST(Writer, DirectIoFilesAreExactAndCutToTheirLength) {
+    TempDir dir;
+    std::mt19937_64 rng(7);
+    Writer::Options o = small_options(4);
+    o.direct_io = true;
+    const ByteVec preamble = preamble_bytes();
+    ByteVec expected_a = preamble;
+    ByteVec expected_b;
+    std::vector<OutputStats> stats;
+    {
+        Writer w(o);
+        const auto a =
+            w.add_output(OutputFormat::pcap, dir.file("a.pcap"), "", "", Bytes(preamble));
+        const auto b = w.add_output(OutputFormat::raw, dir.file("b.raw"), "", "");
+        for (int i = 0; i < 3000; ++i) {
+            const Record r = random_record(rng, 700);
+            r.write(w, i % 2 ? a : b);
+            r.append_to(i % 2 ? expected_a : expected_b);
+        }
+        w.finish();
+        stats = w.stats();
+        EXPECT_FALSE(w.any_failed()) << stats[0].error << stats[1].error;
+    }
+    EXPECT_TRUE(read_file(dir.file("a.pcap")) == expected_a);
+    EXPECT_TRUE(read_file(dir.file("b.raw")) == expected_b);
+    EXPECT_EQ(stats[0].bytes, expected_a.size());
+    EXPECT_EQ(stats[1].bytes, expected_b.size());
+}
+
+TEST(Writer, DirectIoOutputWithoutRecordsHoldsOnlyItsPreamble) {
+    TempDir dir;
+    Writer::Options o = small_options();
+    o.direct_io = true;
+    const ByteVec preamble = preamble_bytes();
+    {
+        Writer w(o);
+        w.add_output(OutputFormat::pcap, dir.file("empty.pcap"), "", "", Bytes(preamble));
+    }
+    EXPECT_EQ(read_file(dir.file("empty.pcap")), preamble);
+}
+
+TEST(Writer, DirectIoWriteErrorCutsBackToTheLastWholeRecord) {
+    TempDir dir;
+    Writer::Options o = small_options();
+    o.direct_io = true;
+    const ByteVec preamble = preamble_bytes();
+    constexpr std::size_t kRecordBytes = 1000;
+    const std::size_t per_buffer = o.buffer_bytes / kRecordBytes;
+    const std::size_t good_bytes = preamble.size() + per_buffer * kRecordBytes;
+    constexpr std::uint64_t kRecords = 1000;
+    std::vector<OutputStats> stats;
+    {
+        FileSizeLimit limit(good_bytes + 5000);  // inside the second buffer's pages
+        ASSERT_TRUE(limit.ok());
+        Writer w(o);
+        const auto out =
+            w.add_output(OutputFormat::pcap, dir.file("cut.pcap"), "", "", Bytes(preamble));
+        for (std::uint64_t i = 0; i < kRecords; ++i) {
+            fixed_record(kRecordBytes, static_cast<std::uint8_t>(i)).write(w, out);
+        }
+        w.finish();
+        stats = w.stats();
+        EXPECT_TRUE(w.any_failed());
+    }
+    // With O_DIRECT the kernel shortens the write to the limit and then
+    // refuses the unaligned count (EINVAL), or says EFBIG: either is named.
+    EXPECT_TRUE(stats[0].error.find("File too large") != std::string::npos ||
+                stats[0].error.find("cut short") != std::string::npos)
+        << stats[0].error;
+    EXPECT_EQ(stats[0].packets, per_buffer);
+    EXPECT_EQ(stats[0].dropped, kRecords - per_buffer);
+    ByteVec expected = preamble;
+    for (std::size_t i = 0; i < per_buffer; ++i) {
+        fixed_record(kRecordBytes, static_cast<std::uint8_t>(i)).append_to(expected);
+    }
+    EXPECT_TRUE(read_file(dir.file("cut.pcap")) == expected);
+}
+
+// -C: a new file starts before a record would take the file past the size;
+// every file starts with the preamble and holds whole records.
+TEST(Writer, RotationBySizeSplitsAtRecordsAndRepeatsThePreamble) {
+    TempDir dir;
+    Writer::Options o = small_options(4);
+    o.rotation.bytes = 10'000;
+    const ByteVec preamble = preamble_bytes();
+    std::vector<OutputStats> stats;
+    {
+        Writer w(o);
+        const auto out =
+            w.add_output(OutputFormat::pcap, dir.file("r.pcap"), "", "", Bytes(preamble));
+        for (int i = 0; i < 100; ++i) {
+            fixed_record(1000, static_cast<std::uint8_t>(i)).write(w, out);
+        }
+        w.finish();
+        stats = w.stats();
+    }
+    // 24 + 9 * 1000 <= 10000: nine records per file.
+    ASSERT_EQ(stats[0].files, 12u);
+    EXPECT_EQ(stats[0].packets, 100u);
+    for (std::uint64_t f = 0; f < 12; ++f) {
+        ByteVec expected = preamble;
+        for (int i = static_cast<int>(f) * 9; i < std::min(100, static_cast<int>(f + 1) * 9); ++i) {
+            fixed_record(1000, static_cast<std::uint8_t>(i)).append_to(expected);
+        }
+        EXPECT_TRUE(read_file(Writer::rotated_path(dir.file("r.pcap"), f)) == expected) << f;
+    }
+    EXPECT_FALSE(fs::exists(dir.file("r.pcap")));
+    EXPECT_EQ(Writer::rotated_path("/d/x.codif", 3), "/d/x.000003.codif");
+    EXPECT_EQ(Writer::rotated_path("/d.e/x", 3), "/d.e/x.000003");
+}
+
+// -G: the record's own timestamp picks the file (offline reads rotate as the
+// data's time goes, not the reader's); -W keeps a ring of files.
+TEST(Writer, RotationByTimeFollowsRecordTimesAndARingKeepsTheNewest) {
+    TempDir dir;
+    Writer::Options o = small_options(4);
+    o.rotation.seconds = 10;
+    o.rotation.files = 3;
+    std::vector<OutputStats> stats;
+    {
+        Writer w(o);
+        const auto out = w.add_output(OutputFormat::codif, dir.file("t.codif"), "", "");
+        // 5 periods of 10 s, 4 records each.
+        for (std::uint64_t i = 0; i < 20; ++i) {
+            const ByteVec rec(100, static_cast<std::uint8_t>(i));
+            const Bytes piece(rec);
+            w.write(out, {&piece, 1}, (1000 + i / 4 * 10) * 1'000'000'000ull + i);
+        }
+        w.finish();
+        stats = w.stats();
+    }
+    EXPECT_EQ(stats[0].files, 5u);
+    EXPECT_EQ(stats[0].packets, 20u);
+    // Files 0..4 went to names 0,1,2,0,1: name 0 holds period 3, name 1
+    // period 4, name 2 period 2.
+    const std::uint64_t period_of_name[3] = {3, 4, 2};
+    for (std::uint64_t n = 0; n < 3; ++n) {
+        ByteVec expected;
+        for (std::uint64_t i = period_of_name[n] * 4; i < period_of_name[n] * 4 + 4; ++i) {
+            expected.insert(expected.end(), 100, static_cast<std::uint8_t>(i));
+        }
+        EXPECT_TRUE(read_file(Writer::rotated_path(dir.file("t.codif"), n)) == expected) << n;
+    }
+    EXPECT_FALSE(fs::exists(Writer::rotated_path(dir.file("t.codif"), 3)));
+}
+
+TEST(Writer, SeveralDiskThreadsKeepEveryOutputInOrder) {
+    TempDir dir;
+    std::mt19937_64 rng(3);
+    Writer::Options o = small_options(8);
+    o.threads = 3;
+    std::vector<ByteVec> expected(7);
+    {
+        Writer w(o);
+        std::vector<Writer::OutputId> outs;
+        for (int i = 0; i < 7; ++i) {
+            outs.push_back(
+                w.add_output(OutputFormat::raw, dir.file(fmt::format("{}.raw", i)), "", ""));
+        }
+        for (int i = 0; i < 4000; ++i) {
+            const Record r = random_record(rng, 900);
+            const std::size_t k = rng() % outs.size();
+            r.write(w, outs[k]);
+            r.append_to(expected[k]);
+        }
+    }
+    for (int i = 0; i < 7; ++i) {
+        EXPECT_TRUE(read_file(dir.file(fmt::format("{}.raw", i))) ==
+                    expected[static_cast<std::size_t>(i)])
+            << i;
+    }
+}
+
+TEST(Writer, OptionsThatCannotWorkAreRefused) {
+    Writer::Options o = small_options(2);
+    o.threads = 2;
+    o.buffers = 3;  // fewer than two per disk thread
+    EXPECT_THROW(Writer w(o), std::invalid_argument);
+    o.buffers = 4;
+    o.cpus = {1 << 20};
+    try {
+        Writer w(o);
+        ADD_FAILURE() << "pinning to cpu 1048576 worked";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("cpu 1048576"), std::string::npos) << e.what();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The zero-copy hand-off
+
+class RecordingOwner final : public SlotOwner {
+  public:
+    void release(std::span<const std::uint64_t> tokens) override {
+        const std::lock_guard lock(mu_);
+        released_.insert(released_.end(), tokens.begin(), tokens.end());
+    }
+    std::vector<std::uint64_t> released() const {
+        const std::lock_guard lock(mu_);
+        return released_;
+    }
+
+  private:
+    mutable std::mutex mu_;
+    std::vector<std::uint64_t> released_;
+};
+
+class CountingDevice final : public DeviceMemory {
+  public:
+    void copy_to_host(std::span<const Copy> batch) const override {
+        ++batches;
+        for (const auto& c : batch) {
+            std::memcpy(c.dst, c.src, c.bytes);
+            ++copies;
+        }
+    }
+    mutable std::atomic<int> batches{0};
+    mutable std::atomic<int> copies{0};
+};
+
+struct SlotFrame {
+    ByteVec head;
+    ByteVec tail;
+    FrameLease lease;
+    Frame frame(SlotOwner* owner, std::uint64_t token, const DeviceMemory* device, bool allowed) {
+        lease = FrameLease{owner, token, 0, allowed, false};
+        Frame f;
+        f.head = Bytes(head);
+        f.tail = Bytes(tail);
+        f.wire_bytes = static_cast<std::uint32_t>(head.size() + tail.size());
+        f.timestamp_ns = 1'767'225'600'000'000'000ull + token;
+        f.lease = &lease;
+        f.tail_device = device;
+        return f;
+    }
+};
+
+// Held frames are written from their memory and each hold is released once,
+// after its bytes are on disk — also when the output has failed.
+TEST(Writer, HeldFramesAreWrittenInPlaceAndEachReleasedOnce) {
+    TempDir dir;
+    std::mt19937_64 rng(5);
+    RecordingOwner owner;
+    const ByteVec preamble = preamble_bytes();
+    ByteVec expected = preamble;
+    std::vector<SlotFrame> slots(300);
+    std::vector<std::uint32_t> holds_seen;
+    {
+        Writer w(small_options(4));
+        const auto out =
+            w.add_output(OutputFormat::pcap, dir.file("h.pcap"), "", "", Bytes(preamble));
+        for (std::size_t i = 0; i < slots.size(); ++i) {
+            slots[i].head = random_bytes(rng, 70);
+            slots[i].tail = random_bytes(rng, 600 + rng() % 2000);
+            const Frame f = slots[i].frame(&owner, i, nullptr, /*allowed=*/i % 10 != 0);
+            const auto rec = pcap_record_header(f.timestamp_ns, f.wire_bytes, f.wire_bytes);
+            w.write_frame(out, rec, f, 0, f.wire_bytes);
+            holds_seen.push_back(slots[i].lease.holds);
+            expected.insert(expected.end(), rec.begin(), rec.end());
+            expected.insert(expected.end(), slots[i].head.begin(), slots[i].head.end());
+            expected.insert(expected.end(), slots[i].tail.begin(), slots[i].tail.end());
+        }
+    }
+    EXPECT_TRUE(read_file(dir.file("h.pcap")) == expected);
+    std::vector<std::uint64_t> released = owner.released();
+    std::sort(released.begin(), released.end());
+    std::vector<std::uint64_t> want;
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+        EXPECT_EQ(holds_seen[i], i % 10 != 0 ? 1u : 0u) << i;
+        if (i % 10 != 0) {
+            want.push_back(i);
+        }
+    }
+    EXPECT_EQ(released, want);
+}
+
+TEST(Writer, HeldFramesOfAFailedOutputAreReleasedToo) {
+    TempDir dir;
+    RecordingOwner owner;
+    std::vector<SlotFrame> slots(50);
+    {
+        Writer w(small_options(4));
+        const auto out = w.add_output(OutputFormat::raw, dir.file("no/such/dir/x.raw"), "", "");
+        for (std::size_t i = 0; i < slots.size(); ++i) {
+            slots[i].head = ByteVec(40, 1);
+            slots[i].tail = ByteVec(4000, 2);
+            const Frame f = slots[i].frame(&owner, i, nullptr, true);
+            w.write_frame(out, {}, f, 0, f.wire_bytes);
+        }
+        w.finish();
+        EXPECT_EQ(w.stats()[0].dropped, slots.size());
+    }
+    EXPECT_EQ(owner.released().size(), slots.size());
+}
+
+// Payload in device memory: copied out on the disk thread in one batch per
+// buffer (never on the producer's thread), and a frame that cannot be held is
+// dropped and counted, not read.
+TEST(Writer, DevicePayloadIsCopiedInBatchesAndNeverReadWithoutAHold) {
+    TempDir dir;
+    RecordingOwner owner;
+    CountingDevice device;
+    std::vector<SlotFrame> slots(200);
+    ByteVec expected;
+    std::vector<OutputStats> stats;
+    for (const bool direct : {false, true}) {
+        device.batches = 0;
+        device.copies = 0;
+        expected.clear();
+        Writer::Options o = small_options(4);
+        o.direct_io = direct;
+        {
+            Writer w(o);
+            const auto out = w.add_output(OutputFormat::codif, dir.file("d.codif"), "", "");
+            for (std::size_t i = 0; i < slots.size(); ++i) {
+                slots[i].head = ByteVec(42 + 64, static_cast<std::uint8_t>(i));
+                slots[i].tail = ByteVec(2000, static_cast<std::uint8_t>(i + 1));
+                const bool allowed = i != 7;
+                const Frame f = slots[i].frame(&owner, i, &device, allowed);
+                w.write_frame(out, {}, f, 42, 64 + 2000);  // the CODIF frame
+                if (allowed) {
+                    expected.insert(expected.end(), 64, static_cast<std::uint8_t>(i));
+                    expected.insert(expected.end(), 2000, static_cast<std::uint8_t>(i + 1));
+                }
+            }
+            EXPECT_EQ(device.copies, 0);  // nothing read on this thread
+            w.finish();
+            stats = w.stats();
+        }
+        EXPECT_TRUE(read_file(dir.file("d.codif")) == expected) << direct;
+        EXPECT_EQ(stats[0].dropped, 1u);
+        EXPECT_EQ(stats[0].packets, slots.size() - 1);
+        EXPECT_EQ(device.copies, static_cast<int>(slots.size() - 1));
+        // 128 KiB buffers of ~2 KB records: a few batches, not one per frame.
+        EXPECT_LE(device.batches, 6) << direct;
+    }
 }
 
 }  // namespace
