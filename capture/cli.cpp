@@ -74,7 +74,7 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
         ("W,file-count", "with -G or -C: keep N files per output, overwriting the oldest (a ring buffer)", cxxopts::value<std::uint32_t>()->default_value("0"), "N")
         ("c,count", "stop after N frames", cxxopts::value<std::uint64_t>()->default_value("0"), "N")
         ("report", "write the ledger as JSON to FILE", cxxopts::value<std::string>(), "FILE")
-        ("q,quiet", "final verdict only, no per-stream table")
+        ("q,quiet", "final verdict only: no per-stream table, no live stats line")
         ("v,verbose", "one line per CODIF frame")
         ("h,help", "this help")
         ("groups", groups_help, cxxopts::value<std::vector<std::string>>());

@@ -43,6 +43,7 @@ std::vector<std::string> join_optional_value(int argc, char** argv, std::string_
 // with the rings in host memory and the check on the CPU: for tests, and for
 // hosts without a GPU that want the block ring's accounting.
 struct GpuPath {
+    std::unique_ptr<PayloadMemory> payload;  // receive payload slots (verbs source)
     std::unique_ptr<BlockSink> sink;
     std::unique_ptr<BlockConsumer> consumer;
     std::string mode;
@@ -77,16 +78,15 @@ std::unique_ptr<GpuPath> make_gpu_path(const cxxopts::ParseResult& args, const s
     BlockCheck check;
     if (standin) {
         path->mode = "block rings in host memory (--gpu-standin)";
+        path->payload = std::make_unique<StandinDevicePayloadMemory>();
         if (args.count("gpu-verify")) {
             check = check_block_on_host;
         }
     } else {
         const gpu::GpuInfo info = gpu::probe_gpu(id, nic);  // one line naming the fix
         fmt::print("{}\n", gpu::format_gpu_info(info));
-        path->mode = fmt::format(
-            "block rings on GPU {}; payload staged through host memory "
-            "(device-resident receive payload is not wired yet)",
-            id);
+        path->mode = fmt::format("block rings on GPU {}", id);
+        path->payload = gpu::make_gpu_payload_memory(id);
         bo.memory = [id] { return gpu::make_device_block_memory(id); };
         if (args.count("gpu-verify")) {
             // One scratch per ring shape, used only on the consumer thread.
@@ -113,6 +113,9 @@ void finish_gpu_path(GpuPath* path, RunOutcome& outcome, bool verify) {
     }
     path->consumer->finish();
     path->sink->report_to(outcome.ledger);
+    if (path->payload && outcome.info.source == "verbs") {
+        outcome.ledger.add_note(path->payload->describe());  // which mode ran, and why
+    }
     outcome.ledger.add_note(fmt::format("{}: {} blocks consumed{}", path->mode,
                                         path->consumer->blocks(),
                                         verify ? fmt::format(", {} payload bytes off the "
@@ -300,6 +303,7 @@ int cmd_capture(int argc, char** argv) {
     install_stop_handler();
     const auto gpu_path = make_gpu_path(args, request.targets.front().device);
     request.blocks = gpu_path ? gpu_path->sink.get() : nullptr;
+    request.payload = gpu_path ? gpu_path->payload.get() : nullptr;
     RunOutcome outcome = run_verbs_capture(request, *provider, kernel_memberships(), stop_flag());
     finish_gpu_path(gpu_path.get(), outcome, args.count("gpu-verify") > 0);
     return finish_run(outcome, common.report_path, common.quiet);

@@ -127,8 +127,9 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
         if (memberships) {
             join = [&memberships, target](const Endpoint& g) { return memberships(target, g); };
         }
-        part->engine = std::make_unique<VerbsEngine>(*part->device, request.engine, *part->demux,
-                                                     part->ledger, *host_memory, join);
+        part->engine = std::make_unique<VerbsEngine>(
+            *part->device, request.engine, *part->demux, part->ledger,
+            request.payload != nullptr ? *request.payload : *host_memory, join);
         parts.push_back(std::move(part));
     }
 
@@ -151,12 +152,9 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
     // never a poll thread), summed over the devices, from what the poll
     // threads publish for other threads:
     //   packets  VerbsEngine::frames_published();
-    //   bytes    unknown ("- Gb/s"): the engine publishes no byte count, and
-    //            no counter in sysfs has the raw-packet QPs' bytes (the
-    //            netdev's rx_bytes are the kernel's own rings; mlx5's
-    //            ports/N/counters/port_rcv_data counts RoCE traffic only).
-    //            A byte total published next to frames_published() would
-    //            fill it in;
+    //   bytes    VerbsEngine::bytes_published() (no counter in sysfs has the
+    //            raw-packet QPs' bytes: the netdev's rx_bytes are the
+    //            kernel's own rings; mlx5's port_rcv_data counts RoCE only);
     //   drops    the NIC and netdev drop counters read here once a second
     //            (out_of_buffer, rx_missed_errors, ...). Work-completion
     //            errors and the flow rules' undelivered counts are in the
@@ -169,8 +167,10 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
         StatsSnapshot s;
         stamp_now(s);
         std::uint64_t slots = 0;
+        s.bytes = 0;
         for (const auto& p : parts) {
             s.packets += p->engine->frames_published();
+            *s.bytes += p->engine->bytes_published();
             slots += p->engine->slots_held();
             if (p->counters) {
                 s.drops += nic_drops_so_far(*p->counters);

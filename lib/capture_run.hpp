@@ -37,7 +37,10 @@ struct CaptureRequest {
     std::vector<int> cpus;        // pin poll thread i to cpus[i] (empty: no pinning)
     bool watchdog = true;         // once a second: streams silent while the NIC counts
     BlockSink* blocks = nullptr;  // the GPU payload path's block rings (--gpu; one target)
-    std::FILE* stats = nullptr;   // the live stats line once a second (stderr; null: none, -q)
+    // Where payload slots live (--gpu: GPU memory or pinned staging; the
+    // stand-in with --gpu-standin). Null: host memory.
+    PayloadMemory* payload = nullptr;
+    std::FILE* stats = nullptr;  // the live stats line once a second (stderr; null: none, -q)
 };
 
 // Makes the IGMP membership for a group on a target (production: a kernel

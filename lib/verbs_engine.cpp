@@ -535,6 +535,7 @@ void VerbsEngine::handle(const verbs::Completion& c) {
             f.wire_bytes = c.byte_len;
             f.timestamp_ns = timestamp_ns(c);
             ++stats_.frames;
+            bytes_ += c.byte_len;
             FrameLease lease;
             if (options_.zero_copy) {
                 lease.owner = releases_.get();
@@ -588,6 +589,7 @@ std::size_t VerbsEngine::poll_once() {
             handle(batch_[i]);
         }
         published_.store(stats_.frames, std::memory_order_relaxed);
+        bytes_published_.store(bytes_, std::memory_order_relaxed);
         for (auto& q : qps_) {
             q->delivered_published.store(q->delivered, std::memory_order_relaxed);
         }

@@ -147,6 +147,10 @@ class VerbsEngine {
     // Frames handed to the demux so far; safe to read from another thread
     // (published once per poll batch).
     std::uint64_t frames_published() const { return published_.load(std::memory_order_relaxed); }
+    // Their bytes on the wire (the stats line's Gb/s), published likewise.
+    std::uint64_t bytes_published() const {
+        return bytes_published_.load(std::memory_order_relaxed);
+    }
     // Receive slots whose frames a consumer (a writer) still holds, so they
     // are not re-posted yet; any thread (published once per poll batch).
     std::uint64_t slots_held() const { return held_published_.load(std::memory_order_relaxed); }
@@ -203,6 +207,8 @@ class VerbsEngine {
     EngineStats stats_;
     std::atomic<std::uint64_t> published_{0};
     std::atomic<std::uint64_t> held_published_{0};
+    std::atomic<std::uint64_t> bytes_published_{0};
+    std::uint64_t bytes_ = 0;
     std::unique_ptr<Releases> releases_;
     std::vector<std::uint64_t> released_;  // the poll thread's side of the swap
     std::uint64_t held_total_ = 0;
