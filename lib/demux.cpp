@@ -35,6 +35,62 @@ Demux::Demux(DemuxOptions options, Ledger& ledger, Writer* writer)
     antenna_lookup_.reserve(options_.max_antennas);
     stream_lookup_.reserve(options_.max_streams);
     ledger_.streams().reserve(options_.max_streams);
+    known_.reserve(options_.max_streams);
+    std::size_t table = 64;
+    while (table < 2 * options_.max_streams) {
+        table *= 2;
+    }
+    known_table_.assign(table, 0);
+}
+
+namespace {
+std::size_t known_hash(std::uint32_t dst_ip, std::uint16_t dst_port, std::uint32_t src_ip,
+                       std::uint16_t thread) {
+    std::uint64_t x = (std::uint64_t{dst_ip} << 32 | src_ip) ^
+                      ((std::uint64_t{dst_port} << 16 | thread) * 0x9e3779b97f4a7c15ull);
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 29;
+    return static_cast<std::size_t>(x);
+}
+}  // namespace
+
+const Demux::Known* Demux::find_known(const UdpPacket& p, std::uint16_t thread) const {
+    const std::size_t mask = known_table_.size() - 1;
+    for (std::size_t i = known_hash(p.dst_ip, p.dst_port, p.src_ip, thread) & mask;;
+         i = (i + 1) & mask) {
+        const std::uint32_t slot = known_table_[i];
+        if (slot == 0) {
+            return nullptr;
+        }
+        const Known& k = known_[slot - 1];
+        if (k.dst_ip == p.dst_ip && k.src_ip == p.src_ip && k.dst_port == p.dst_port &&
+            k.thread == thread) {
+            return &k;
+        }
+    }
+}
+
+void Demux::add_known(const UdpPacket& p, const CodifHeader& h, std::size_t stream,
+                      const Route* r) {
+    if (known_.size() >= options_.max_streams || find_known(p, h.threadid) != nullptr) {
+        return;
+    }
+    Known& k = known_.emplace_back();
+    k.dst_ip = p.dst_ip;
+    k.src_ip = p.src_ip;
+    k.dst_port = p.dst_port;
+    k.thread = h.threadid;
+    k.stream = stream;
+    k.route = r;
+    k.shape = h;
+    k.frames_per_period = codif_frames_per_period(h);
+    const std::size_t mask = known_table_.size() - 1;
+    std::size_t i = known_hash(p.dst_ip, p.dst_port, p.src_ip, h.threadid) & mask;
+    while (known_table_[i] != 0) {
+        i = (i + 1) & mask;
+    }
+    known_table_[i] = static_cast<std::uint32_t>(known_.size());
 }
 
 std::string Demux::output_path(const DemuxOptions& options, OutputFormat format,
@@ -161,6 +217,26 @@ void Demux::on_frame(const Frame& frame) {
                                  : reason_for(perr));
         return;
     }
+    // The fast path: a known stream with unchanged parameters. Everything the
+    // slow path would check is implied by the stream's first frame, except
+    // the per-frame fields compared here (length, frame number).
+    CodifHeader header;
+    CodifError derr = CodifError::none;
+    const bool decoded = packet.payload_bytes >= kCodifHeaderBytes;
+    if (decoded) {
+        std::array<std::uint8_t, kCodifHeaderBytes> raw_header;
+        frame.gather(packet.payload_offset, raw_header);
+        derr = decode_codif(raw_header, header);
+        if (derr == CodifError::none) {
+            if (const Known* k = find_known(packet, header.threadid);
+                k != nullptr && k->same_parameters(header) &&
+                header.frame_bytes() == packet.payload_bytes &&
+                header.frame < k->frames_per_period) {
+                accept(ledger_.streams()[k->stream], *k->route, frame, packet, header);
+                return;
+            }
+        }
+    }
     // Filters first, then the CODIF checks, and only then register the group
     // and antenna: a stray UDP sender must not use up the limits.
     if (!options_.groups.empty() && group_index(packet.dst_ip, packet.dst_port) < 0) {
@@ -171,14 +247,10 @@ void Demux::on_frame(const Frame& frame) {
         ledger_.count_reason(Reason::unlisted_source);
         return;
     }
-    if (packet.payload_bytes < kCodifHeaderBytes) {
+    if (!decoded) {
         ledger_.count_reason(Reason::not_codif);
         return;
     }
-    std::array<std::uint8_t, kCodifHeaderBytes> raw_header;
-    frame.gather(packet.payload_offset, raw_header);
-    CodifHeader header;
-    const CodifError derr = decode_codif(raw_header, header);
     if (derr != CodifError::none) {
         ledger_.count_reason(derr == CodifError::bad_sync ? Reason::not_codif : reason_for(derr));
         return;
@@ -209,24 +281,31 @@ void Demux::on_frame(const Frame& frame) {
         ledger_.count_reason(Reason::stream_params_changed);
         return;
     }
+    static const Route kNoRoute;
+    const Route& r = writer_ != nullptr ? route(group, antenna) : kNoRoute;
+    add_known(packet, header, static_cast<std::size_t>(s - ledger_.streams().data()), &r);
+    accept(*s, r, frame, packet, header);
+}
 
-    const std::uint64_t index = s->timing.index(header.seconds, header.frame);
-    const auto kind = s->sequence.observe(index);
-    s->bytes += frame.wire_bytes;
+void Demux::accept(StreamStats& s, const Route& r, const Frame& frame, const UdpPacket& packet,
+                   const CodifHeader& header) {
+    const std::uint64_t index = s.timing.index(header.seconds, header.frame);
+    const auto kind = s.sequence.observe(index);
+    s.bytes += frame.wire_bytes;
     if (header.invalid) {
-        ++s->invalid;
+        ++s.invalid;
     }
-    if (index == s->sequence.newest()) {
-        s->last = {header.seconds, header.frame};
+    if (index == s.sequence.newest()) {
+        s.last = {header.seconds, header.frame};
     }
-    if (index == s->sequence.lowest() && kind != SequenceTracker::Kind::duplicate) {
-        s->first = {header.seconds, header.frame};
+    if (index == s.sequence.lowest() && kind != SequenceTracker::Kind::duplicate) {
+        s.first = {header.seconds, header.frame};
     }
     if (writer_ != nullptr) {
-        write_codif(route(group, antenna), frame, packet);
+        write_codif(r, frame, packet);
     }
     for (const auto& observe : observers_) {
-        observe(frame, packet, header, *s);
+        observe(frame, packet, header, s);
     }
 }
 

@@ -67,6 +67,32 @@ class Demux {
     Route& route(int group, int antenna);
     StreamStats* stream(int group, int antenna, const CodifHeader& header);
     void write_codif(const Route& route, const Frame& frame, const UdpPacket& packet);
+    void accept(StreamStats& s, const Route& route, const Frame& frame, const UdpPacket& packet,
+                const CodifHeader& header);
+
+    // The fast path: a frame of a stream seen before, whose header has the
+    // same parameters, skips the filters, the registries and the divisions
+    // of validate_codif (they were all done for the stream's first frame).
+    // An open-addressing table (linear probing, twice max_streams slots) of
+    // the known streams, keyed by (destination, source, CODIF thread),
+    // filled by the slow path.
+    struct Known {
+        std::uint32_t dst_ip = 0;
+        std::uint32_t src_ip = 0;
+        std::uint16_t dst_port = 0;
+        std::uint16_t thread = 0;
+        std::size_t stream = 0;  // index in ledger_.streams()
+        const Route* route = nullptr;
+        CodifHeader shape;  // the first frame's header: its parameter fields are compared
+        std::uint64_t frames_per_period = 0;
+        bool same_parameters(const CodifHeader& h) const {
+            return h.layout == shape.layout && h.period == shape.period && h.nchan == shape.nchan &&
+                   h.nbits == shape.nbits && h.complex == shape.complex &&
+                   h.framelength8 == shape.framelength8 && h.totalsamples == shape.totalsamples;
+        }
+    };
+    const Known* find_known(const UdpPacket& p, std::uint16_t thread) const;
+    void add_known(const UdpPacket& p, const CodifHeader& h, std::size_t stream, const Route* r);
 
     DemuxOptions options_;
     Ledger& ledger_;
@@ -79,6 +105,8 @@ class Demux {
     std::unordered_map<std::uint32_t, Route> routes_;               // (group << 16) | antenna
     std::unordered_map<std::uint64_t, std::size_t> stream_lookup_;  // (group, antenna, thread)
     std::vector<FrameObserver> observers_;
+    std::vector<Known> known_;
+    std::vector<std::uint32_t> known_table_;  // known_ index + 1; 0: empty
 };
 
 }  // namespace ibvcap

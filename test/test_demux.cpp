@@ -149,6 +149,29 @@ TEST_P(DemuxReason, CountedOnceUnderItsReason) {
     EXPECT_TRUE(ledger.reconciles());
 }
 
+// The same frame after its stream is known (the demux's fast path for known
+// streams must let none of them through).
+TEST_P(DemuxReason, CountedTheSameWhenTheStreamIsAlreadyKnown) {
+    DemuxOptions options;
+    options.groups = {Endpoint{kGroup1, 36001}};
+    options.antennas = {kAntenna1};
+    Ledger ledger;
+    Demux demux(options, ledger, nullptr);
+    auto g = good();
+    demux.on_frame(whole(g));
+    demux.on_frame(whole(g));  // a duplicate: through the fast path
+    std::vector<std::uint8_t> bytes;
+    demux.on_frame(GetParam().make(bytes));
+    const Totals t = ledger.totals();
+    EXPECT_EQ(t.packets, 3u);
+    EXPECT_EQ(t.codif, 2u);
+    EXPECT_EQ(ledger.reason_count(GetParam().reason), 1u) << to_string(GetParam().reason);
+    ASSERT_EQ(ledger.streams().size(), 1u);
+    EXPECT_EQ(ledger.streams()[0].packets(), 2u);
+    EXPECT_EQ(ledger.streams()[0].sequence.duplicates(), 1u);
+    expect_partition(ledger);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Table, DemuxReason,
     ::testing::Values(
