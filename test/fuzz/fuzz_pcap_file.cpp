@@ -1,6 +1,7 @@
 // Fuzz target: the offline source (lib/pcap_file_source.hpp) on the input as a
-// pcap or pcapng file, read through libpcap into a Demux with a Ledger and no
-// writer.
+// pcap or pcapng file, read into a Demux with a Ledger and no writer. Classic
+// pcap is read from a mapping by ibvcap's own record walk, and then once more
+// through libpcap: both must agree (frames, end, error message, CODIF count).
 //
 // The input is written to an anonymous file (memfd_create, or an unlinked file
 // in /tmp where memfd is not available) that PcapFileSource opens by its
@@ -94,6 +95,21 @@ int ibvcap_fuzz_pcap_file(const std::uint8_t* data, std::size_t size) {
         // Stopped by exactly one of: the end of the file, a read error, the frame limit.
         if (r.frames < kMaxFrames) {
             FUZZ_CHECK(r.complete == r.error.empty());
+        }
+        if (source->is_mapped()) {
+            // Differential: libpcap itself reads the same file to the same end,
+            // with the same number of frames and the same message.
+            ibvcap::DemuxOptions again;
+            again.max_groups = 4;
+            again.max_antennas = 4;
+            again.max_streams = 16;
+            ibvcap::fuzz::DemuxCheck lib_check(std::move(again));
+            ibvcap::PcapFileSource lib(path, /*mapped=*/false);
+            const ibvcap::PcapFileSource::Result l = lib.run(lib_check.demux(), kMaxFrames, stop);
+            FUZZ_CHECK(l.frames == r.frames);
+            FUZZ_CHECK(l.complete == r.complete);
+            FUZZ_CHECK(l.error == r.error);
+            FUZZ_CHECK(lib_check.ledger().totals().codif == check.ledger().totals().codif);
         }
     }
     check.check_ledger(/*check_bytes=*/false);
