@@ -55,10 +55,7 @@ BlockSink::BlockSink(BlockSinkOptions options) : options_(std::move(options)) {
 }
 
 BlockSink::~BlockSink() {
-    if (copier_.joinable()) {
-        copier_stop_.store(true);
-        copier_.join();
-    }
+    stop_copying();
 }
 
 void BlockSink::start_copier() {
@@ -210,11 +207,15 @@ void BlockSink::on_frame(const Frame& frame, const UdpPacket& packet, const Codi
     it->second.ring->place(header.threadid, index, payload, device);
 }
 
-void BlockSink::flush() {
+void BlockSink::stop_copying() {
     if (copier_.joinable()) {
         copier_stop_.store(true);
         copier_.join();
     }
+}
+
+void BlockSink::flush() {
+    stop_copying();
     for (auto& [key, a] : antennas_) {
         a.ring->flush();
     }

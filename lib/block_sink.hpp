@@ -49,6 +49,9 @@ class BlockSink {
     // End of run (the producer has stopped): the copy thread finishes its
     // queue and releases every slot, then every open block is handed out.
     void flush();
+    // Only the first half of flush(): the copy thread finishes and releases
+    // every slot it holds (idempotent; flush() does it too).
+    void stop_copying();
     // Whether the copy thread ran (frames came with leases).
     bool threaded() const { return mode_ == Mode::threaded; }
     // Frames the copy thread could not take (GPU payload not holdable, no

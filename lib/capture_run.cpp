@@ -100,6 +100,25 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
     const std::unique_ptr<PayloadMemory> host_memory = make_host_payload_memory();
 
     std::vector<std::unique_ptr<DevicePart>> parts;
+    // Writers and the block sink's copy thread may hold receive slots (the
+    // zero-copy hand-off): whatever way this function is left, they finish
+    // with them while the engines and their memory still exist. (Declared
+    // after `parts`, so it runs first; on the normal path both are no-ops by
+    // then.)
+    struct HoldersFinish {
+        std::vector<std::unique_ptr<DevicePart>>& parts;
+        BlockSink* blocks;
+        ~HoldersFinish() {
+            if (blocks != nullptr) {
+                blocks->stop_copying();
+            }
+            for (auto& p : parts) {
+                if (p->writer) {
+                    p->writer->finish();
+                }
+            }
+        }
+    } holders_finish{parts, request.blocks};
     for (const auto& target : request.targets) {
         auto part = std::make_unique<DevicePart>();
         part->device = provider.open(target.device, target.port);
