@@ -36,22 +36,16 @@ Demux::Demux(DemuxOptions options, Ledger& ledger, Writer* writer)
     stream_lookup_.reserve(options_.max_streams);
     ledger_.streams().reserve(options_.max_streams);
     known_.reserve(options_.max_streams);
-    std::size_t table = 64;
-    while (table < 2 * options_.max_streams) {
-        table *= 2;
-    }
-    known_table_.assign(table, 0);
+    known_table_.assign(64, 0);
 }
 
 namespace {
 std::size_t known_hash(std::uint32_t dst_ip, std::uint16_t dst_port, std::uint32_t src_ip,
                        std::uint16_t thread) {
-    std::uint64_t x = (std::uint64_t{dst_ip} << 32 | src_ip) ^
-                      ((std::uint64_t{dst_port} << 16 | thread) * 0x9e3779b97f4a7c15ull);
-    x ^= x >> 31;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 29;
-    return static_cast<std::size_t>(x);
+    // One multiply (Fibonacci hashing); the table index takes the high bits.
+    const std::uint64_t x =
+        (std::uint64_t{src_ip} << 32 | (dst_ip ^ (std::uint32_t{dst_port} << 16))) ^ thread;
+    return static_cast<std::size_t>((x * 0x9e3779b97f4a7c15ull) >> 32);
 }
 }  // namespace
 
@@ -81,16 +75,34 @@ void Demux::add_known(const UdpPacket& p, const CodifHeader& h, std::size_t stre
     k.src_ip = p.src_ip;
     k.dst_port = p.dst_port;
     k.thread = h.threadid;
+    k.period = h.period;
+    k.nchan = h.nchan;
+    k.nbits = h.nbits;
+    k.complex = h.complex;
+    k.layout = h.layout;
+    k.framelength8 = h.framelength8;
+    k.totalsamples = h.totalsamples;
+    k.frames_per_period = codif_frames_per_period(h);
     k.stream = stream;
     k.route = r;
-    k.shape = h;
-    k.frames_per_period = codif_frames_per_period(h);
+    if (2 * known_.size() > known_table_.size()) {
+        // Registration time (a new stream), never per frame: rebuild doubled.
+        known_table_.assign(known_table_.size() * 2, 0);
+        for (std::size_t n = 0; n + 1 < known_.size(); ++n) {
+            place_known(n);
+        }
+    }
+    place_known(known_.size() - 1);
+}
+
+void Demux::place_known(std::size_t n) {
+    const Known& k = known_[n];
     const std::size_t mask = known_table_.size() - 1;
-    std::size_t i = known_hash(p.dst_ip, p.dst_port, p.src_ip, h.threadid) & mask;
+    std::size_t i = known_hash(k.dst_ip, k.dst_port, k.src_ip, k.thread) & mask;
     while (known_table_[i] != 0) {
         i = (i + 1) & mask;
     }
-    known_table_[i] = static_cast<std::uint32_t>(known_.size());
+    known_table_[i] = static_cast<std::uint32_t>(n + 1);
 }
 
 std::string Demux::output_path(const DemuxOptions& options, OutputFormat format,

@@ -73,26 +73,35 @@ class Demux {
     // The fast path: a frame of a stream seen before, whose header has the
     // same parameters, skips the filters, the registries and the divisions
     // of validate_codif (they were all done for the stream's first frame).
-    // An open-addressing table (linear probing, twice max_streams slots) of
-    // the known streams, keyed by (destination, source, CODIF thread),
+    // An open-addressing table (linear probing, at most half full, doubled
+    // as streams are registered: small tables stay in cache) of the known
+    // streams, keyed by (destination, source, CODIF thread),
     // filled by the slow path.
     struct Known {
         std::uint32_t dst_ip = 0;
         std::uint32_t src_ip = 0;
         std::uint16_t dst_port = 0;
         std::uint16_t thread = 0;
+        // The parameter fields of the stream's first frame.
+        std::uint16_t period = 0;
+        std::uint16_t nchan = 0;
+        std::uint8_t nbits = 0;
+        bool complex = false;
+        CodifLayout layout = CodifLayout::v2;
+        std::uint32_t framelength8 = 0;
+        std::uint64_t totalsamples = 0;
+        std::uint64_t frames_per_period = 0;
         std::size_t stream = 0;  // index in ledger_.streams()
         const Route* route = nullptr;
-        CodifHeader shape;  // the first frame's header: its parameter fields are compared
-        std::uint64_t frames_per_period = 0;
         bool same_parameters(const CodifHeader& h) const {
-            return h.layout == shape.layout && h.period == shape.period && h.nchan == shape.nchan &&
-                   h.nbits == shape.nbits && h.complex == shape.complex &&
-                   h.framelength8 == shape.framelength8 && h.totalsamples == shape.totalsamples;
+            return h.framelength8 == framelength8 && h.totalsamples == totalsamples &&
+                   h.period == period && h.nchan == nchan && h.nbits == nbits &&
+                   h.complex == complex && h.layout == layout;
         }
     };
     const Known* find_known(const UdpPacket& p, std::uint16_t thread) const;
     void add_known(const UdpPacket& p, const CodifHeader& h, std::size_t stream, const Route* r);
+    void place_known(std::size_t n);
 
     DemuxOptions options_;
     Ledger& ledger_;

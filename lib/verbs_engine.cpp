@@ -586,6 +586,21 @@ std::size_t VerbsEngine::poll_once() {
             batch_realtime_ns_ = realtime_ns();
         }
         for (std::size_t i = 0; i < n; ++i) {
+            if (i + 1 < n) {
+                // The next frame's headers: the demux reads them first. (Only
+                // an address inside a ring is computed; prefetch never faults.)
+                const std::uint64_t next = batch_[i + 1].wr_id;
+                const std::uint64_t qi = next >> 48;
+                if (qi < qps_.size() && (next & 0xffffffffu) < qps_[qi]->depth) {
+                    const Qp& nq = *qps_[qi];
+                    const std::uint64_t slot = next & 0xffffffffu;
+                    if (options_.split) {
+                        __builtin_prefetch(header_slot(nq, slot));
+                    } else if (nq.payload.host_view != nullptr) {
+                        __builtin_prefetch(nq.payload.host_view + payload_offset(slot));
+                    }
+                }
+            }
             handle(batch_[i]);
         }
         published_.store(stats_.frames, std::memory_order_relaxed);
