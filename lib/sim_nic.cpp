@@ -728,7 +728,7 @@ void SimHardware::deliver(Bytes frame, std::uint64_t ticks) {
     left = frame.size();
     for (std::size_t i = 0; i < num_sge && left > 0; ++i) {
         const std::size_t n = std::min<std::size_t>(left, wr.sge[i].length);
-        if (n > 0) {
+        if (n > 0 && (i == 0 || !config_.skip_payload_dma)) {
             std::memcpy(reinterpret_cast<std::uint8_t*>(wr.sge[i].addr), src, n);
         }
         src += n;

@@ -46,6 +46,11 @@ struct SimConfig {
     bool flow_counters = true;
     std::uint64_t clock_khz = 1'000'000;  // 1 GHz: one tick per nanosecond
     std::uint64_t host_time_base_ns = 1'767'225'600'000'000'000ull;  // 2026-01-01
+    // Benchmarks only (bench/bench_engine.cpp): the bytes of SGE1 and later are
+    // not written, as when the payload slot is in GPU memory, whose DMA costs
+    // the NIC, not the CPU. Completions are unchanged (byte_len is the whole
+    // frame); the payload slots keep whatever they held.
+    bool skip_payload_dma = false;
 };
 
 // Counters the simulated NIC keeps, as an mlx5 port would show them under
