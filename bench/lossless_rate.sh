@@ -5,6 +5,8 @@
 #
 #   bench/lossless_rate.sh [--packets N] [--payload BYTES] [--start PPS] [--max PPS]
 #                          [--bisect N] [--budget SECONDS] [--ibvcap PATH]
+#                          [--confirm-factor F] [--confirm-packets N] [--json FILE]
+#                          [--ibvcap-opt ARG]...
 #
 # Each trial sends --packets frames (default 100,000; 24 streams: 6 antennas x
 # 2 CODIF threads x 2 groups) with `ibvcap gen --send --rate R` and captures
@@ -20,6 +22,15 @@
 # no trial starts that would end after it. The last line is
 #   ibvcap lossless rate: X pps; tcpdump lossless rate: Y pps; ratio X/Y = Z
 # One trial per rate: repeat the run to see the spread.
+# --confirm-factor F (e.g. 2) then runs one more ibvcap trial, of
+# --confirm-packets frames (default --packets), at F times tcpdump's lossless
+# rate, and prints
+#   ibvcap at Fx tcpdump's lossless rate: ... lossless|LOSS|NOT PROVEN
+# (NOT PROVEN: the sender did not reach that rate, or tcpdump had no lossless
+# rate). --json FILE writes the figures for bench/run.sh. --ibvcap-opt ARG
+# (repeatable) adds ARG to ibvcap's capture command, e.g. --direct-io.
+# Exit status: 0 when the trials ran (whatever they found), 1 when something
+# broke, 2 on bad usage.
 set -euo pipefail
 export LC_ALL=C # also makes $EPOCHREALTIME use a '.'
 cd "$(dirname "$0")/.."
@@ -31,8 +42,12 @@ max_rate=1280000
 bisect=4
 budget=600
 ibvcap=${IBVCAP:-$PWD/build/capture/ibvcap}
+confirm_factor=0
+confirm_packets=
+json=
+ibvcap_opts=()
 usage() {
-  sed -n '6,7p' "$0" | sed 's/^# *//' >&2
+  sed -n '6,9p' "$0" | sed 's/^# *//' >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -45,11 +60,17 @@ while [ $# -gt 0 ]; do
     --bisect) bisect=$2 ;;
     --budget) budget=$2 ;;
     --ibvcap) ibvcap=$2 ;;
+    --confirm-factor) confirm_factor=$2 ;;
+    --confirm-packets) confirm_packets=$2 ;;
+    --json) json=$2 ;;
+    --ibvcap-opt) ibvcap_opts+=("$2") ;;
     *) usage ;;
   esac
   shift 2
 done
-for v in "$packets" "$payload" "$start_rate" "$max_rate" "$bisect" "$budget"; do
+confirm_packets=${confirm_packets:-$packets}
+for v in "$packets" "$payload" "$start_rate" "$max_rate" "$bisect" "$budget" "$confirm_factor" \
+  "$confirm_packets"; do
   case $v in '' | *[!0-9]*) usage ;; esac
 done
 
@@ -63,10 +84,14 @@ fi
 
 mcast=(239.17.0.1:36001 239.17.0.2:36001)
 streams=24
-per_stream=$(((packets + streams - 1) / streams))
-total=$((per_stream * streams))
 frame_bytes=$((42 + 64 + payload))
-send=(--antennas 6 --threads 2 -c "$per_stream" --payload "$payload")
+# set_volume N: the trials send N frames (rounded up to whole slots of the 24 streams).
+set_volume() {
+  per_stream=$((($1 + streams - 1) / streams))
+  total=$((per_stream * streams))
+  send=(--antennas 6 --threads 2 -c "$per_stream" --payload "$payload")
+}
+set_volume "$packets"
 # tcpdump gets the kernel filter ibvcap sets for its GROUP:PORTs (lib/pcap_live.hpp),
 # so that neither sees the IGMP reports on the link (a report the kernel repeats
 # after the previous trial's leave would otherwise count as an extra frame).
@@ -130,7 +155,7 @@ trial_ibvcap() {
   local dir=$work/t r
   rm -rf "$dir"
   "${rx[@]}" "$ibvcap" capture --source pcap -i "$RX_IF" -o "$dir" -F pcap --report "$work/r.json" \
-    -c "$total" --duration $((total / $1 + 30)) -q "${mcast[@]}" >"$work/capture.log" 2>&1 &
+    -c "$total" --duration $((total / $1 + 30)) -q "${ibvcap_opts[@]}" "${mcast[@]}" >"$work/capture.log" 2>&1 &
   child=$!
   local i
   for ((i = 0; i < 200; i++)); do
@@ -144,7 +169,10 @@ trial_ibvcap() {
   r=$work/r.json
   [ -s "$r" ] || { cat "$work/capture.log" >&2; echo "lossless_rate: no report (exit $RC)" >&2; exit 1; }
   CAUGHT=$(jq .totals.codif "$r")
-  DROPS=$(jq '.totals.missing + .totals.nic_drops + .totals.write_drops + .totals.malformed' "$r")
+  # Frames sent that are not in the file (missing and kernel drops are mostly
+  # the same frames: the breakdown is in DETAIL).
+  DROPS=$(jq --argjson sent "$total" '[$sent - .totals.written, 0] | max' "$r")
+  DETAIL=$(jq -r '.totals | "\(.missing) missing, \(.nic_drops) kernel drops, \(.write_drops) not written, \(.malformed) malformed"' "$r")
   PASS=0
   if [ "$RC" = 0 ] && [ "$(jq -r .verdict "$r")" = zero-loss ] && [ "$CAUGHT" = "$total" ]; then PASS=1; fi
   rm -rf "$dir" "$r"
@@ -167,6 +195,7 @@ trial_tcpdump() {
   CAUGHT=$(capinfos -M -c -r -T "$f" | awk -F'\t' '{ print $2; exit }')
   DROPS=$(awk '/packets dropped by kernel/ { print $1 }' "$work/tcpdump.log")
   DROPS=${DROPS:-?}
+  DETAIL=
   PASS=0
   if [ "$CAUGHT" = "$total" ] && [ "$DROPS" = 0 ]; then PASS=1; fi
   rm -f "$f"
@@ -187,14 +216,17 @@ trial() {
     return 1
   fi
   "trial_$tool" "$rate"
-  local verdict=lossless note=
+  local verdict=lossless note="" shown=""
   [ "$PASS" = 1 ] || verdict=LOSS
   SHORT=0
   if [ $((SENT_PPS * 10)) -lt $((rate * 9)) ]; then
     note="sender reached only $SENT_PPS pps"
     SHORT=1
   fi
-  printf '%10s %10s  %-8s %9s/%-9s %8s  %-8s %s\n' "$rate" "$SENT_PPS" "$tool" "$CAUGHT" "$total" "$DROPS" "$verdict" "$note"
+  shown=$note
+  # ibvcap's losses by kind.
+  if [ "$PASS" != 1 ] && [ -n "$DETAIL" ]; then shown="$DETAIL${note:+; $note}"; fi
+  printf '%10s %10s  %-8s %9s/%-9s %8s  %-8s %s\n' "$rate" "$SENT_PPS" "$tool" "$CAUGHT" "$total" "$DROPS" "$verdict" "$shown"
   if [ "$PASS" = 1 ]; then
     # A lossless trial at a rate the sender did not reach proves only the rate sent.
     if [ -n "$note" ]; then
@@ -210,6 +242,7 @@ trial() {
 }
 
 echo "lossless_rate: $total frames of $frame_bytes bytes per trial (24 streams x $per_stream), over $TX_IF -> $RX_IF (veth, MTU 9000); budget $budget s"
+if [ ${#ibvcap_opts[@]} -gt 0 ]; then echo "ibvcap capture options added: ${ibvcap_opts[*]}"; fi
 printf '%10s %10s  %-8s %19s %8s  %-8s %s\n' "rate" "sent pps" "tool" "captured/sent" "dropped" "result" ""
 rate=$start_rate
 over=0
@@ -254,3 +287,44 @@ if [ "${fail_rate[ibvcap]}" = 0 ] || [ "${fail_rate[tcpdump]}" = 0 ]; then
   echo "note: a lower bound makes the ratio a bound too: the sender, not the capture, was the limit"
 fi
 echo "ibvcap lossless rate: $(show ibvcap) pps; tcpdump lossless rate: $(show tcpdump) pps; ratio X/Y = $ratio"
+
+# The confirmation: one ibvcap trial of --confirm-packets frames at F times
+# tcpdump's lossless rate. It runs whatever the budget says: it is the goal.
+confirm_json=null
+if [ "$confirm_factor" -gt 0 ]; then
+  if [ "$y" -gt 0 ]; then
+    target=$((y * confirm_factor))
+    set_volume "$confirm_packets"
+    echo "confirm: ibvcap, $total frames ($((total * frame_bytes / 1000000)) MB) at ${confirm_factor}x tcpdump's lossless rate = $target pps"
+    trial_ibvcap "$target"
+    short=false
+    [ $((SENT_PPS * 10)) -ge $((target * 9)) ] || short=true
+    if [ "$PASS" = 1 ] && [ "$short" = false ]; then
+      result=lossless
+    elif [ "$PASS" = 1 ]; then
+      result="NOT PROVEN (lossless, but the sender reached only $SENT_PPS pps)"
+    else
+      result="LOSS ($DETAIL)"
+    fi
+    printf '%10s %10s  %-8s %9s/%-9s %8s  %s\n' "$target" "$SENT_PPS" ibvcap "$CAUGHT" "$total" "$DROPS" "$result"
+    echo "ibvcap at ${confirm_factor}x tcpdump's lossless rate: $target pps asked, $SENT_PPS sent, $CAUGHT/$total frames of $frame_bytes bytes ($((total * frame_bytes / 1000000)) MB), $DROPS dropped: $result"
+    confirm_json=$(jq -n --argjson factor "$confirm_factor" --argjson rate "$target" \
+      --argjson sent "$SENT_PPS" --argjson packets "$total" --argjson bytes $((total * frame_bytes)) \
+      --argjson captured "${CAUGHT:-0}" --arg dropped "$DROPS" --argjson pass "$PASS" \
+      --argjson short "$short" \
+      '{factor: $factor, rate: $rate, sent_pps: $sent, packets: $packets, bytes: $bytes,
+        captured: $captured, dropped: ($dropped | tonumber? // $dropped), lossless: ($pass == 1), sender_short: $short}')
+  else
+    echo "ibvcap at ${confirm_factor}x tcpdump's lossless rate: NOT PROVEN (tcpdump was lossless at no rate tried)"
+    confirm_json='{"lossless": false, "sender_short": false, "rate": 0, "reason": "tcpdump had no lossless rate"}'
+  fi
+fi
+if [ -n "$json" ]; then
+  bound() { if [ "${fail_rate[$1]}" = 0 ]; then echo true; else echo false; fi; }
+  jq -n --argjson frame_bytes "$frame_bytes" --argjson packets "$packets" \
+    --argjson ir "$x" --argjson ib "$(bound ibvcap)" --argjson tr "$y" --argjson tb "$(bound tcpdump)" \
+    --argjson confirm "$confirm_json" --argjson elapsed "$(elapsed)" \
+    '{frame_bytes: $frame_bytes, packets_per_trial: $packets, elapsed_s: $elapsed,
+      ibvcap: {rate: $ir, lower_bound: $ib}, tcpdump: {rate: $tr, lower_bound: $tb},
+      ratio: (if $tr > 0 then $ir / $tr else null end), confirm: $confirm}' >"$json"
+fi

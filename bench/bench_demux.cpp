@@ -1,0 +1,183 @@
+// Parse + demux + ledger per 8298-byte CODIF packet, on one core (issue 6:
+// goal <= 40 ns/packet). See bench/README.md.
+//
+// A realistic set of frames is generated once in memory (lib/generator.hpp:
+// 6 antennas x 2 CODIF threads x 2 groups = 24 streams, 8192-byte payloads in
+// Eth/IPv4/UDP, untagged), then fed to Demux::on_frame with a Ledger and no
+// writer, as often as the benchmark asks. Between passes over the set every
+// frame's CODIF seconds move on by one period (untimed), so each stream's
+// sequence keeps advancing as on the wire: no pass is a run of duplicates.
+//
+// Two layouts of the same frames:
+//   contiguous  each frame whole in one buffer, as the pcap sources hand them;
+//   split       the verbs header/payload split: the 106 header bytes in a
+//               compact arena (128-byte slots), the payload elsewhere.
+// The time per pass is taken around the on_frame loop only (manual time).
+// After the run the ledger must say zero-loss with every frame counted as
+// CODIF; anything else is an error (the benchmark reports it and fails).
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "formats/codif.hpp"
+#include "lib/demux.hpp"
+#include "lib/generator.hpp"
+#include "lib/ledger.hpp"
+#include "lib/netaddr.hpp"
+
+namespace {
+
+using namespace ibvcap;
+
+constexpr std::size_t kHeaderOffset = 42;  // Ethernet 14 + IPv4 20 + UDP 8
+constexpr std::size_t kHeadBytes = kHeaderOffset + kCodifHeaderBytes;
+constexpr std::size_t kHeadStride = 128;
+constexpr std::uint64_t kFramesPerPeriod = 256;  // one period per stream per pass
+
+GeneratorConfig traffic() {
+    GeneratorConfig c;
+    for (std::uint32_t a = 0; a < 6; ++a) {
+        c.antennas.push_back(0x0a00000bu + a);  // 10.0.0.11, .12, ... as ibvcap gen
+    }
+    c.groups = {parse_group("239.17.0.1:36001"), parse_group("239.17.0.2:36001")};
+    c.threads = 2;
+    c.frames = kFramesPerPeriod;
+    c.frames_per_period = kFramesPerPeriod;
+    c.payload_bytes = 8192;
+    return c;
+}
+
+// The generated frames, stored whole; the split copy of their headers.
+struct FrameSet {
+    std::size_t frame_bytes = 0;
+    std::size_t count = 0;
+    std::vector<std::uint8_t> whole;   // count x frame_bytes
+    std::vector<std::uint8_t> heads;   // count x kHeadStride (split layout)
+    std::vector<std::uint8_t> tail;    // one payload, shared by every split frame
+    std::vector<std::uint64_t> stamp;  // timestamps
+
+    FrameSet() {
+        Generator gen(traffic());
+        frame_bytes = static_cast<std::size_t>(gen.config().frame_bytes());
+        GeneratedFrame f;
+        while (gen.next(f)) {
+            whole.insert(whole.end(), f.bytes.begin(), f.bytes.end());
+            stamp.push_back(f.timestamp_ns);
+            ++count;
+        }
+        heads.assign(count * kHeadStride, 0);
+        for (std::size_t i = 0; i < count; ++i) {
+            std::memcpy(&heads[i * kHeadStride], &whole[i * frame_bytes], kHeadBytes);
+        }
+        tail.assign(whole.begin() + static_cast<std::ptrdiff_t>(kHeadBytes),
+                    whole.begin() + static_cast<std::ptrdiff_t>(frame_bytes));
+    }
+
+    // Every frame one period later (CODIF seconds + period).
+    static void advance(std::uint8_t* header) {
+        CodifHeader h;
+        if (decode_codif(Bytes(header, kCodifHeaderBytes), h) != CodifError::none) {
+            return;
+        }
+        h.seconds += h.period;
+        encode_codif(h, MutableBytes(header, kCodifHeaderBytes));
+    }
+    void advance_whole() {
+        for (std::size_t i = 0; i < count; ++i) {
+            advance(&whole[i * frame_bytes + kHeaderOffset]);
+        }
+    }
+    void advance_heads() {
+        for (std::size_t i = 0; i < count; ++i) {
+            advance(&heads[i * kHeadStride + kHeaderOffset]);
+        }
+    }
+};
+
+FrameSet& frame_set() {
+    static FrameSet set;  // built once, shared by both benchmarks (each restores nothing:
+                          // a fresh Demux and Ledger start every run)
+    return set;
+}
+
+void report(benchmark::State& state, const Ledger& ledger, std::uint64_t fed,
+            std::size_t per_pass) {
+    const Totals t = ledger.totals();
+    if (t.packets != fed || t.codif != fed || !ledger.zero_loss()) {
+        state.SkipWithError(("wrong ledger: " + std::to_string(t.packets) + " packets, " +
+                             std::to_string(t.codif) + " CODIF, " + std::to_string(t.missing) +
+                             " missing, " + std::to_string(t.duplicates) + " duplicates of " +
+                             std::to_string(fed) + " fed")
+                                .c_str());
+        return;
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(fed));
+    state.SetBytesProcessed(static_cast<std::int64_t>(fed * frame_set().frame_bytes));
+    // Seconds per packet: the console prints it with an SI prefix ("38.2ns"),
+    // the JSON output in seconds.
+    state.counters["ns_per_packet"] = benchmark::Counter(
+        static_cast<double>(per_pass),
+        benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+    state.counters["streams"] = static_cast<double>(ledger.streams().size());
+}
+
+DemuxOptions demux_options() {
+    DemuxOptions d;
+    d.groups = traffic().groups;  // as a capture of two GROUP:PORTs sets them
+    return d;
+}
+
+void BM_DemuxContiguous(benchmark::State& state) {
+    FrameSet& set = frame_set();
+    Ledger ledger;
+    Demux demux(demux_options(), ledger, nullptr);
+    std::uint64_t fed = 0;
+    for (auto _ : state) {
+        set.advance_whole();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (std::size_t i = 0; i < set.count; ++i) {
+            Frame f;
+            f.head = Bytes(&set.whole[i * set.frame_bytes], set.frame_bytes);
+            f.wire_bytes = static_cast<std::uint32_t>(set.frame_bytes);
+            f.timestamp_ns = set.stamp[i];
+            demux.on_frame(f);
+        }
+        const auto t1 = std::chrono::steady_clock::now();
+        state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+        fed += set.count;
+    }
+    report(state, ledger, fed, set.count);
+}
+
+void BM_DemuxSplit(benchmark::State& state) {
+    FrameSet& set = frame_set();
+    Ledger ledger;
+    Demux demux(demux_options(), ledger, nullptr);
+    std::uint64_t fed = 0;
+    const Bytes tail(set.tail.data(), set.tail.size());
+    for (auto _ : state) {
+        set.advance_heads();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (std::size_t i = 0; i < set.count; ++i) {
+            Frame f;
+            f.head = Bytes(&set.heads[i * kHeadStride], kHeadBytes);
+            f.tail = tail;
+            f.wire_bytes = static_cast<std::uint32_t>(set.frame_bytes);
+            f.timestamp_ns = set.stamp[i];
+            demux.on_frame(f);
+        }
+        const auto t1 = std::chrono::steady_clock::now();
+        state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+        fed += set.count;
+    }
+    report(state, ledger, fed, set.count);
+}
+
+BENCHMARK(BM_DemuxContiguous)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DemuxSplit)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace

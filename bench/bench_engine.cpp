@@ -1,0 +1,190 @@
+// The verbs engine (lib/verbs_engine.hpp) on the simulated NIC, packets/s on
+// one core, split and non-split (issue 6: goal >= 20 Mpps split). See
+// bench/README.md.
+//
+// Wired as run_verbs_capture wires one device (test/test_engine.cpp does the
+// same): a SimHardware, a VerbsEngine with two GROUP:PORTs (two QPs, one CQ,
+// default ring depth and batches), a Demux with a Ledger and no writer, and a
+// membership that joins nothing. The frames are generated once (6 antennas x
+// 2 CODIF threads x 2 groups = 24 streams of 8298-byte frames) and played
+// again and again, one CODIF period later each pass, so every stream keeps
+// advancing.
+//
+// One benchmark iteration is one pass over the set, in batches: the NIC side
+// delivers kBatch frames (SimHardware::deliver: steering, WR pop, DMA of what
+// lands in host memory, completion), then the engine polls until it has
+// handled them all (poll_once: CQ poll, wr_id checks, Frame, Demux::on_frame,
+// re-post in batches). The two phases are timed apart:
+//   * the benchmark's time (manual time, so items_per_second and
+//     ns_per_packet) is the engine's phase only: what the poll core spends;
+//     the simulated CQ poll and post_recv (a mutex each per batch) stand in
+//     for libibverbs' user-space poll and post, which also run on that core;
+//   * nic_s_per_packet and with_nic_Mpps add the NIC side: what one core
+//     does when it plays the NIC too (a lower bound on the engine's rate).
+// With the split the simulated NIC writes only SGE0 (the header slot, host
+// memory): SimConfig::skip_payload_dma, since payload DMA costs the real NIC,
+// not the CPU. Without the split the whole frame lands in host memory and is
+// copied.
+// After the run the ledger must say zero-loss with every frame counted as
+// CODIF and the NIC must have dropped nothing; anything else fails the run.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/codif.hpp"
+#include "lib/demux.hpp"
+#include "lib/generator.hpp"
+#include "lib/igmp.hpp"
+#include "lib/ledger.hpp"
+#include "lib/netaddr.hpp"
+#include "lib/sim_nic.hpp"
+#include "lib/verbs_engine.hpp"
+
+namespace {
+
+using namespace ibvcap;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kHeaderOffset = 42;  // Ethernet 14 + IPv4 20 + UDP 8
+constexpr std::uint64_t kFramesPerPeriod = 256;
+constexpr std::size_t kBatch = 512;  // frames the NIC delivers between polls
+
+GeneratorConfig traffic() {
+    GeneratorConfig c;
+    for (std::uint32_t a = 0; a < 6; ++a) {
+        c.antennas.push_back(0x0a00000bu + a);  // 10.0.0.11, .12, ... as ibvcap gen
+    }
+    c.groups = {parse_group("239.17.0.1:36001"), parse_group("239.17.0.2:36001")};
+    c.threads = 2;
+    c.frames = kFramesPerPeriod;
+    c.frames_per_period = kFramesPerPeriod;
+    c.payload_bytes = 8192;
+    return c;
+}
+
+struct FrameSet {
+    std::size_t frame_bytes = 0;
+    std::size_t count = 0;
+    std::vector<std::uint8_t> whole;  // count x frame_bytes
+
+    FrameSet() {
+        Generator gen(traffic());
+        frame_bytes = static_cast<std::size_t>(gen.config().frame_bytes());
+        GeneratedFrame f;
+        while (gen.next(f)) {
+            whole.insert(whole.end(), f.bytes.begin(), f.bytes.end());
+            ++count;
+        }
+    }
+    Bytes frame(std::size_t i) const { return Bytes(&whole[i * frame_bytes], frame_bytes); }
+    // Every frame one period later (CODIF seconds + period).
+    void advance() {
+        for (std::size_t i = 0; i < count; ++i) {
+            std::uint8_t* header = &whole[i * frame_bytes + kHeaderOffset];
+            CodifHeader h;
+            if (decode_codif(Bytes(header, kCodifHeaderBytes), h) == CodifError::none) {
+                h.seconds += h.period;
+                encode_codif(h, MutableBytes(header, kCodifHeaderBytes));
+            }
+        }
+    }
+};
+
+FrameSet& frame_set() {
+    static FrameSet set;
+    return set;
+}
+
+class NoMembership final : public GroupMembership {
+  public:
+    void rejoin() override {}
+};
+
+void BM_Engine(benchmark::State& state) {
+    const bool split = state.range(0) != 0;
+    FrameSet& set = frame_set();
+
+    sim::SimProvider provider;
+    sim::SimConfig config;
+    config.skip_payload_dma = true;  // only SGE1 is skipped: without the split all is copied
+    const auto nic = provider.add(config);
+    const auto device = provider.open(config.name, config.port);
+    const auto memory = make_host_payload_memory();
+    Ledger ledger;
+    DemuxOptions d;
+    d.groups = traffic().groups;
+    Demux demux(d, ledger, nullptr);
+    EngineOptions o;
+    o.groups = d.groups;
+    o.split = split;
+    VerbsEngine engine(*device, o, demux, ledger, *memory,
+                       [](const Endpoint&) { return std::make_unique<NoMembership>(); });
+    engine.start();
+
+    std::uint64_t fed = 0;
+    Clock::duration nic_time{};
+    Clock::duration engine_time{};
+    bool stuck = false;
+    for (auto _ : state) {
+        set.advance();
+        Clock::duration pass{};
+        for (std::size_t begin = 0; begin < set.count && !stuck; begin += kBatch) {
+            const std::size_t end = std::min(set.count, begin + kBatch);
+            const auto t0 = Clock::now();
+            for (std::size_t i = begin; i < end; ++i) {
+                nic->deliver(set.frame(i));
+            }
+            const auto t1 = Clock::now();
+            const std::uint64_t want = fed + (end - begin);
+            while (engine.frames_published() < want) {
+                if (engine.poll_once() == 0) {
+                    stuck = true;  // the NIC dropped some: the check below reports it
+                    break;
+                }
+            }
+            const auto t2 = Clock::now();
+            nic_time += t1 - t0;
+            pass += t2 - t1;
+            fed = want;
+        }
+        engine_time += pass;
+        state.SetIterationTime(std::chrono::duration<double>(pass).count());
+    }
+    engine.stop();
+    engine.report_to(ledger);
+
+    const Totals t = ledger.totals();
+    const sim::SimCounters c = nic->counters();
+    if (stuck || t.packets != fed || t.codif != fed || !ledger.zero_loss() ||
+        c.out_of_buffer != 0 || c.unmatched != 0 || engine.stats().frames != fed) {
+        state.SkipWithError(("wrong ledger: " + std::to_string(t.packets) + " packets, " +
+                             std::to_string(t.codif) + " CODIF, " + std::to_string(t.missing) +
+                             " missing, NIC out_of_buffer " + std::to_string(c.out_of_buffer) +
+                             ", engine frames " + std::to_string(engine.stats().frames) + " of " +
+                             std::to_string(fed) + " delivered")
+                                .c_str());
+        return;
+    }
+    const double frames = static_cast<double>(fed);
+    const double nic_s = std::chrono::duration<double>(nic_time).count();
+    const double engine_s = std::chrono::duration<double>(engine_time).count();
+    state.SetItemsProcessed(static_cast<std::int64_t>(fed));
+    state.SetLabel(split ? "split (SGE0 header slot, SGE1 payload not written)"
+                         : "no split (whole frame written to host memory)");
+    state.counters["ns_per_packet"] = benchmark::Counter(
+        static_cast<double>(set.count),  // seconds per packet
+        benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+    state.counters["nic_s_per_packet"] = nic_s / frames;
+    state.counters["with_nic_Mpps"] = frames / (nic_s + engine_s) / 1e6;
+    state.counters["polls_per_frame"] =
+        static_cast<double>(engine.stats().polls) / static_cast<double>(fed);
+}
+
+BENCHMARK(BM_Engine)->ArgName("split")->Arg(1)->Arg(0)->UseManualTime()->Unit(
+    benchmark::kMicrosecond);
+
+}  // namespace

@@ -1,0 +1,365 @@
+#!/usr/bin/env bash
+# Every benchmark of issue 6 in one run, each figure printed against its goal
+# with the reference measured in the same run. See bench/README.md.
+#
+#   [sudo] bench/run.sh
+#
+# Environment (all optional):
+#   BUILD=DIR         build directory (default build); configured with the
+#                     benchmarks on and built when needed
+#   BENCH_QUICK=1     a smoke run of about two minutes: small volumes, one
+#                     repetition; the figures are indicative only
+#   BENCH_DIR=DIR     where the disk benchmarks write (default /var/tmp/ibvcap-bench);
+#                     a disk filesystem, not tmpfs (O_DIRECT)
+#   BENCH_GB=N        size of the pcap file the disk benchmarks copy (default 2; quick 0.25)
+#   BENCH_LIVE_GB=N   volume of the live confirmation trial (default 4; quick 0.2)
+#   BENCH_REPS=N      repetitions of each timed command; the best is kept (default 3; quick 1)
+#   BENCH_LIVE_DIRECT=0  the live ibvcap captures without --direct-io (default: with it,
+#                     when ibvcap has it)
+#   BENCH_JOBS=N      build parallelism (default nproc)
+#
+# Sections:
+#   1. bench_demux:  parse + demux + ledger per 8298-byte CODIF packet (goal <= 40 ns)
+#   2. bench_engine: verbs engine on the simulated NIC, split (goal >= 20 Mpps) and not
+#   3. ibvcap read --direct-io of a cached pcap into raw files vs dd oflag=direct (goal >= 0.9)
+#   4. ibvcap read (buffered) of the same pcap vs cp (goal >= 0.8)
+#   5. live --source pcap on the namespace testbed vs tcpdump (bench/lossless_rate.sh):
+#      zero loss over >= 4 GB at twice tcpdump's highest lossless rate. Needs root
+#      (network namespaces), tcpdump, capinfos, jq; skipped (SKIP) without them.
+#
+# The last lines are the summary, one per goal: measured, reference, ratio, goal
+# and PASS, MISS (the goal was not met or not proven), SKIP (could not run here).
+# Exit status: 0 unless something broke (FAIL: a crash, a wrong ledger, wrong
+# output sizes, a build error); a missed goal is not a failure.
+set -uo pipefail
+export LC_ALL=C # also makes $EPOCHREALTIME use a '.'
+cd "$(dirname "$0")/.." || exit 1
+
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
+quick=${BENCH_QUICK:-0}
+if [ "$quick" = 1 ]; then
+  gb=${BENCH_GB:-0.25}
+  live_gb=${BENCH_LIVE_GB:-0.2}
+  reps=${BENCH_REPS:-1}
+  min_time=0.1
+else
+  gb=${BENCH_GB:-2}
+  live_gb=${BENCH_LIVE_GB:-4}
+  reps=${BENCH_REPS:-3}
+  min_time=0.5
+fi
+dir=${BENCH_DIR:-/var/tmp/ibvcap-bench}
+jobs=${BENCH_JOBS:-$(nproc)}
+ibvcap=$BUILD/capture/ibvcap
+frame_bytes=8298 # 14 + 20 + 8 + 64 + 8192
+groups=(239.17.0.1:36001 239.17.0.2:36001)
+streams=24 # 6 antennas x 2 CODIF threads x 2 groups
+
+die() {
+  echo "bench/run.sh: $*" >&2
+  exit 1
+}
+for t in jq awk cmake; do
+  command -v "$t" >/dev/null || die "'$t' is not installed: run scripts/install-deps.sh"
+done
+case $gb$live_gb$reps in *[!0-9.]* | '') die "BENCH_GB, BENCH_LIVE_GB and BENCH_REPS are numbers" ;; esac
+
+# calc EXPR: awk arithmetic, printed with %.Nf by fmt (default %.2f).
+calc() { awk "BEGIN { printf \"${2:-%.2f}\", $1 }"; }
+now_us() { echo "${EPOCHREALTIME/./}"; }
+
+# --- summary lines ---------------------------------------------------------------
+summary=()
+failed=0
+# result NAME MEASURED REFERENCE RATIO GOAL STATUS [NOTE]
+result() {
+  local line
+  line=$(printf '%-34s %-24s %-28s %-7s %-9s %s' "$1" "$2" "$3" "$4" "$5" "$6${7:+ ($7)}")
+  summary+=("$line")
+  echo "=> $line"
+  [ "$6" != FAIL ] || failed=1
+}
+# verdict RATIO GOAL: PASS when RATIO >= GOAL, else MISS.
+verdict() { awk -v r="$1" -v g="$2" 'BEGIN { print (r + 0 >= g + 0) ? "PASS" : "MISS" }'; }
+
+# --- work directory; the big files go at exit --------------------------------------
+mkdir -p "$dir" || die "cannot create $dir"
+case $(stat -f -c %T "$dir") in
+  tmpfs | ramfs) die "$dir is in memory ($(stat -f -c %T "$dir")): the disk benchmarks (O_DIRECT among them) need a disk filesystem; set BENCH_DIR" ;;
+esac
+work=$(mktemp -d "$dir/run.XXXXXX") || die "cannot create a directory in $dir"
+# shellcheck disable=SC2317 # called by the trap
+cleanup() { rm -rf "$work"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "== ibvcap benchmarks ($( [ "$quick" = 1 ] && echo "QUICK smoke run: volumes too small for the goals" || echo "full run"))"
+echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); host: $(nproc) cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "disk benchmarks in $dir ($(stat -f -c %T "$dir"), $(df -h --output=avail "$dir" | tail -1 | tr -d ' ') free)"
+
+# --- build ---------------------------------------------------------------------------
+echo
+echo "== build ($BUILD)"
+configure=()
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+  configure=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DIBVCAP_BUILD_BENCH=ON)
+elif ! grep -q '^IBVCAP_BUILD_BENCH:BOOL=ON' "$BUILD/CMakeCache.txt"; then
+  configure=(-DIBVCAP_BUILD_BENCH=ON)
+fi
+if [ ${#configure[@]} -gt 0 ]; then
+  cmake -S . -B "$BUILD" "${configure[@]}" >"$work/configure.log" 2>&1 ||
+    { cat "$work/configure.log" >&2; die "cmake configure failed"; }
+fi
+if grep -q '^CMAKE_BUILD_TYPE:STRING=Debug$\|^IBVCAP_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt"; then
+  echo "warning: $BUILD is a Debug or sanitizer build: the figures mean little"
+fi
+cmake --build "$BUILD" -j"$jobs" --target ibvcap bench_demux bench_engine >"$work/build.log" 2>&1 ||
+  { tail -40 "$work/build.log" >&2; die "build failed"; }
+echo "built $BUILD/bench/bench_demux, $BUILD/bench/bench_engine, $ibvcap"
+
+# run_gbench NAME: runs $BUILD/bench/NAME, console to stdout, JSON to $work/NAME.json.
+# Returns 1 when it crashed or a benchmark reported an error (a wrong ledger).
+run_gbench() {
+  local out=$work/$1.json rc
+  # (Debian's libbenchmark warns that it was built as DEBUG: its own code, not ours.)
+  "$BUILD/bench/$1" --benchmark_repetitions="$reps" --benchmark_min_time="$min_time" \
+    --benchmark_out="$out" --benchmark_out_format=json 2>&1 | grep -v 'Library was built as DEBUG'
+  rc=${PIPESTATUS[0]}
+  if [ "$rc" != 0 ] || [ ! -s "$out" ]; then
+    echo "$1 exited with status $rc"
+    return 1
+  fi
+  if [ "$(jq '[.benchmarks[] | select(.error_occurred == true)] | length' "$out")" != 0 ]; then
+    jq -r '.benchmarks[] | select(.error_occurred == true) | "\(.name): \(.error_message)"' "$out"
+    return 1
+  fi
+}
+# best NAME PREFIX FIELD min|max: the best repetition's FIELD of the benchmarks named PREFIX*.
+best() {
+  jq -r --arg p "$2" --arg f "$3" "[.benchmarks[] | select(.run_type == \"iteration\" and (.name | startswith(\$p))) | .[\$f]] | $4" "$work/$1.json"
+}
+
+# --- 1. demux ------------------------------------------------------------------------
+echo
+echo "== 1. parse + demux + ledger per 8298-byte CODIF packet (bench_demux; best of $reps)"
+if run_gbench bench_demux; then
+  split_ns=$(calc "$(best bench_demux BM_DemuxSplit ns_per_packet min) * 1e9" %.1f)
+  whole_ns=$(calc "$(best bench_demux BM_DemuxContiguous ns_per_packet min) * 1e9" %.1f)
+  echo "split frames (verbs: 106-byte header slots, payload elsewhere): $split_ns ns/packet"
+  echo "whole frames (pcap, non-split ring: headers 8298 bytes apart):  $whole_ns ns/packet"
+  r=$(calc "40 / $split_ns")
+  result "demux ns/packet (split frames)" "$split_ns ns" "40 ns (goal)" "$r" ">= 1" "$(verdict "$r" 1)" "whole frames: $whole_ns ns"
+else
+  result "demux ns/packet (split frames)" "-" "40 ns (goal)" "-" ">= 1" FAIL "bench_demux failed"
+fi
+
+# --- 2. engine -----------------------------------------------------------------------
+echo
+echo "== 2. verbs engine on the simulated NIC, one core (bench_engine; best of $reps)"
+if run_gbench bench_engine; then
+  split_mpps=$(calc "$(best bench_engine BM_Engine/split:1 items_per_second max) / 1e6")
+  plain_mpps=$(calc "$(best bench_engine BM_Engine/split:0 items_per_second max) / 1e6")
+  nic_mpps=$(calc "$(best bench_engine BM_Engine/split:1 with_nic_Mpps max)")
+  # One 100 GbE port of 8298-byte frames: 8298 + 20 bytes (preamble, gap) per frame.
+  port_mpps=$(calc "100e9 / 8 / (8298 + 20) / 1e6" %.3f)
+  echo "split:     $split_mpps Mpps = $(calc "$split_mpps / $port_mpps" %.1f) x 100 GbE ports of CODIF ($port_mpps Mpps each)"
+  echo "no split:  $plain_mpps Mpps"
+  echo "split, with the simulated NIC's own work on the same core: $nic_mpps Mpps (a lower bound)"
+  r=$(calc "$split_mpps / 20")
+  result "engine Mpps (split, sim NIC)" "$split_mpps Mpps" "20 Mpps (goal, 13x100GbE)" "$r" ">= 1" "$(verdict "$r" 1)" "no split: $plain_mpps Mpps; with NIC work: $nic_mpps"
+else
+  result "engine Mpps (split, sim NIC)" "-" "20 Mpps (goal)" "-" ">= 1" FAIL "bench_engine failed"
+fi
+
+# --- 3, 4. disk ----------------------------------------------------------------------
+echo
+per_stream=$(calc "$gb * 1e9 / ($streams * ($frame_bytes + 16))" %.0f)
+[ "$per_stream" -ge 1 ] || per_stream=1
+frames=$((per_stream * streams))
+pcap=$work/bench.pcap
+echo "== 3, 4. ibvcap read into raw files against dd and cp ($frames frames, about $gb GB; best of $reps)"
+disk_ok=1
+avail=$(df -B1 --output=avail "$dir" | tail -1 | tr -d ' ')
+need=$(calc "$gb * 1e9 * 2.2" %.0f)
+if [ "$avail" -lt "$need" ]; then
+  echo "not enough space in $dir: $need bytes needed, $avail free"
+  disk_ok=0
+fi
+if [ "$disk_ok" = 1 ]; then
+  if ! "$ibvcap" gen -w "$pcap" -q --antennas 6 --threads 2 -c "$per_stream" "${groups[@]}" >"$work/gen.log" 2>&1; then
+    cat "$work/gen.log"
+    disk_ok=0
+  fi
+fi
+if [ "$disk_ok" = 1 ]; then
+  size=$(stat -c %s "$pcap")
+  raw_bytes=$((frames * frame_bytes))
+  echo "pcap: $pcap, $size bytes; raw output expected: $raw_bytes bytes in 12 files"
+  if [ "$(awk '/MemAvailable/ { printf "%.0f", $2 * 1024 }' /proc/meminfo)" -lt $((size * 2)) ]; then
+    echo "warning: less free memory than twice the file: it may not stay cached"
+  fi
+  cat "$pcap" >/dev/null
+
+  # timed VAR CMD...: runs CMD then sync, the pair timed; the page cache is
+  # flushed (sync) before the clock starts, so each side pays for its own writes
+  # and for nothing left over from the previous run. The input stays cached.
+  timed() {
+    local var=$1 t0 rc
+    shift
+    cat "$pcap" >/dev/null
+    sync
+    t0=$(now_us)
+    "$@" >"$work/cmd.log" 2>&1
+    rc=$?
+    sync
+    printf -v "$var" '%s' $(($(now_us) - t0))
+    if [ "$rc" != 0 ]; then
+      cat "$work/cmd.log"
+      echo "failed (exit $rc): $*"
+    fi
+    return "$rc"
+  }
+  # check_read DIR: the report says zero-loss with every frame written, and the
+  # raw files hold exactly the frames' bytes.
+  check_read() {
+    local r=$work/report.json got
+    [ "$(jq -r .verdict "$r")" = zero-loss ] || { echo "ibvcap read: verdict $(jq -r .verdict "$r")"; return 1; }
+    [ "$(jq .totals.codif "$r")" = "$frames" ] || { echo "ibvcap read: $(jq .totals.codif "$r") CODIF frames, $frames expected"; return 1; }
+    [ "$(jq .totals.written "$r")" = "$frames" ] || { echo "ibvcap read: $(jq .totals.written "$r") records written, $frames expected"; return 1; }
+    got=$(find "$1" -name '*.raw' -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
+    [ "$got" = "$raw_bytes" ] || { echo "ibvcap read: raw files hold $got bytes, $raw_bytes expected"; return 1; }
+  }
+  best_of() { printf '%s\n' "$@" | sort -n | head -1; }
+  # last TIMES...: the last run's time in seconds, or - when there is none.
+  last() { if [ $# -gt 0 ]; then calc "${!#} / 1e6" "%.2f s"; else echo -; fi; }
+  mbps() { calc "$size / $1" %.0f; } # bytes per microsecond = MB/s
+
+  has_direct=0
+  "$ibvcap" read --help 2>&1 | grep -q -- --direct-io && has_direct=1
+  dd_t=() id_t=() cp_t=() ib_t=()
+  broken=
+  for ((i = 0; i < reps && ${#broken} == 0; i++)); do
+    if timed t dd if="$pcap" of="$work/dd.out" bs=8M oflag=direct status=none; then dd_t+=("$t"); else broken="dd failed"; fi
+    rm -f "$work/dd.out"
+    if [ "$has_direct" = 1 ]; then
+      if timed t "$ibvcap" read -r "$pcap" -o "$work/out" -F raw --direct-io -q --report "$work/report.json" &&
+        check_read "$work/out"; then
+        id_t+=("$t")
+      else
+        broken="ibvcap read --direct-io failed or wrote wrong output"
+      fi
+      rm -rf "$work/out" "$work/report.json"
+    fi
+    if timed t cp "$pcap" "$work/cp.out"; then cp_t+=("$t"); else broken="cp failed"; fi
+    rm -f "$work/cp.out"
+    if timed t "$ibvcap" read -r "$pcap" -o "$work/out" -F raw -q --report "$work/report.json" &&
+      check_read "$work/out"; then
+      ib_t+=("$t")
+    else
+      broken="ibvcap read failed or wrote wrong output"
+    fi
+    rm -rf "$work/out" "$work/report.json"
+    echo "run $((i + 1)): dd $(last "${dd_t[@]}"), ibvcap read --direct-io $(last "${id_t[@]}"), cp $(last "${cp_t[@]}"), ibvcap read $(last "${ib_t[@]}")"
+  done
+  rm -f "$pcap"
+  if [ -n "$broken" ]; then
+    result "read --direct-io vs dd oflag=direct" "-" "-" "-" ">= 0.9" FAIL "$broken"
+    result "read (buffered) vs cp" "-" "-" "-" ">= 0.8" FAIL "$broken"
+  else
+    dd_b=$(best_of "${dd_t[@]}")
+    cp_b=$(best_of "${cp_t[@]}")
+    ib_b=$(best_of "${ib_t[@]}")
+    echo "dd oflag=direct: $(mbps "$dd_b") MB/s; cp: $(mbps "$cp_b") MB/s; ibvcap read: $(mbps "$ib_b") MB/s (MB of the pcap per second, sync included)"
+    if [ "$has_direct" = 1 ]; then
+      id_b=$(best_of "${id_t[@]}")
+      echo "ibvcap read --direct-io: $(mbps "$id_b") MB/s"
+      r=$(calc "$dd_b / $id_b")
+      result "read --direct-io vs dd oflag=direct" "$(mbps "$id_b") MB/s" "dd $(mbps "$dd_b") MB/s" "$r" ">= 0.9" "$(verdict "$r" 0.9)"
+    else
+      result "read --direct-io vs dd oflag=direct" "-" "dd $(mbps "$dd_b") MB/s" "-" ">= 0.9" MISS "ibvcap has no --direct-io"
+    fi
+    r=$(calc "$cp_b / $ib_b")
+    result "read (buffered) vs cp" "$(mbps "$ib_b") MB/s" "cp $(mbps "$cp_b") MB/s" "$r" ">= 0.8" "$(verdict "$r" 0.8)"
+  fi
+else
+  result "read --direct-io vs dd oflag=direct" "-" "-" "-" ">= 0.9" FAIL "no test file"
+  result "read (buffered) vs cp" "-" "-" "-" ">= 0.8" FAIL "no test file"
+fi
+
+# --- 5. live -------------------------------------------------------------------------
+echo
+echo "== 5. live --source pcap on the namespace testbed against tcpdump (bench/lossless_rate.sh)"
+live_name="live --source pcap vs tcpdump"
+missing=
+for t in ip tcpdump capinfos; do
+  command -v "$t" >/dev/null || missing="$missing $t"
+done
+if [ "$(id -u)" != 0 ]; then
+  result "$live_name" "-" "-" "-" "2x, >= 4 GB" SKIP "needs root for the network namespaces: sudo bench/run.sh"
+elif [ -n "$missing" ]; then
+  result "$live_name" "-" "-" "-" "2x, >= 4 GB" SKIP "not installed:$missing (scripts/install-deps.sh)"
+elif [ "$(df -B1 --output=avail "$dir" | tail -1 | tr -d ' ')" -lt "$(calc "$live_gb * 1.2e9" %.0f)" ]; then
+  result "$live_name" "-" "-" "-" "2x, >= 4 GB" SKIP "less than $(calc "$live_gb * 1.2") GB free in $dir"
+else
+  confirm_packets=$(calc "$live_gb * 1e9 / $frame_bytes" %.0f)
+  # Every trial, tcpdump's included, is as long as the confirmation: a short
+  # trial fits in the page cache's dirty pages and says little about the disk.
+  if [ "$quick" = 1 ]; then
+    lr=(--packets 24000 --start 20000 --max 40000 --bisect 0 --budget 60)
+  else
+    lr=(--packets "$confirm_packets" --bisect 3 --budget 1200)
+  fi
+  if [ "${BENCH_LIVE_DIRECT:-1}" = 1 ] && "$ibvcap" capture --help 2>&1 | grep -q -- --direct-io; then
+    lr+=(--ibvcap-opt --direct-io)
+  fi
+  if TMPDIR=$work bash bench/lossless_rate.sh "${lr[@]}" --ibvcap "$ibvcap" --confirm-factor 2 \
+    --confirm-packets "$confirm_packets" --json "$work/live.json"; then
+    j=$work/live.json
+    t_rate=$(jq .tcpdump.rate "$j")
+    t_bound=$(jq .tcpdump.lower_bound "$j")
+    c_pass=$(jq .confirm.lossless "$j")
+    c_short=$(jq .confirm.sender_short "$j")
+    c_rate=$(jq .confirm.rate "$j")
+    c_sent=$(jq '.confirm.sent_pps // 0' "$j")
+    c_bytes=$(jq '.confirm.bytes // 0' "$j")
+    c_gb=$(calc "$c_bytes / 1e9")
+    # ibvcap's lossless rate: the search's, or the confirmation's when higher.
+    i_rate=$(jq .ibvcap.rate "$j")
+    i_mark=$( [ "$(jq .ibvcap.lower_bound "$j")" = true ] && echo ">=")
+    if [ "$c_pass" = true ]; then
+      c_proved=$([ "$c_short" = true ] && echo "$c_sent" || echo "$c_rate")
+      if [ "$c_proved" -gt "$i_rate" ]; then
+        i_rate=$c_proved
+        i_mark=">="
+      fi
+    fi
+    t_mark=$( [ "$t_bound" = true ] && echo ">=")
+    ratio=-
+    [ "$t_rate" -gt 0 ] && ratio=$(calc "$i_rate / $t_rate")
+    status=PASS
+    note="ibvcap at 2x = $c_rate pps asked: $( [ "$c_pass" = true ] && echo "no loss" || echo "LOSS"); ibvcap lossless ${i_mark}$i_rate pps"
+    if [ "$t_rate" = 0 ]; then
+      status=MISS note="tcpdump was lossless at no rate tried"
+    elif [ "$c_pass" != true ]; then
+      status=MISS
+    elif [ "$t_bound" = true ]; then
+      status=MISS note="$note; not proven: tcpdump lost nothing up to $t_rate pps, where the sender or --max stopped"
+    elif [ "$c_short" = true ]; then
+      status=MISS note="$note; not proven: the sender reached only $c_sent of $c_rate pps"
+    elif [ "$(calc "$c_bytes >= 4e9" %d)" != 1 ]; then
+      status=MISS note="$note; only $c_gb GB, the goal is >= 4 GB (BENCH_LIVE_GB)"
+    fi
+    c_lost=$(jq -r '.confirm.dropped // "-"' "$j")
+    result "$live_name" "${c_sent}pps/${c_gb}GB, $c_lost lost" "tcpdump lossless ${t_mark}$t_rate pps" "$ratio" "2x, >= 4 GB" "$status" "$note"
+  else
+    result "$live_name" "-" "-" "-" "2x, >= 4 GB" FAIL "bench/lossless_rate.sh failed"
+  fi
+fi
+
+# --- summary -------------------------------------------------------------------------
+echo
+echo "== summary ($( [ "$quick" = 1 ] && echo "QUICK: indicative only" || echo full); $(date -u '+%Y-%m-%d'); $(nproc) cores)"
+printf '%-34s %-24s %-28s %-7s %-9s %s\n' goal measured reference ratio "goal" result
+printf '%s\n' "${summary[@]}"
+exit "$failed"
