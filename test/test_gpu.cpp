@@ -361,6 +361,67 @@ TEST(Pattern, DeviceFormulaMatchesLibPatternBitForBit) {
         }                                                                                    \
     } while (0)
 
+// The writers' batches of copies out of payload slots: runs of equal-sized
+// copies with constant pitches become one strided copy; anything else starts
+// a new run, and the order of the copies is kept.
+TEST(StagingBatches, RunsOfSlotsBecomeOneStridedCopy) {
+    std::vector<std::uint8_t> src(64 * 1024);
+    std::vector<std::uint8_t> dst(64 * 1024);
+    auto copy = [&](std::size_t d, std::size_t s, std::size_t n) {
+        return DeviceMemory::Copy{dst.data() + d, src.data() + s, n};
+    };
+    // Eight consecutive 1000-byte payloads in slots 1024 apart, packed
+    // one after the other at the destination: one run.
+    std::vector<DeviceMemory::Copy> slots;
+    for (std::size_t i = 0; i < 8; ++i) {
+        slots.push_back(copy(i * 1000, i * 1024, 1000));
+    }
+    auto runs = plan_strided_copies(slots);
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_EQ(runs[0].rows, 8u);
+    EXPECT_EQ(runs[0].width, 1000u);
+    EXPECT_EQ(runs[0].src_pitch, 1024u);
+    EXPECT_EQ(runs[0].dst_pitch, 1000u);
+    EXPECT_EQ(runs[0].src, src.data());
+    EXPECT_EQ(runs[0].dst, dst.data());
+
+    // A slot skipped (a frame held by another output) changes the pitch: a
+    // new run starts; so does another size; empty copies are dropped.
+    std::vector<DeviceMemory::Copy> mixed = {copy(0, 0, 1000),       copy(1000, 1024, 1000),
+                                             copy(2000, 3072, 1000), copy(3000, 4096, 1000),
+                                             copy(4000, 5120, 600),  copy(4600, 6144, 0)};
+    runs = plan_strided_copies(mixed);
+    ASSERT_EQ(runs.size(), 3u);
+    EXPECT_EQ(runs[0].rows, 2u);
+    EXPECT_EQ(runs[1].rows, 2u);
+    EXPECT_EQ(runs[1].src, src.data() + 3072);
+    EXPECT_EQ(runs[1].src_pitch, 1024u);
+    EXPECT_EQ(runs[2].rows, 1u);
+    EXPECT_EQ(runs[2].width, 600u);
+
+    // Backwards or overlapping pitches are never merged.
+    std::vector<DeviceMemory::Copy> backwards = {copy(0, 4096, 1000), copy(1000, 0, 1000)};
+    EXPECT_EQ(plan_strided_copies(backwards).size(), 2u);
+    std::vector<DeviceMemory::Copy> overlap = {copy(0, 0, 1000), copy(1000, 500, 1000)};
+    EXPECT_EQ(plan_strided_copies(overlap).size(), 2u);
+
+    // Carried out as planned (row by row on the host), the bytes land as
+    // the copies say.
+    std::mt19937 rng(1);
+    for (auto& b : src) {
+        b = static_cast<std::uint8_t>(rng());
+    }
+    std::fill(dst.begin(), dst.end(), 0);
+    for (const auto& r : plan_strided_copies(mixed)) {
+        for (std::size_t row = 0; row < r.rows; ++row) {
+            std::memcpy(r.dst + row * r.dst_pitch, r.src + row * r.src_pitch, r.width);
+        }
+    }
+    for (const auto& c : mixed) {
+        EXPECT_EQ(std::memcmp(c.dst, c.src, c.bytes), 0);
+    }
+}
+
 TEST(Device, ProbeReportsTheGpu) {
     REQUIRE_GPU();
     const GpuInfo info = probe_gpu(0, "");
@@ -595,6 +656,61 @@ TEST(Device, PayloadMemoryInGpuMemoryWhenPeermemIsThere) {
     std::vector<std::uint8_t> zeros(4 * 65536, 1);
     copy_to_host(zeros.data(), reinterpret_cast<void*>(r.nic_address), zeros.size());
     EXPECT_TRUE(std::all_of(zeros.begin(), zeros.end(), [](std::uint8_t x) { return x == 0; }));
+}
+
+// Payload slots in GPU memory read back through the region's DeviceMemory:
+// the writers' path (strided copies on the reader's stream).
+TEST(Device, GpuPayloadSlotsAreReadBackInBatches) {
+    REQUIRE_GPU();
+    test::TempDir sys;
+    fs::create_directories(sys.path() / "module/nvidia_peermem");
+    sim::SimProvider provider;
+    provider.add(sim::SimConfig{});
+    auto device = provider.open("sim_mlx5_0", 1);
+    auto memory = make_gpu_payload_memory(0, Mode::peermem, sys.path());
+    PayloadMemory::Region r = memory->allocate(*device, 16 * 1024);
+    if (r.host_view != nullptr) {
+        GTEST_SKIP() << "payload fell back to staging: " << memory->describe();
+    }
+    ASSERT_NE(r.device, nullptr);
+    ASSERT_NE(r.device_view, nullptr);
+    std::vector<std::uint8_t> slots(16 * 1024);
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+        slots[i] = static_cast<std::uint8_t>(i * 7 + 3);
+    }
+    copy_to_device(r.device_view, slots.data(), slots.size());
+    std::vector<std::uint8_t> out(8 * 900);
+    std::vector<DeviceMemory::Copy> copies;
+    for (std::size_t i = 0; i < 8; ++i) {
+        copies.push_back({out.data() + i * 900, r.device_view + i * 2048 + 16, 900});
+    }
+    r.device->copy_to_host(copies);
+    for (std::size_t i = 0; i < 8; ++i) {
+        EXPECT_EQ(std::memcmp(out.data() + i * 900, slots.data() + i * 2048 + 16, 900), 0) << i;
+    }
+    // And the block sink's path: slots placed into a ring in GPU memory,
+    // device to device.
+    auto block_memory = make_device_block_memory(0);
+    BlockRingOptions o;
+    o.frames_per_block = 4;
+    o.threads = 1;
+    o.payload_bytes = 1024;
+    o.blocks = 2;
+    o.lateness = 0;
+    BlockRing ring(o, *block_memory, CodifTiming{1, 1000});
+    for (std::uint64_t f = 0; f < 4; ++f) {
+        ring.place(0, f, Bytes(r.device_view + (3 - f) * 2048, 1024), r.device);
+    }
+    ring.flush();
+    const Block* b = ring.acquire(std::chrono::milliseconds(1000));
+    ASSERT_NE(b, nullptr);
+    std::vector<std::uint8_t> block(4 * 1024);
+    copy_to_host(block.data(), b->data, block.size());
+    for (std::size_t f = 0; f < 4; ++f) {
+        EXPECT_EQ(std::memcmp(block.data() + f * 1024, slots.data() + (3 - f) * 2048, 1024), 0)
+            << f;
+    }
+    ring.release(b);
 }
 
 }  // namespace
