@@ -107,7 +107,6 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args) {
     if (c.writer.threads == 0 || c.writer.threads > 64) {
         throw UsageError("--disk-threads takes 1 to 64");
     }
-    c.writer.buffers = std::max<std::size_t>(c.writer.buffers, 2 * c.writer.threads);
     if (args.count("disk-cpu")) {
         c.writer.cpus = args["disk-cpu"].as<std::vector<int>>();
         for (const int cpu : c.writer.cpus) {

@@ -467,6 +467,13 @@ Writer::Writer(const Options& options) : options_(options) {
     if (options_.threads == 0) {
         options_.threads = 1;
     }
+    if (options_.buffer_bytes == 0) {
+        options_.buffer_bytes = options_.direct_io ? std::size_t{4} << 20 : std::size_t{512} << 10;
+    }
+    if (options_.buffers == 0) {
+        options_.buffers = std::max<std::size_t>((std::size_t{256} << 20) / options_.buffer_bytes,
+                                                 2 * options_.threads);
+    }
     if (options_.buffers < 2 * options_.threads ||
         options_.buffer_bytes < 65536 + kPcapRecordHeaderBytes) {
         throw std::invalid_argument("writer needs at least 2 buffers of 64 KiB per disk thread");
