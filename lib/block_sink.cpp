@@ -138,7 +138,9 @@ void BlockSink::queue(BlockRing& ring, const Frame& frame, std::size_t offset, s
             return;
         }
         std::memcpy(dst, first.data(), first.size());
-        std::memcpy(dst + first.size(), second.data(), second.size());
+        if (!second.empty()) {  // (memcpy from a null span is undefined, even of 0 bytes)
+            std::memcpy(dst + first.size(), second.data(), second.size());
+        }
         j.payload = dst;
         j.owner = bounce_.get();
     }
