@@ -101,7 +101,9 @@ struct CodifTiming {
     std::uint64_t frames_per_period = 1;
 
     std::uint64_t index(std::uint32_t seconds, std::uint32_t frame) const {
-        return std::uint64_t{seconds / (period == 0 ? 1u : period)} * frames_per_period + frame;
+        // Period 1 (the common case) skips the division: it is per frame.
+        const std::uint32_t periods = period <= 1 ? seconds : seconds / period;
+        return std::uint64_t{periods} * frames_per_period + frame;
     }
     // The (seconds, frame) that follows (s, f): (s, f+1), or (s + period, 0) on the wrap.
     void next(std::uint32_t& seconds, std::uint32_t& frame) const;
