@@ -48,10 +48,18 @@ struct Piece {
     const DeviceMemory* device = nullptr;
 };
 
-// Write all of `bytes` at `offset`; returns 0 or an errno value.
-int pwrite_all(int fd, const std::uint8_t* bytes, std::size_t size, std::uint64_t offset) {
-    while (size > 0) {
-        const ssize_t n = ::pwrite(fd, bytes, size, static_cast<off_t>(offset));
+// pwritev of every iovec (advancing through partial writes); 0 or an errno.
+int pwritev_all(int fd, iovec* iov, std::size_t count, std::uint64_t offset) {
+    for (;;) {
+        while (count > 0 && iov->iov_len == 0) {  // nothing to write there
+            ++iov;
+            --count;
+        }
+        if (count == 0) {
+            return 0;
+        }
+        const int chunk = static_cast<int>(std::min<std::size_t>(count, IOV_MAX));
+        const ssize_t n = ::pwritev(fd, iov, chunk, static_cast<off_t>(offset));
         if (n < 0) {
             if (errno == EINTR) {
                 continue;
@@ -61,11 +69,24 @@ int pwrite_all(int fd, const std::uint8_t* bytes, std::size_t size, std::uint64_
         if (n == 0) {
             return ENOSPC;
         }
-        bytes += n;
-        size -= static_cast<std::size_t>(n);
         offset += static_cast<std::uint64_t>(n);
+        auto left = static_cast<std::size_t>(n);
+        while (count > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            ++iov;
+            --count;
+        }
+        if (left > 0) {
+            iov->iov_base = static_cast<std::uint8_t*>(iov->iov_base) + left;
+            iov->iov_len -= left;
+        }
     }
-    return 0;
+}
+
+// Write all of `bytes` at `offset`; returns 0 or an errno value.
+int pwrite_all(int fd, const std::uint8_t* bytes, std::size_t size, std::uint64_t offset) {
+    iovec one{const_cast<std::uint8_t*>(bytes), size};
+    return pwritev_all(fd, &one, 1, offset);
 }
 
 // O_DIRECT: whole pages from an aligned buffer at an aligned offset. A short
@@ -93,35 +114,6 @@ int pwrite_direct_all(int fd, const std::uint8_t* bytes, std::size_t size, std::
         bytes += whole;
         size -= std::min(size, whole);
         offset += whole;
-    }
-    return 0;
-}
-
-// pwritev of every iovec (advancing through partial writes); 0 or an errno.
-int pwritev_all(int fd, iovec* iov, std::size_t count, std::uint64_t offset) {
-    while (count > 0) {
-        const int chunk = static_cast<int>(std::min<std::size_t>(count, IOV_MAX));
-        const ssize_t n = ::pwritev(fd, iov, chunk, static_cast<off_t>(offset));
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return errno;
-        }
-        if (n == 0) {
-            return ENOSPC;
-        }
-        offset += static_cast<std::uint64_t>(n);
-        auto left = static_cast<std::size_t>(n);
-        while (count > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            ++iov;
-            --count;
-        }
-        if (left > 0) {
-            iov->iov_base = static_cast<std::uint8_t*>(iov->iov_base) + left;
-            iov->iov_len -= left;
-        }
     }
     return 0;
 }

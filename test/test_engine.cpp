@@ -159,6 +159,17 @@ GeneratorConfig traffic(std::vector<Endpoint> groups, std::uint64_t frames,
     return c;
 }
 
+// Block rings for traffic(): 16 frame times x 2 threads per block, room for
+// the whole run, 4 frame times of lateness.
+BlockSinkOptions sink_options() {
+    BlockSinkOptions bo;
+    bo.ring.frames_per_block = 16;
+    bo.ring.threads = 2;
+    bo.ring.blocks = 64;
+    bo.ring.lateness = 4;
+    return bo;
+}
+
 // All frames of a generator, in order.
 std::vector<std::vector<std::uint8_t>> frames_of(const GeneratorConfig& c) {
     Generator g(c);
@@ -704,12 +715,7 @@ namespace {
 // placed in its antenna's block ring; the blocks hold exactly what was sent.
 TEST(Engine, SplitModeFeedsTheBlockRingsWithExactlyWhatWasSent) {
     Rig rig(options_for({kG1}, 64));
-    BlockSinkOptions bo;
-    bo.ring.frames_per_block = 16;
-    bo.ring.threads = 2;
-    bo.ring.blocks = 64;
-    bo.ring.lateness = 4;
-    BlockSink sink(bo);
+    BlockSink sink(sink_options());
     rig.demux->add_observer(sink.observer());
     rig.engine->start();
     auto config = traffic({kG1}, 300);
@@ -780,12 +786,7 @@ TEST(Engine, DevicePayloadIsHeldCopiedInBatchesOffThePollThreadAndEveryByteLands
     Rig rig(options_for({kG1}, 256),
             {OutputFormat::raw, OutputFormat::codif, OutputFormat::codifhdr, OutputFormat::pcap},
             {}, std::move(standin));
-    BlockSinkOptions bo;
-    bo.ring.frames_per_block = 16;
-    bo.ring.threads = 2;
-    bo.ring.blocks = 64;
-    bo.ring.lateness = 4;
-    BlockSink sink(bo);
+    BlockSink sink(sink_options());
     rig.demux->add_observer(sink.observer());
     rig.engine->start();
     auto config = traffic({kG1}, 400);
