@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_traffic.hpp"
 #include "formats/codif.hpp"
 #include "lib/demux.hpp"
 #include "lib/generator.hpp"
@@ -47,24 +48,12 @@
 namespace {
 
 using namespace ibvcap;
+using bench::kFramesPerPeriod;
+using bench::kHeaderOffset;
+using bench::traffic;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::size_t kHeaderOffset = 42;  // Ethernet 14 + IPv4 20 + UDP 8
-constexpr std::uint64_t kFramesPerPeriod = 256;
 constexpr std::size_t kBatch = 512;  // frames the NIC delivers between polls
-
-GeneratorConfig traffic() {
-    GeneratorConfig c;
-    for (std::uint32_t a = 0; a < 6; ++a) {
-        c.antennas.push_back(0x0a00000bu + a);  // 10.0.0.11, .12, ... as ibvcap gen
-    }
-    c.groups = {parse_group("239.17.0.1:36001"), parse_group("239.17.0.2:36001")};
-    c.threads = 2;
-    c.frames = kFramesPerPeriod;
-    c.frames_per_period = kFramesPerPeriod;
-    c.payload_bytes = 8192;
-    return c;
-}
 
 struct FrameSet {
     std::size_t frame_bytes = 0;

@@ -632,13 +632,23 @@ TEST(Device, PayloadMemoryFallsBackToStagingOnTheSimulatedNic) {
     EXPECT_EQ(memory->describe(), text);
 }
 
+// A host whose sysfs says nvidia-peermem is loaded, with a simulated NIC.
+struct PeermemHost {
+    test::TempDir sys;
+    sim::SimProvider provider;
+    std::unique_ptr<verbs::Device> device;
+    PeermemHost() {
+        fs::create_directories(sys.path() / "module/nvidia_peermem");
+        provider.add(sim::SimConfig{});
+        device = provider.open("sim_mlx5_0", 1);
+    }
+};
+
 TEST(Device, PayloadMemoryInGpuMemoryWhenPeermemIsThere) {
     REQUIRE_GPU();
-    test::TempDir sys;
-    fs::create_directories(sys.path() / "module/nvidia_peermem");
-    sim::SimProvider provider;
-    provider.add(sim::SimConfig{});
-    auto device = provider.open("sim_mlx5_0", 1);
+    PeermemHost host;
+    auto& device = host.device;
+    auto& sys = host.sys;
     // The simulated NIC registers any address, so "peermem" succeeds here
     // whenever the GPU reports GPUDirect RDMA; nothing is received into it.
     auto memory = make_gpu_payload_memory(0, Mode::peermem, sys.path());
@@ -662,11 +672,9 @@ TEST(Device, PayloadMemoryInGpuMemoryWhenPeermemIsThere) {
 // the writers' path (strided copies on the reader's stream).
 TEST(Device, GpuPayloadSlotsAreReadBackInBatches) {
     REQUIRE_GPU();
-    test::TempDir sys;
-    fs::create_directories(sys.path() / "module/nvidia_peermem");
-    sim::SimProvider provider;
-    provider.add(sim::SimConfig{});
-    auto device = provider.open("sim_mlx5_0", 1);
+    PeermemHost host;
+    auto& device = host.device;
+    auto& sys = host.sys;
     auto memory = make_gpu_payload_memory(0, Mode::peermem, sys.path());
     PayloadMemory::Region r = memory->allocate(*device, 16 * 1024);
     if (r.host_view != nullptr) {
