@@ -65,9 +65,13 @@ struct SimHardware::State {
         std::uint64_t ctx = 0;  // the device handle (protection domain) it belongs to
     };
 
+    struct Qp;
     struct Cq {
         std::uint64_t ctx = 0;
+        verbs::TimestampFormat timestamps = verbs::TimestampFormat::none;
+        bool real_time = false;        // made in the device's real-time format
         std::vector<Completion> ring;  // capacity = the depth asked for
+        std::vector<const Qp*> from;   // per ring entry: the QP it completes (for RESET)
         std::size_t head = 0;
         std::size_t count = 0;
         std::size_t qps = 0;            // QPs attached
@@ -166,6 +170,11 @@ struct SimHardware::State {
             ++counters.cq_overruns;  // no CQ to land in: lost
             return;
         }
+        if (c.status == WcStatus::success) {
+            c.qp_num = 0;  // the flow tag: verbs rules carry the default tag 0
+        } else {
+            c.qp_num = qp.qp_num;  // error CQEs carry the QP number
+        }
         if (cq->count == cq->ring.size()) {
             ++counters.cq_overruns;
             if (!cq->overrun_reported) {
@@ -174,7 +183,9 @@ struct SimHardware::State {
             }
             return;
         }
-        cq->ring[(cq->head + cq->count) % cq->ring.size()] = c;
+        const std::size_t at = (cq->head + cq->count) % cq->ring.size();
+        cq->ring[at] = c;
+        cq->from[at] = &qp;
         ++cq->count;
         cq->ready.store(cq->count, std::memory_order_release);
         ++counters.completions;
@@ -184,7 +195,6 @@ struct SimHardware::State {
         Completion c;
         c.wr_id = wr_id;
         c.status = WcStatus::wr_flush_err;
-        c.qp_num = qp.qp_num;
         complete(qp, c);
     }
 
@@ -225,6 +235,45 @@ struct SimHardware::State {
             }
         }
         return any_source;
+    }
+
+    // RESET: the QP's completions still in its CQ are removed, the others
+    // keep their order (rdma-core providers/mlx5/verbs.c mlx5_modify_qp calls
+    // mlx5_cq_clean on the receive CQ when a QP goes to RESET).
+    void clean_cq(const Qp& qp) {
+        Cq* cq = qp.cq;
+        if (cq == nullptr || !config.cq_clean_on_reset) {
+            return;
+        }
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < cq->count; ++i) {
+            const std::size_t at = (cq->head + i) % cq->ring.size();
+            if (cq->from[at] == &qp) {
+                continue;
+            }
+            const std::size_t to = (cq->head + kept) % cq->ring.size();
+            cq->ring[to] = cq->ring[at];
+            cq->from[to] = cq->from[at];
+            ++kept;
+        }
+        cq->count = kept;
+        cq->ready.store(kept, std::memory_order_release);
+    }
+
+    // The device clock as wall-clock ns (the conversion a real-time CQE or
+    // the clock-info page gives).
+    std::uint64_t wallclock_ns(std::uint64_t ticks) const {
+        const std::uint64_t khz = config.clock_khz;
+        return config.host_time_base_ns + (ticks / khz) * 1'000'000u +
+               (ticks % khz) * 1'000'000u / khz;
+    }
+
+    std::size_t counted_rules() const {
+        std::size_t n = 0;
+        for (const auto& r : rules) {
+            n += r->counted ? 1u : 0u;
+        }
+        return n;
     }
 
     bool sge_ok(const Qp& qp, const Sge& sge) const {
@@ -312,6 +361,8 @@ class SimCompletionQueue final : public verbs::CompletionQueue {
         }
         return n;
     }
+
+    verbs::TimestampFormat timestamps() const override { return rec_->timestamps; }
 
     SimHardware& hardware() const { return *hw_; }
     State::Cq* record() const { return rec_; }
@@ -401,6 +452,7 @@ class SimQueuePair final : public verbs::QueuePair {
         switch (to) {
             case QpState::reset:
                 rec_->discard();
+                s.clean_cq(*rec_);
                 rec_->state = QpState::reset;
                 break;
             case QpState::error:
@@ -458,6 +510,14 @@ class SimQueuePair final : public verbs::QueuePair {
         if (with_counter && !s.config.flow_counters) {
             fail(EOPNOTSUPP,
                  fmt::format("ibv_create_counters: {} has no flow counters", s.config.name));
+        }
+        // Whether the device grants a flow counter is known only here: the
+        // probe's static attach never reaches the kernel (rdma-core
+        // providers/mlx5/verbs.c mlx5_attach_counters_point_flow).
+        if (with_counter && s.counted_rules() >= s.config.counted_rule_limit) {
+            fail(EOPNOTSUPP, fmt::format("ibv_create_flow: {} refused a rule with a count action "
+                                         "({} counted rules granted)",
+                                         s.config.name, s.config.counted_rule_limit));
         }
         auto rule = std::make_unique<State::Rule>();
         rule->match = match;
@@ -529,7 +589,8 @@ class SimDevice final : public verbs::Device {
                                      hw_->config().name));
     }
 
-    std::unique_ptr<verbs::CompletionQueue> create_cq(std::uint32_t depth) override {
+    std::unique_ptr<verbs::CompletionQueue> create_cq(std::uint32_t depth,
+                                                      verbs::TimestampFormat ts) override {
         State& s = hw_->state();
         const std::lock_guard lock(s.mu);
         check_alive(s, "ibv_create_cq");
@@ -539,8 +600,27 @@ class SimDevice final : public verbs::Device {
                              s.config.name, depth, s.config.max_cqe));
         }
         auto cq = std::make_unique<State::Cq>();
+        cq->timestamps = ts;
+        if (ts != verbs::TimestampFormat::none && !s.config.completion_timestamps) {
+            fail(EOPNOTSUPP,
+                 fmt::format("ibv_create_cq_ex: {} has no completion timestamps", s.config.name));
+        }
+        if (ts == verbs::TimestampFormat::wallclock_ns) {
+            // rdma-core providers/mlx5/verbs.c create_cq: wall clock without
+            // raw ticks asks the kernel for a real-time CQ where the device
+            // has that format; otherwise the provider converts free-running
+            // ticks (mlx5/cq.c mlx5_cq_fill_pfns).
+            if (s.config.ts_real_time) {
+                cq->real_time = true;
+            } else if (!s.config.ts_free_running) {
+                fail(EOPNOTSUPP, fmt::format("ibv_create_cq_ex: {} has no clock to give wall-clock "
+                                             "timestamps",
+                                             s.config.name));
+            }
+        }
         cq->ctx = ctx_;
         cq->ring.resize(depth);
+        cq->from.resize(depth);
         State::Cq* raw = cq.get();
         s.cqs.push_back(std::move(cq));
         return std::make_unique<SimCompletionQueue>(hw_, raw);
@@ -570,6 +650,21 @@ class SimDevice final : public verbs::Device {
             fail(EINVAL, fmt::format("ibv_create_qp: {}: {} SGEs per WR asked, the device takes "
                                      "1 to {}",
                                      s.config.name, max_sge, s.config.max_sge));
+        }
+        // Kernel drivers/infiniband/hw/mlx5/qp.c get_ts_format: a CQ asking
+        // for raw completion timestamps needs the free-running format, a
+        // real-time CQ the real-time one; otherwise the queue is refused.
+        const State::Cq& cq_rec = *sim_cq->record();
+        if (cq_rec.timestamps == verbs::TimestampFormat::device_ticks &&
+            !s.config.ts_free_running) {
+            fail(EOPNOTSUPP, fmt::format("ibv_create_qp: {}: free-running timestamp format is not "
+                                         "supported (the device runs its real-time clock)",
+                                         s.config.name));
+        }
+        if (cq_rec.real_time && !s.config.ts_real_time) {
+            fail(EOPNOTSUPP, fmt::format("ibv_create_qp: {}: real-time timestamp format is not "
+                                         "supported",
+                                         s.config.name));
         }
         auto qp = std::make_unique<State::Qp>();
         qp->qp_num = s.next_qp_num++ & 0xffffffu;
@@ -601,11 +696,7 @@ class SimDevice final : public verbs::Device {
         if (!s.config.completion_timestamps) {
             return std::nullopt;
         }
-        const std::uint64_t khz = s.config.clock_khz;
-        const std::uint64_t ticks = s.clock;
-        // ticks * 1e6 / khz without overflowing 64 bits.
-        const std::uint64_t ns = (ticks / khz) * 1'000'000u + (ticks % khz) * 1'000'000u / khz;
-        return std::make_pair(ticks, s.config.host_time_base_ns + ns);
+        return std::make_pair(s.clock, s.wallclock_ns(s.clock));
     }
 
   private:
@@ -697,10 +788,19 @@ void SimHardware::deliver(Bytes frame, std::uint64_t ticks) {
     const RecvRequest wr = qp->pop();
     Completion c;
     c.wr_id = wr.wr_id;
-    c.qp_num = qp->qp_num;
-    if (config_.completion_timestamps) {
-        c.hw_timestamp = s.clock;
-        c.has_timestamp = true;
+    if (qp->cq != nullptr) {
+        switch (qp->cq->timestamps) {
+            case verbs::TimestampFormat::device_ticks:
+                c.hw_timestamp = s.clock;
+                c.has_timestamp = true;
+                break;
+            case verbs::TimestampFormat::wallclock_ns:
+                c.hw_timestamp = s.wallclock_ns(s.clock);
+                c.has_timestamp = true;
+                break;
+            case verbs::TimestampFormat::none:
+                break;
+        }
     }
     const std::size_t num_sge = std::min<std::size_t>(wr.num_sge, wr.sge.size());
     std::uint64_t room = 0;
@@ -712,9 +812,14 @@ void SimHardware::deliver(Bytes frame, std::uint64_t ticks) {
         s.complete(*qp, c);
         return;
     }
-    // Every SGE the frame reaches must lie inside a memory region of its lkey.
+    // Every SGE the frame reaches must lie inside a memory region of its
+    // lkey; a zero-length SGE was never handed to the NIC (mlx5_post_recv
+    // skips it), so it is neither checked nor written.
     std::size_t left = frame.size();
     for (std::size_t i = 0; i < num_sge && left > 0; ++i) {
+        if (wr.sge[i].length == 0) {
+            continue;
+        }
         if (!s.sge_ok(*qp, wr.sge[i])) {
             c.status = WcStatus::loc_prot_err;
             s.complete(*qp, c);
@@ -758,6 +863,13 @@ void SimHardware::set_port_up(bool up) {
     s.port_up = up;
     s.broadcast(up ? make_event(EventKind::port_active, 0, config_.port, "IBV_EVENT_PORT_ACTIVE")
                    : make_event(EventKind::port_error, 0, config_.port, "IBV_EVENT_PORT_ERR"));
+}
+
+void SimHardware::raise_port_event(std::uint8_t port, bool up) {
+    State& s = *state_;
+    const std::lock_guard lock(s.mu);
+    s.broadcast(up ? make_event(EventKind::port_active, 0, port, "IBV_EVENT_PORT_ACTIVE")
+                   : make_event(EventKind::port_error, 0, port, "IBV_EVENT_PORT_ERR"));
 }
 
 void SimHardware::raise_device_fatal() {

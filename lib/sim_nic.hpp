@@ -1,22 +1,49 @@
-// A simulated mlx5 NIC behind the verbs seam (DESIGN §5), faithful to the
-// verbs semantics the engine relies on:
+// A simulated mlx5 NIC behind the verbs seam (DESIGN §5). It models mlx5 as
+// rdma-core's provider (providers/mlx5/) and the kernel's mlx5_ib driver
+// (drivers/infiniband/hw/mlx5/) behave, not as ibvcap would like them to; each
+// behaviour names the file that shows it (docs/operations.md, "What the
+// engine relies on", lists them with what the acceptance run checks):
 //   * a frame is steered to the QP whose flow rule matches it exactly
 //     (destination MAC, IPv4 destination, optional IPv4 source, UDP port);
-//     frames no rule matches go to the kernel and are only counted;
-//   * the QP's oldest posted receive WR takes the frame: SGE0 is filled
-//     completely before SGE1; the completion reports byte_len;
-//   * a frame larger than the posted SGEs completes with LOC_LEN_ERR (the WR
-//     is consumed, nothing useful is written);
+//     frames no rule matches go to the kernel and are only counted
+//     (kernel mlx5/fs.c: NORMAL rules in the bypass namespace);
+//   * the QP's oldest posted receive WR takes the frame: the data segments
+//     are filled in order, SGE0 completely before SGE1, and a zero-length SGE
+//     is skipped, never written nor checked (rdma-core mlx5/qp.c
+//     mlx5_post_recv: `if (!length) continue`); the completion reports
+//     byte_len (mlx5/cq.c: byte_cnt);
+//   * what a completion carries in its qpn field: on success the flow tag,
+//     0 for verbs rules (mlx5/cq.c mlx5_cq_read_wc_qp_num and
+//     mlx5_cq_read_flow_tag read the same sop_drop_qpn bits; kernel
+//     include/linux/mlx5/fs.h MLX5_FS_DEFAULT_FLOW_TAG 0); on an error
+//     completion the QP's number (mlx5dv.h mlx5_err_cqe s_wqe_opcode_qpn).
+//     The QP is found from the wr_id alone;
+//   * a frame larger than the posted SGEs completes with LOC_LEN_ERR: the WR
+//     is consumed and the QP stays ready (rdma-core mlx5/cq.c maps
+//     LOCAL_LENGTH_ERR to IBV_WC_LOC_LEN_ERR; kernel commit 187a9830c921
+//     "the RQ is not actually in ERR state");
 //   * an SGE outside the memory region of its lkey completes with
 //     LOC_PROT_ERR and moves the QP to the error state;
-//   * no posted WR: the frame is dropped and counted in out_of_buffer;
+//   * no posted WR: the frame is dropped and counted in out_of_buffer
+//     (kernel mlx5/counters.c basic_q_cnts; the raw QP's RQ is bound to the
+//     port's counter set at RESET→INIT in mlx5/qp.c);
 //   * a QP that is not in RTR receives nothing (frames count as
-//     out_of_buffer, as on mlx5 where the rule still matches);
+//     out_of_buffer): rdma-core mlx5/qp.c rings the receive doorbell of a
+//     raw-packet QP only from RTR on;
 //   * a QP in the error state flushes its posted WRs with WR_FLUSH_ERR and
-//     every WR posted later; RESET discards posted WRs without completions;
+//     every WR posted later (kernel mlx5/qp.c create_raw_packet_qp_rq sets
+//     flush_in_error_en); RESET discards posted WRs without completions and
+//     removes the QP's completions still in the CQ (rdma-core mlx5/verbs.c
+//     mlx5_modify_qp → mlx5_cq_clean), unless SimConfig says otherwise;
+//   * completion timestamps in the format the CQ asked for, refused where the
+//     device's clock mode lacks it (see SimConfig::ts_free_running);
+//   * a counted flow rule may be refused at creation even though counters
+//     can be created and attached (rdma-core mlx5/verbs.c
+//     mlx5_attach_counters_point_flow is bookkeeping in user space only);
 //   * a full CQ overruns: the completion is lost and a cq_error event raised;
-//   * faults are injected from outside: QP error, port down/up, device fatal,
-//     a corrupted wr_id; each raises the async event real hardware raises.
+//   * faults are injected from outside: QP error, port down/up (also of a
+//     port the capture does not use), device fatal, a corrupted wr_id; each
+//     raises the async event real hardware raises.
 // Thread-safe: the wire side (deliver, faults) may run on another thread than
 // the engine's poll loop.
 #pragma once
@@ -42,8 +69,27 @@ struct SimConfig {
     std::uint32_t max_sge = 30;
     bool raw_packet_qp = true;
     bool flow_steering = true;
-    bool completion_timestamps = true;
-    bool flow_counters = true;
+    bool completion_timestamps = true;  // the device advertises them (ibv_query_device_ex)
+    // The timestamp formats the device's queues take, as mlx5 firmware sets
+    // them (kernel drivers/infiniband/hw/mlx5/qp.c get_ts_format, from the
+    // rq_ts_format capability): free-running only (the default, ConnectX-4/5),
+    // real-time only (ConnectX-6 Dx/7 with the real-time clock enabled), or
+    // both. A CQ asking for device ticks is accepted, then the QP refused
+    // with EOPNOTSUPP when the device has no free-running format; a CQ asking
+    // for wall-clock ns gets the real-time format where there is one, else a
+    // conversion of free-running ticks through the kernel's clock-info page
+    // (rdma-core providers/mlx5/verbs.c create_cq, mlx5/cq.c
+    // mlx5_cq_fill_pfns), else EOPNOTSUPP.
+    bool ts_free_running = true;
+    bool ts_real_time = false;
+    bool flow_counters = true;  // counters can be created and attached (the probe)
+    // How many counted flow rules the device grants before it refuses one at
+    // ibv_create_flow (EOPNOTSUPP); 0 refuses every counted rule.
+    std::uint32_t counted_rule_limit = 0xffffffffu;
+    // RESET removes the QP's completions still in the CQ, as mlx5 does. A
+    // provider that did not would leave completions of the old ring behind,
+    // which the engine's ring generation tells apart (tests only).
+    bool cq_clean_on_reset = true;
     std::uint64_t clock_khz = 1'000'000;  // 1 GHz: one tick per nanosecond
     std::uint64_t host_time_base_ns = 1'767'225'600'000'000'000ull;  // 2026-01-01
     // Benchmarks only (bench/bench_engine.cpp): the bytes of SGE1 and later are
@@ -93,8 +139,11 @@ class SimHardware {
     void deliver(Bytes frame, std::uint64_t ticks = 1000);
 
     // Faults.
-    void inject_qp_error(std::uint32_t qp_num);    // QP → error, flush, qp_fatal event
-    void set_port_up(bool up);                     // port_error / port_active events
+    void inject_qp_error(std::uint32_t qp_num);  // QP → error, flush, qp_fatal event
+    void set_port_up(bool up);                   // port_error / port_active events
+    // A port event for another port of the device (a dual-port HCA): it
+    // reaches every open handle, as every ibv_context gets port events.
+    void raise_port_event(std::uint8_t port, bool up);
     void raise_device_fatal();                     // device_fatal event; QPs → error
     void corrupt_next_wr_id(std::uint64_t wr_id);  // the next completion carries it
 

@@ -49,13 +49,31 @@ const char* to_string(WcStatus status);
 // True when the status means the QP moved to the error state (DESIGN §4.6).
 bool qp_in_error(WcStatus status);
 
+// What a completion's timestamp means (the CQ's TimestampFormat):
+//   device_ticks — the NIC's free-running counter, converted by the engine
+//                  with hca_core_clock and a clock pair resynced each second;
+//   wallclock_ns — nanoseconds since the Unix epoch, converted by the
+//                  provider (mlx5: the NIC's real-time clock, or its
+//                  free-running one through the kernel's clock-info page);
+//   none         — no hardware timestamp: the engine stamps CLOCK_REALTIME
+//                  when it polls.
+enum class TimestampFormat : std::uint8_t { none, device_ticks, wallclock_ns };
+const char* to_string(TimestampFormat format);
+
 struct Completion {
-    std::uint64_t wr_id = 0;
+    std::uint64_t wr_id = 0;  // the only field that says which QP and slot (see qp_num)
     WcStatus status = WcStatus::success;
     std::uint32_t vendor_err = 0;
     std::uint32_t byte_len = 0;  // valid for success only
+    // The CQE's 24-bit qpn field as the provider reports it, for diagnostics
+    // only. It does NOT identify the QP of a raw-packet receive: on mlx5 a
+    // successful receive carries the flow tag there (rdma-core
+    // providers/mlx5/cq.c: mlx5_cq_read_wc_qp_num and mlx5_cq_read_flow_tag
+    // read the same sop_drop_qpn bits; verbs flow rules carry tag 0, kernel
+    // include/linux/mlx5/fs.h MLX5_FS_DEFAULT_FLOW_TAG). The extended CQ of
+    // lib/verbs_ibv.cpp does not even ask for it (0 there).
     std::uint32_t qp_num = 0;
-    std::uint64_t hw_timestamp = 0;  // raw device clock ticks, when has_timestamp
+    std::uint64_t hw_timestamp = 0;  // in the CQ's TimestampFormat, when has_timestamp
     bool has_timestamp = false;
 };
 
@@ -118,8 +136,12 @@ class MemoryRegion {
 class CompletionQueue {
   public:
     virtual ~CompletionQueue() = default;
-    // Up to out.size() completions; returns how many (>= 0). Throws on a CQ error.
+    // Up to out.size() completions; returns how many (>= 0). Throws on a CQ
+    // error. A transient "try again" from the provider (mlx5: EBUSY while the
+    // kernel updates the clock-info page, ibv_create_cq_ex(3)) returns 0.
     virtual std::size_t poll(std::span<Completion> out) = 0;
+    // What the timestamps of its completions mean.
+    virtual TimestampFormat timestamps() const = 0;
 };
 
 class QueuePair {
@@ -140,13 +162,26 @@ class Device {
   public:
     virtual ~Device() = default;
     virtual const DeviceCaps& caps() const = 0;
-    // Register host memory for local write (the NIC's DMA target).
+    // Register host memory for local write (the NIC's DMA target), with PCIe
+    // relaxed ordering where the device and kernel allow it.
     virtual std::unique_ptr<MemoryRegion> register_memory(void* addr, std::size_t length) = 0;
     // Register a dma-buf (GPU memory exported by the CUDA driver) at `iova`.
+    // Throws std::system_error(ENOSYS) when libibverbs is too old to have
+    // ibv_reg_dmabuf_mr (rdma-core < 34): callers fall back, saying why.
     virtual std::unique_ptr<MemoryRegion> register_dmabuf(int fd, std::uint64_t offset,
                                                           std::size_t length,
                                                           std::uint64_t iova) = 0;
-    virtual std::unique_ptr<CompletionQueue> create_cq(std::uint32_t depth) = 0;
+    // A CQ whose completions carry timestamps in `timestamps`. Throws
+    // std::system_error with EOPNOTSUPP/ENOTSUP when the device cannot give
+    // that format here; note that mlx5 may accept the CQ and refuse the QP
+    // instead (create_qp), since the format is checked against the device's
+    // clock mode when the queue is made.
+    virtual std::unique_ptr<CompletionQueue> create_cq(std::uint32_t depth,
+                                                       TimestampFormat timestamps) = 0;
+    // A receive-only raw-packet QP (no send queue) on `cq`. Throws
+    // std::system_error; EOPNOTSUPP when the device's timestamp format does
+    // not match the one `cq` asked for (kernel drivers/infiniband/hw/mlx5/qp.c:
+    // get_ts_format).
     virtual std::unique_ptr<QueuePair> create_qp(CompletionQueue& cq, std::uint32_t depth,
                                                  std::uint32_t max_sge) = 0;
     // The next asynchronous event, waiting at most `timeout`.

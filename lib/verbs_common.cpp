@@ -55,6 +55,18 @@ const char* to_string(QpState state) {
     return "unknown";
 }
 
+const char* to_string(TimestampFormat format) {
+    switch (format) {
+        case TimestampFormat::none:
+            return "none";
+        case TimestampFormat::device_ticks:
+            return "device_ticks";
+        case TimestampFormat::wallclock_ns:
+            return "wallclock_ns";
+    }
+    return "unknown";
+}
+
 const char* to_string(EventKind kind) {
     switch (kind) {
         case EventKind::port_active:

@@ -4,12 +4,15 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <span>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 #include "formats/codif.hpp"
@@ -241,7 +244,6 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
         header_mr_ = device_.register_memory(p, arena);
     }
 
-    cq_ = device_.create_cq(static_cast<std::uint32_t>(depth * plan.size()));
     if (plan.size() > 0xffff) {
         throw std::invalid_argument("more than 65535 queue pairs on one device");
     }
@@ -263,12 +265,12 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
             throw std::invalid_argument(
                 "payload in GPU memory needs the header/payload split (drop --no-split)");
         }
-        q->qp = device_.create_qp(*cq_, depth, options_.split ? 2u : 1u);
         q->outstanding.assign(depth, 0);
         q->held.assign(depth, 0);
         q->reposts.reserve(depth);
         qps_.push_back(std::move(q));
     }
+    create_queues(static_cast<std::uint32_t>(depth * plan.size()));
     batch_.resize(std::max<std::uint32_t>(options_.poll_batch, 1));
     hold_limit_ = options_.hold_limit > 0 ? std::min(options_.hold_limit, depth) : depth / 2;
     // Each slot may be held by several consumers (one per output format and
@@ -276,18 +278,75 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
     const std::size_t tokens = std::size_t{depth} * qps_.size() * 8;
     releases_ = std::make_unique<Releases>(tokens);
     released_.reserve(tokens);
+}
 
-    if (const auto pair = device_.clock_pair();
-        pair && caps.completion_timestamps && caps.hca_core_clock_khz > 0) {
-        hw_clock_ = true;
-        clock_khz_ = caps.hca_core_clock_khz;
-        clock_ticks0_ = pair->first;
-        clock_ns0_ = pair->second;
-        last_clock_sync_ = std::chrono::steady_clock::now();
-    } else {
-        ledger_.add_note(fmt::format(
-            "{} gives no completion timestamps: frames are stamped with CLOCK_REALTIME at poll",
-            caps.name));
+void VerbsEngine::create_queues(std::uint32_t cq_depth) {
+    using verbs::TimestampFormat;
+    const verbs::DeviceCaps& caps = device_.caps();
+    // Device ticks need the tick rate and a clock pair to be converted.
+    std::optional<std::pair<std::uint64_t, std::uint64_t>> pair;
+    if (caps.completion_timestamps && caps.hca_core_clock_khz > 0) {
+        pair = device_.clock_pair();
+    }
+    std::vector<TimestampFormat> formats;
+    if (pair) {
+        formats.push_back(TimestampFormat::device_ticks);
+    }
+    if (caps.completion_timestamps) {
+        formats.push_back(TimestampFormat::wallclock_ns);
+    }
+    formats.push_back(TimestampFormat::none);
+    // Which format a device takes is known only when its queues are made: a
+    // ConnectX-6 Dx/7 running its real-time clock refuses a QP on a CQ that
+    // asked for free-running ticks (kernel drivers/infiniband/hw/mlx5/qp.c
+    // get_ts_format: EOPNOTSUPP). Each refusal moves to the next format.
+    std::string refused;
+    for (const TimestampFormat format : formats) {
+        try {
+            cq_ = device_.create_cq(cq_depth, format);
+            for (auto& q : qps_) {
+                q->qp = device_.create_qp(*cq_, q->depth, options_.split ? 2u : 1u);
+            }
+            timestamps_ = format;
+            break;
+        } catch (const std::system_error& e) {
+            const int err = e.code().value();
+            const bool unsupported = err == EOPNOTSUPP || err == ENOTSUP || err == ENOSYS;
+            if (format == TimestampFormat::none || !unsupported) {
+                throw;
+            }
+            refused += fmt::format("{}{} ({})", refused.empty() ? "" : "; ",
+                                   verbs::to_string(format), e.what());
+            for (auto& q : qps_) {
+                q->qp.reset();
+            }
+            cq_.reset();
+        }
+    }
+    switch (timestamps_) {
+        case TimestampFormat::device_ticks:
+            clock_khz_ = caps.hca_core_clock_khz;
+            clock_ticks0_ = pair->first;
+            clock_ns0_ = pair->second;
+            last_clock_sync_ = std::chrono::steady_clock::now();
+            ledger_.add_note(fmt::format(
+                "timestamps: {} completion timestamps (free-running device clock, converted to "
+                "CLOCK_REALTIME and resynced each second)",
+                caps.name));
+            break;
+        case TimestampFormat::wallclock_ns:
+            ledger_.add_note(
+                fmt::format("timestamps: {} completion timestamps in wall-clock ns (the device's "
+                            "real-time clock, or its free-running one converted by the driver); "
+                            "device ticks refused: {}",
+                            caps.name, refused));
+            break;
+        case TimestampFormat::none:
+            ledger_.add_note(fmt::format(
+                "timestamps: CLOCK_REALTIME when each batch is polled ({} gives no completion "
+                "timestamps{}{})",
+                caps.name, refused.empty() ? "" : "; refused: ", refused));
+            break;
     }
 }
 
@@ -398,19 +457,48 @@ void VerbsEngine::start() {
                         "available (out_of_buffer still counts every drop)",
                         device_.caps().name));
     }
+    bool counting = counters;
     for (auto& q : qps_) {
         verbs::FlowMatch m;
         multicast_mac(q->group.ip, m.dst_mac.data());
         m.dst_ip = q->group.ip;
         m.src_ip = q->antenna;
         m.dst_port = q->group.port;
-        q->flows.push_back(q->qp->create_flow(m, counters));
+        q->flows.push_back(create_flow(*q, m, counting));
     }
     // 3. The IGMP joins, one per group, held for the run.
     if (membership_factory_) {
         for (const auto& g : options_.groups) {
             memberships_.push_back(membership_factory_(g));
         }
+    }
+}
+
+std::unique_ptr<verbs::Flow> VerbsEngine::create_flow(Qp& q, const verbs::FlowMatch& match,
+                                                      bool& counters) {
+    if (!counters) {
+        if (stats_.uncounted_rules > 0) {
+            ++stats_.uncounted_rules;
+        }
+        return q.qp->create_flow(match, false);
+    }
+    try {
+        return q.qp->create_flow(match, true);
+    } catch (const std::system_error& e) {
+        // Whether the device grants a flow counter is known only now: the
+        // probe's attach is bookkeeping in user space (rdma-core
+        // providers/mlx5/verbs.c mlx5_attach_counters_point_flow). The rule
+        // is made without it, and so are the rest; a rule that fails again
+        // fails the run with its own error.
+        auto flow = q.qp->create_flow(match, false);
+        counters = false;
+        ++stats_.uncounted_rules;
+        ledger_.add_note(fmt::format(
+            "{} refused a counted flow rule for {} ({}): this and later rules have no counter, "
+            "so their per-group NIC drop counts are not available (out_of_buffer still counts "
+            "every drop)",
+            device_.caps().name, q.label, e.what()));
+        return flow;
     }
 }
 
@@ -440,8 +528,11 @@ void VerbsEngine::recover(Qp& q) {
 }
 
 std::uint64_t VerbsEngine::timestamp_ns(const verbs::Completion& c) {
-    if (!hw_clock_ || !c.has_timestamp) {
+    if (!c.has_timestamp) {
         return batch_realtime_ns_;
+    }
+    if (timestamps_ == verbs::TimestampFormat::wallclock_ns) {
+        return c.hw_timestamp;
     }
     // Resynced once a second, so the tick delta times 10^6 stays far from overflow.
     const auto delta = static_cast<std::int64_t>(c.hw_timestamp - clock_ticks0_);
@@ -450,7 +541,7 @@ std::uint64_t VerbsEngine::timestamp_ns(const verbs::Completion& c) {
 }
 
 void VerbsEngine::resync_clock() {
-    if (!hw_clock_) {
+    if (timestamps_ != verbs::TimestampFormat::device_ticks) {
         return;
     }
     if (const auto pair = device_.clock_pair()) {
@@ -467,7 +558,9 @@ void VerbsEngine::handle(const verbs::Completion& c) {
         ++stats_.wc_by_status[status_index];
     }
     // Nothing from a completion is trusted (DESIGN §4.3): the wr_id must name a
-    // QP and a slot that is posted, on the QP the completion says.
+    // QP and a slot that is posted. The wr_id is all there is to go by: the
+    // completion's qpn field holds the flow tag on an mlx5 raw-packet QP, not
+    // the QP (lib/verbs.hpp, Completion::qp_num).
     const std::uint64_t qi = c.wr_id >> 48;
     const auto generation = static_cast<std::uint16_t>(c.wr_id >> 32);
     const std::uint64_t slot = c.wr_id & 0xffffffffu;
@@ -476,7 +569,7 @@ void VerbsEngine::handle(const verbs::Completion& c) {
         return;
     }
     Qp& q = *qps_[qi];
-    if (generation != q.generation && c.qp_num == q.qp->qp_num() && slot < q.depth) {
+    if (generation != q.generation && slot < q.depth) {
         // From the ring before a recovery: its slot has been re-posted since,
         // so a frame it carried may be overwritten. Dropped, and counted.
         ++stats_.stale_completions;
@@ -485,7 +578,7 @@ void VerbsEngine::handle(const verbs::Completion& c) {
         }
         return;
     }
-    if (slot >= q.depth || q.outstanding[slot] == 0 || c.qp_num != q.qp->qp_num()) {
+    if (slot >= q.depth || q.outstanding[slot] == 0) {
         ++stats_.bad_wr_id;
         return;
     }
@@ -582,7 +675,7 @@ std::size_t VerbsEngine::poll_once() {
     if (n == 0) {
         ++stats_.empty_polls;
     } else {
-        if (!hw_clock_) {
+        if (timestamps_ == verbs::TimestampFormat::none) {
             batch_realtime_ns_ = realtime_ns();
         }
         for (std::size_t i = 0; i < n; ++i) {
@@ -624,6 +717,14 @@ std::size_t VerbsEngine::poll_once() {
 }
 
 void VerbsEngine::handle_event(const verbs::AsyncEvent& event) {
+    const bool port_event =
+        event.kind == verbs::EventKind::port_error || event.kind == verbs::EventKind::port_active;
+    if (port_event && event.port != 0 && event.port != device_.caps().port) {
+        // Every context of a device gets the events of all its ports
+        // (ibv_get_async_event(3)); another port's link is not ours.
+        ++stats_.other_port_events;
+        return;
+    }
     switch (event.kind) {
         case verbs::EventKind::port_error:
             ++stats_.port_down_events;

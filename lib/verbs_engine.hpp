@@ -41,8 +41,10 @@ class PayloadMemory {
         // their payload as device memory (Frame::tail_device).
         std::uint8_t* device_view = nullptr;
         const DeviceMemory* device = nullptr;
-        std::unique_ptr<verbs::MemoryRegion> mr;
+        // Declared before `mr`, so destroyed after it: the registration
+        // goes (ibv_dereg_mr) before the memory it covers is freed.
         std::shared_ptr<void> owner;  // keeps the allocation alive
+        std::unique_ptr<verbs::MemoryRegion> mr;
     };
     virtual Region allocate(verbs::Device& device, std::size_t bytes) = 0;
     virtual std::string describe() const = 0;
@@ -106,6 +108,8 @@ struct EngineStats {
     std::uint64_t flow_matched = 0;       // packets the rules' counters saw (when they have them)
     std::uint64_t port_down_events = 0;
     std::uint64_t rejoins = 0;
+    std::uint64_t other_port_events = 0;  // port events of a port this engine does not use
+    std::uint64_t uncounted_rules = 0;    // rules made without the count action the device refused
     bool device_fatal = false;
 };
 
@@ -163,6 +167,8 @@ class VerbsEngine {
     // After stop(), the values read just before the rules were destroyed.
     std::vector<SourceCounter> flow_counters();
     std::vector<std::uint32_t> qp_numbers() const;
+    // What the completion timestamps are (what stamps the pcap records).
+    verbs::TimestampFormat timestamps() const { return timestamps_; }
     // The ledger entries for what the engine counted (work-completion errors
     // by status, recoveries, wr_id and byte_len rejections).
     void report_to(Ledger& ledger) const;
@@ -174,6 +180,10 @@ class VerbsEngine {
     void post_all(Qp& qp);
     void flush_reposts(Qp& qp);
     void recover(Qp& qp);
+    // The CQ and a QP per plan entry, with the first timestamp format the
+    // device takes (device ticks, wall clock, none).
+    void create_queues(std::uint32_t cq_depth);
+    std::unique_ptr<verbs::Flow> create_flow(Qp& q, const verbs::FlowMatch& match, bool& counters);
     void handle(const verbs::Completion& c);
     std::uint64_t timestamp_ns(const verbs::Completion& c);
     void resync_clock();
@@ -216,7 +226,7 @@ class VerbsEngine {
     bool started_ = false;
     bool stopped_ = false;
     // Completion timestamps: device ticks ↔ host ns.
-    bool hw_clock_ = false;
+    verbs::TimestampFormat timestamps_ = verbs::TimestampFormat::none;
     std::uint64_t clock_ticks0_ = 0;
     std::uint64_t clock_ns0_ = 0;
     std::uint64_t clock_khz_ = 0;

@@ -31,9 +31,13 @@
 // result is ignored.
 //
 // Threads: libibverbs makes each verb thread-safe per object (post_recv locks
-// the receive queue, polling locks the CQ). The objects here add no locking:
-// one thread drives a QP's modify()/state(), one thread polls a CQ.
+// the receive queue). The CQ is created single-threaded where the provider
+// takes the flag (IBV_CREATE_CQ_ATTR_SINGLE_THREADED: mlx5 then polls without
+// its CQ spinlock), so exactly one thread at a time may poll it: the engine's
+// poll thread, or after it has stopped the thread that drains. The objects
+// here add no locking: one thread drives a QP's modify()/state().
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -250,6 +254,69 @@ std::size_t build_recv_chain(std::span<const RecvRequest> requests, std::span<ib
     return n;
 }
 
+ibv_cq_init_attr_ex cq_init_attr(std::uint32_t depth, TimestampFormat timestamps,
+                                 bool single_threaded) {
+    ibv_cq_init_attr_ex attr{};
+    attr.cqe = depth;
+    attr.cq_context = nullptr;
+    attr.channel = nullptr;
+    attr.comp_vector = 0;
+    attr.wc_flags = IBV_WC_EX_WITH_BYTE_LEN;
+    switch (timestamps) {
+        case TimestampFormat::device_ticks:
+            attr.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+            break;
+        case TimestampFormat::wallclock_ns:
+            attr.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+            break;
+        case TimestampFormat::none:
+            break;
+    }
+    attr.comp_mask = 0;
+    if (single_threaded) {
+        attr.comp_mask |= IBV_CQ_INIT_ATTR_MASK_FLAGS;
+        attr.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+    }
+    return attr;
+}
+
+ibv_qp_init_attr raw_qp_init_attr(ibv_cq* cq, std::uint32_t depth, std::uint32_t max_sge) {
+    ibv_qp_init_attr attr{};
+    attr.qp_context = nullptr;
+    // libibverbs takes a send CQ for every QP type but XRC; with no send
+    // queue nothing ever completes on it.
+    attr.send_cq = cq;
+    attr.recv_cq = cq;
+    attr.srq = nullptr;
+    attr.cap.max_send_wr = 0;
+    attr.cap.max_send_sge = 0;
+    attr.cap.max_recv_wr = depth;
+    attr.cap.max_recv_sge = max_sge;
+    attr.cap.max_inline_data = 0;
+    attr.qp_type = IBV_QPT_RAW_PACKET;
+    attr.sq_sig_all = 0;
+    return attr;
+}
+
+PollStart classify_start_poll(int rc) {
+    switch (rc) {
+        case 0:
+            return PollStart::ready;
+        case ENOENT:
+            return PollStart::empty;
+        case EBUSY:
+            return PollStart::retry;
+        default:
+            return PollStart::error;
+    }
+}
+
+RegDmabufMrFn reg_dmabuf_mr_symbol() {
+    static const RegDmabufMrFn fn =
+        reinterpret_cast<RegDmabufMrFn>(dlvsym(RTLD_DEFAULT, "ibv_reg_dmabuf_mr", "IBVERBS_1.12"));
+    return fn;
+}
+
 ibv_qp_state to_ibv(QpState state) {
     switch (state) {
         case QpState::reset:
@@ -358,6 +425,15 @@ std::string error_hint(Call call, int err, std::string_view exe_path) {
             }
             break;
         case Call::reg_dmabuf_mr:
+            if (err == ENOSYS) {
+                return "this libibverbs has no ibv_reg_dmabuf_mr (it came with rdma-core 34): "
+                       "upgrade rdma-core, or use nvidia-peermem";
+            }
+            if (err == ENOMEM || err == ENOSPC) {
+                return "the GPU's BAR1 or the locked-memory limit is too small for the payload "
+                       "ring: lower --ring-depth, or check nvidia-smi -q (BAR1 Memory Usage) "
+                       "and ulimit -l";
+            }
             if (err != 0) {
                 return "the NIC driver or kernel lacks dma-buf support: try nvidia-peermem";
             }
@@ -566,8 +642,10 @@ class IbvFlow final : public Flow {
 // busy-polls. poll() allocates nothing.
 class IbvCompletionQueue final : public CompletionQueue {
   public:
-    IbvCompletionQueue(std::shared_ptr<CqHandle> handle, bool timestamps)
+    IbvCompletionQueue(std::shared_ptr<CqHandle> handle, TimestampFormat timestamps)
         : handle_(std::move(handle)), timestamps_(timestamps) {}
+
+    TimestampFormat timestamps() const override { return timestamps_; }
 
     const std::shared_ptr<CqHandle>& handle() const { return handle_; }
 
@@ -590,13 +668,16 @@ class IbvCompletionQueue final : public CompletionQueue {
         ibv_cq_ex* cq = handle_->cq_ex;
         ibv_poll_cq_attr attr{};
         int rc = ibv_start_poll(cq, &attr);
-        if (rc == ENOENT) {
-            return 0;
-        }
-        if (rc != 0) {
-            // No ibv_end_poll after a failed ibv_start_poll (ibv_create_cq_ex(3)).
-            throw verbs_error(rc > 0 ? rc : EIO, "ibv_start_poll",
-                              "the CQ is in error (an overrun raises IBV_EVENT_CQ_ERR)");
+        // No ibv_end_poll after a failed ibv_start_poll (ibv_create_cq_ex(3)).
+        switch (classify_start_poll(rc)) {
+            case PollStart::ready:
+                break;
+            case PollStart::empty:
+            case PollStart::retry:
+                return 0;
+            case PollStart::error:
+                throw verbs_error(rc > 0 ? rc : EIO, "ibv_start_poll",
+                                  "the CQ is in error (an overrun raises IBV_EVENT_CQ_ERR)");
         }
         std::size_t n = 0;
         for (;;) {
@@ -621,15 +702,24 @@ class IbvCompletionQueue final : public CompletionQueue {
         Completion c;
         c.wr_id = cq->wr_id;
         c.status = map_wc_status(cq->status);
-        c.qp_num = ibv_wc_read_qp_num(cq);
+        // qp_num is not read: it was not asked for (IBV_WC_EX_WITH_QP_NUM),
+        // and on a raw-packet QP it is the flow tag (lib/verbs.hpp).
         if (cq->status == IBV_WC_SUCCESS) {
             c.byte_len = ibv_wc_read_byte_len(cq);
-            if (timestamps_) {
-                c.hw_timestamp = ibv_wc_read_completion_ts(cq);
-                c.has_timestamp = true;
+            switch (timestamps_) {
+                case TimestampFormat::device_ticks:
+                    c.hw_timestamp = ibv_wc_read_completion_ts(cq);
+                    c.has_timestamp = true;
+                    break;
+                case TimestampFormat::wallclock_ns:
+                    c.hw_timestamp = ibv_wc_read_completion_wallclock_ns(cq);
+                    c.has_timestamp = true;
+                    break;
+                case TimestampFormat::none:
+                    break;
             }
         } else {
-            // Only wr_id, status, qp_num and vendor_err are valid (ibv_poll_cq(3)).
+            // Only wr_id, status and vendor_err are valid (ibv_poll_cq(3)).
             c.vendor_err = ibv_wc_read_vendor_err(cq);
         }
         return c;
@@ -670,7 +760,7 @@ class IbvCompletionQueue final : public CompletionQueue {
     }
 
     std::shared_ptr<CqHandle> handle_;
-    bool timestamps_ = false;
+    TimestampFormat timestamps_ = TimestampFormat::none;
     int pending_error_ = 0;
 };
 
@@ -820,7 +910,9 @@ class IbvDevice final : public Device {
         // An int, not the enumerator: the ibv_reg_mr macro ANDs the access
         // flags with an enumerator of another enum type, which C++20
         // deprecates (clang: -Wdeprecated-enum-enum-conversion).
-        constexpr int access = IBV_ACCESS_LOCAL_WRITE;
+        // With an optional flag in it the macro calls ibv_reg_mr_iova2
+        // (IBVERBS_1.8), which lets libibverbs drop what the device lacks.
+        constexpr int access = kMrAccess;
         errno = 0;
         MrPtr mr(ibv_reg_mr(context_->pd(), addr, length, access));
         if (!mr) {
@@ -834,9 +926,13 @@ class IbvDevice final : public Device {
 
     std::unique_ptr<MemoryRegion> register_dmabuf(int fd, std::uint64_t offset, std::size_t length,
                                                   std::uint64_t iova) override {
+        const RegDmabufMrFn reg = reg_dmabuf_mr_symbol();
+        if (reg == nullptr) {
+            throw verbs_error(ENOSYS, fmt::format("ibv_reg_dmabuf_mr ({})", caps_.name),
+                              error_hint(Call::reg_dmabuf_mr, ENOSYS, {}));
+        }
         errno = 0;
-        MrPtr mr(
-            ibv_reg_dmabuf_mr(context_->pd(), offset, length, iova, fd, IBV_ACCESS_LOCAL_WRITE));
+        MrPtr mr(reg(context_->pd(), offset, length, iova, fd, kMrAccess));
         if (!mr) {
             const int err = null_errno();
             throw verbs_error(err,
@@ -848,38 +944,36 @@ class IbvDevice final : public Device {
         return std::make_unique<IbvMemoryRegion>(context_, std::move(mr));
     }
 
-    std::unique_ptr<CompletionQueue> create_cq(std::uint32_t depth) override {
+    std::unique_ptr<CompletionQueue> create_cq(std::uint32_t depth,
+                                               TimestampFormat timestamps) override {
+        const std::string what = fmt::format("ibv_create_cq_ex ({} entries on {}, timestamps {})",
+                                             depth, caps_.name, to_string(timestamps));
         if (depth == 0 || depth > caps_.max_cqe) {
             throw verbs_error(
-                EINVAL, fmt::format("ibv_create_cq_ex ({} entries on {})", depth, caps_.name),
+                EINVAL, what,
                 fmt::format("the depth must be 1 to {} (the device's max_cqe)", caps_.max_cqe));
         }
         auto handle = std::make_shared<CqHandle>();
         handle->context = context_;
-        std::uint64_t wc_flags =
-            std::uint64_t{IBV_WC_EX_WITH_BYTE_LEN} | std::uint64_t{IBV_WC_EX_WITH_QP_NUM};
-        if (caps_.completion_timestamps) {
-            wc_flags |= std::uint64_t{IBV_WC_EX_WITH_COMPLETION_TIMESTAMP};
+        int err = 0;
+        // Single-threaded first; a provider that does not know the flag
+        // refuses it (EINVAL, or EOPNOTSUPP), and the CQ is made without it.
+        for (const bool single_threaded : {true, false}) {
+            ibv_cq_init_attr_ex attr = cq_init_attr(depth, timestamps, single_threaded);
+            errno = 0;
+            if (ibv_cq_ex* cq_ex = ibv_create_cq_ex(context_->get(), &attr)) {
+                handle->cq.reset(ibv_cq_ex_to_cq(cq_ex));
+                handle->cq_ex = cq_ex;
+                return std::make_unique<IbvCompletionQueue>(std::move(handle), timestamps);
+            }
+            err = null_errno();
+            if (!(err == EINVAL || unsupported(err))) {
+                break;
+            }
         }
-        ibv_cq_init_attr_ex attr{};
-        attr.cqe = depth;
-        attr.cq_context = nullptr;
-        attr.channel = nullptr;
-        attr.comp_vector = 0;
-        attr.wc_flags = wc_flags;
-        attr.comp_mask = 0;
-        errno = 0;
-        if (ibv_cq_ex* cq_ex = ibv_create_cq_ex(context_->get(), &attr)) {
-            handle->cq.reset(ibv_cq_ex_to_cq(cq_ex));
-            handle->cq_ex = cq_ex;
-            return std::make_unique<IbvCompletionQueue>(std::move(handle),
-                                                        caps_.completion_timestamps);
-        }
-        int err = null_errno();
-        if (!(err == EOPNOTSUPP || err == ENOSYS)) {
-            throw verbs_error(err,
-                              fmt::format("ibv_create_cq_ex ({} entries on {})", depth, caps_.name),
-                              error_hint(Call::create_cq, err, {}));
+        if (timestamps != TimestampFormat::none || !(err == EOPNOTSUPP || err == ENOSYS)) {
+            // EOPNOTSUPP/ENOTSUP for a timestamp format: the engine tries the next one.
+            throw verbs_error(err, what, error_hint(Call::create_cq, err, {}));
         }
         // No extended CQs: a plain one, without completion timestamps.
         errno = 0;
@@ -891,7 +985,7 @@ class IbvDevice final : public Device {
                               fmt::format("ibv_create_cq ({} entries on {})", depth, caps_.name),
                               error_hint(Call::create_cq, err, {}));
         }
-        return std::make_unique<IbvCompletionQueue>(std::move(handle), false);
+        return std::make_unique<IbvCompletionQueue>(std::move(handle), TimestampFormat::none);
     }
 
     std::unique_ptr<QueuePair> create_qp(CompletionQueue& cq, std::uint32_t depth,
@@ -914,21 +1008,7 @@ class IbvDevice final : public Device {
                                           "max_sge)",
                                           caps_.max_sge));
         }
-        ibv_cq* raw_cq = ours->handle()->cq.get();
-        ibv_qp_init_attr attr{};
-        attr.qp_context = nullptr;
-        // A raw-packet QP needs a send CQ and queue even when it only receives;
-        // one send WR is the smallest queue every provider accepts.
-        attr.send_cq = raw_cq;
-        attr.recv_cq = raw_cq;
-        attr.srq = nullptr;
-        attr.cap.max_send_wr = 1;
-        attr.cap.max_send_sge = 1;
-        attr.cap.max_recv_wr = depth;
-        attr.cap.max_recv_sge = max_sge;
-        attr.cap.max_inline_data = 0;
-        attr.qp_type = IBV_QPT_RAW_PACKET;
-        attr.sq_sig_all = 0;
+        ibv_qp_init_attr attr = raw_qp_init_attr(ours->handle()->cq.get(), depth, max_sge);
         errno = 0;
         QpPtr qp(ibv_create_qp(context_->pd(), &attr));
         if (!qp) {

@@ -83,6 +83,49 @@ inline constexpr std::size_t kPostChunk = 64;
 std::size_t build_recv_chain(std::span<const RecvRequest> requests, std::span<ibv_recv_wr> wrs,
                              std::span<ibv_sge> sges);
 
+// --- Completion queues, queue pairs, memory -------------------------------------
+
+// The access flags of every memory region: local write (the NIC's DMA
+// target) and PCIe relaxed ordering. Relaxed ordering is an optional flag
+// (verbs.h IBV_ACCESS_OPTIONAL_FIRST): libibverbs and the kernel drop it where
+// the device or platform cannot honour it, so asking never fails a
+// registration (ibv_reg_mr(3)); spead2 asks for it by default.
+inline constexpr int kMrAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING;
+
+// ibv_create_cq_ex attributes for a CQ of `depth` entries whose completions
+// carry `timestamps`: byte_len always; never the qpn field (on an mlx5
+// raw-packet QP it is the flow tag, lib/verbs.hpp Completion::qp_num);
+// IBV_WC_EX_WITH_COMPLETION_TIMESTAMP for device ticks (the kernel then asks
+// for the free-running format), IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK
+// alone for wall-clock ns (mlx5 then asks for the real-time format where the
+// device has it, rdma-core providers/mlx5/verbs.c create_cq). With
+// `single_threaded`, IBV_CREATE_CQ_ATTR_SINGLE_THREADED: one thread polls
+// each CQ, so the provider may skip its CQ lock (mlx5: MLX5_CQ_FLAGS_SINGLE_THREADED).
+ibv_cq_init_attr_ex cq_init_attr(std::uint32_t depth, TimestampFormat timestamps,
+                                 bool single_threaded);
+
+// ibv_create_qp attributes of a receive-only raw-packet QP on `cq`: no send
+// queue (max_send_wr = 0; the kernel creates the TIS and SQ of a raw-packet
+// QP only when it has send WRs, drivers/infiniband/hw/mlx5/qp.c
+// create_raw_packet_qp; spead2 does the same), `depth` receive WRs of
+// `max_sge` SGEs.
+ibv_qp_init_attr raw_qp_init_attr(ibv_cq* cq, std::uint32_t depth, std::uint32_t max_sge);
+
+// What ibv_start_poll's return means (ibv_create_cq_ex(3)): 0 a completion
+// is ready; ENOENT the CQ is empty; EBUSY, with wall-clock timestamps, the
+// clock information is being updated and the poll should simply be retried
+// (rdma-core providers/mlx5/cq.c mlx5_start_poll; no ibv_end_poll either
+// way); anything else is an error.
+enum class PollStart : std::uint8_t { ready, empty, retry, error };
+PollStart classify_start_poll(int rc);
+
+// ibv_reg_dmabuf_mr, looked up at run time (dlvsym, version IBVERBS_1.12):
+// it first shipped in rdma-core 34 (libibverbs/libibverbs.map.in), and a
+// direct call would stop the binary from loading on older hosts. nullptr
+// when this libibverbs lacks it.
+using RegDmabufMrFn = ibv_mr* (*)(ibv_pd*, std::uint64_t, std::size_t, std::uint64_t, int, int);
+RegDmabufMrFn reg_dmabuf_mr_symbol();
+
 // --- Queue-pair state ---------------------------------------------------------
 
 ibv_qp_state to_ibv(QpState state);

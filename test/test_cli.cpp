@@ -47,6 +47,25 @@ std::size_t lines(const std::string& s) {
     return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));
 }
 
+// The binary must load on acquisition hosts with an older rdma-core:
+// ibv_reg_dmabuf_mr (IBVERBS_1.12, rdma-core 34) is looked up at run time, so
+// the highest libibverbs symbol version it needs is IBVERBS_1.8
+// (ibv_reg_mr_iova2, which the ibv_reg_mr macro calls for relaxed ordering).
+TEST(Cli, LoadsWithALibibverbsOlderThanDmaBufSupport) {
+    test::TempDir dir;
+    const Result r = sh(dir, "readelf -W --dyn-syms " + std::string(IBVCAP_BINARY));
+    ASSERT_EQ(r.code, 0) << r.err;
+    ASSERT_NE(r.out.find("@IBVERBS_1.1"), std::string::npos) << "not linked to libibverbs?";
+    EXPECT_EQ(r.out.find("ibv_reg_dmabuf_mr"), std::string::npos)
+        << "a direct reference to ibv_reg_dmabuf_mr needs rdma-core 34";
+    int highest = 0;
+    for (std::size_t at = r.out.find("@IBVERBS_1."); at != std::string::npos;
+         at = r.out.find("@IBVERBS_1.", at + 1)) {
+        highest = std::max(highest, std::atoi(r.out.c_str() + at + 11));
+    }
+    EXPECT_LE(highest, 8) << "needs IBVERBS_1." << highest;
+}
+
 TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
     test::TempDir dir;
     struct Case {

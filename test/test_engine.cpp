@@ -3,6 +3,8 @@
 // ledger reconciles exactly against what was sent.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -509,9 +511,10 @@ class LoggedDevice final : public verbs::Device {
                                                          std::uint64_t iova) override {
         return d_.register_dmabuf(fd, o, n, iova);
     }
-    std::unique_ptr<verbs::CompletionQueue> create_cq(std::uint32_t depth) override {
+    std::unique_ptr<verbs::CompletionQueue> create_cq(std::uint32_t depth,
+                                                      verbs::TimestampFormat ts) override {
         log_.calls.push_back("create cq");
-        return d_.create_cq(depth);
+        return d_.create_cq(depth, ts);
     }
     std::unique_ptr<verbs::QueuePair> create_qp(verbs::CompletionQueue& cq, std::uint32_t depth,
                                                 std::uint32_t sge) override {
@@ -891,6 +894,178 @@ TEST(Engine, HeldSlotsStopAtTheHoldLimitAndTheRestAreCopied) {
     rig.finish();
     EXPECT_TRUE(rig.ledger.zero_loss()) << rig.ledger.loss_reasons().front();
     EXPECT_EQ(rig.ledger.totals().nic_drops, 0u);
+}
+
+// --- mlx5 as it really behaves (issue: ready for a real ConnectX host) -------------
+
+bool has_note(const Ledger& ledger, const std::string& part) {
+    return std::any_of(ledger.notes().begin(), ledger.notes().end(),
+                       [&](const std::string& n) { return n.find(part) != std::string::npos; });
+}
+
+// The simulated NIC reports what mlx5 reports in a raw-packet completion's
+// qpn field: the flow tag, 0 (lib/sim_nic.hpp). An engine that matched
+// completions by QP number would count every one bad_wr_id and deliver
+// nothing, as the first run on a real ConnectX host would have.
+TEST(Engine, CompletionsAreMatchedByWrIdAloneAsMlx5Reports) {
+    const std::vector<Endpoint> groups = {kG1, kG2, Endpoint{test::kGroup1 + 7, 36009}};
+    Rig rig(options_for(groups, 32));
+    for (const std::uint32_t n : rig.engine->qp_numbers()) {
+        EXPECT_NE(n, 0u);  // so a QP-number match could never pass by chance
+    }
+    rig.engine->start();
+    const auto frames = frames_of(traffic(groups, 60));  // 2 rings' worth per QP
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+        rig.nic->deliver(frames[i]);
+        if (i % 8 == 7) {
+            rig.poll_all();
+        }
+    }
+    rig.poll_all();
+    rig.finish();
+    EXPECT_EQ(rig.engine->stats().bad_wr_id, 0u);
+    EXPECT_EQ(rig.engine->stats().frames, frames.size());
+    EXPECT_EQ(rig.nic->counters().out_of_buffer, 0u);  // every slot came back
+    EXPECT_EQ(rig.ledger.streams().size(), groups.size() * 2 * 2);
+    EXPECT_TRUE(rig.ledger.zero_loss());
+}
+
+// A ConnectX-6 Dx/7 running its real-time clock refuses a QP whose CQ asked
+// for free-running ticks (kernel mlx5/qp.c get_ts_format): the engine falls
+// back to wall-clock timestamps, then to none, and says which stamped the pcap.
+TEST(Engine, TimestampsFallBackToWhatTheDevicesClockModeGives) {
+    struct Row {
+        const char* mode;
+        bool fr;
+        bool rt;
+        verbs::TimestampFormat expect;
+        const char* note;
+    };
+    const Row rows[] = {
+        {"free-running", true, false, verbs::TimestampFormat::device_ticks, "free-running device"},
+        {"real-time", false, true, verbs::TimestampFormat::wallclock_ns, "wall-clock ns"},
+        {"neither", false, false, verbs::TimestampFormat::none, "CLOCK_REALTIME"},
+    };
+    for (const Row& row : rows) {
+        SCOPED_TRACE(row.mode);
+        SimConfig config;
+        config.ts_free_running = row.fr;
+        config.ts_real_time = row.rt;
+        Rig rig(options_for({kG1}, 16), {OutputFormat::pcap}, config);
+        EXPECT_EQ(rig.engine->timestamps(), row.expect);
+        EXPECT_TRUE(has_note(rig.ledger, "timestamps: ")) << row.mode;
+        EXPECT_TRUE(has_note(rig.ledger, row.note)) << row.mode;
+        rig.engine->start();
+        auto config_t = traffic({kG1}, 3);
+        config_t.antennas = {test::kAntenna1};
+        config_t.threads = 1;
+        const auto frames = frames_of(config_t);
+        for (const auto& f : frames) {
+            rig.nic->deliver(f, 1000);  // the device clock runs 1000 ns per frame
+        }
+        rig.poll_all();
+        rig.finish();
+        ASSERT_EQ(rig.ledger.totals().codif, 3u);
+        const auto pcap = test::read_file(rig.dir / "ibvcap.pcap");
+        std::size_t off = 24;
+        const std::uint64_t base_s = config.host_time_base_ns / 1'000'000'000u;
+        for (std::size_t i = 0; i < frames.size(); ++i) {
+            ASSERT_LE(off + 16, pcap.size());
+            const std::uint32_t sec = load_le32(pcap.data() + off);
+            const std::uint32_t nsec = load_le32(pcap.data() + off + 4);
+            if (row.expect == verbs::TimestampFormat::none) {
+                // Host time at poll, not the device's (which starts at base_s).
+                const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count();
+                EXPECT_NEAR(static_cast<double>(sec), static_cast<double>(now), 60.0);
+            } else {
+                EXPECT_EQ(sec, base_s);
+                EXPECT_EQ(nsec, 1000u * (i + 1));
+            }
+            off += 16 + load_le32(pcap.data() + off + 8);
+        }
+        EXPECT_TRUE(rig.ledger.zero_loss());
+        EXPECT_EQ(rig.nic->ordering_violations(), 0u);  // the refused CQ/QPs went in order
+    }
+}
+
+// The counted rule is refused only at ibv_create_flow (rdma-core mlx5/verbs.c:
+// the probe's attach never reaches the kernel). The run goes on without
+// counters for that rule and the rest, and says so.
+TEST(Engine, ARefusedCountedRuleIsMadeWithoutItsCounter) {
+    SimConfig config;
+    config.counted_rule_limit = 1;
+    const std::vector<Endpoint> groups = {kG1, kG2, Endpoint{test::kGroup1 + 7, 36009}};
+    Rig rig(options_for(groups, 32), {}, config);
+    rig.engine->start();
+    EXPECT_EQ(rig.nic->flows(), 3u);
+    EXPECT_EQ(rig.engine->stats().uncounted_rules, 2u);
+    EXPECT_TRUE(has_note(rig.ledger, "refused a counted flow rule"));
+    const auto frames = frames_of(traffic(groups, 10));
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+        rig.nic->deliver(frames[i]);
+        if (i % 8 == 7) {
+            rig.poll_all();
+        }
+    }
+    rig.poll_all();
+    rig.finish();
+    // Only the first group's rule counts; its figure is true.
+    std::size_t matched_rows = 0;
+    for (const auto& c : rig.engine->flow_counters()) {
+        if (c.name.find("/matched") != std::string::npos) {
+            ++matched_rows;
+            EXPECT_NE(c.name.find(kG1.to_string()), std::string::npos) << c.name;
+            EXPECT_EQ(c.value, frames.size() / 3);
+        }
+    }
+    EXPECT_EQ(matched_rows, 1u);
+    EXPECT_EQ(rig.ledger.totals().codif, frames.size());
+    EXPECT_TRUE(rig.ledger.zero_loss());
+}
+
+// Every context gets every port's events (ibv_get_async_event(3)): another
+// port going down and up is neither an outage of ours nor a reason to rejoin.
+TEST(Engine, PortEventsOfAnotherPortAreNotOurs) {
+    Rig rig(options_for({kG1}));
+    rig.engine->start();
+    rig.nic->raise_port_event(2, false);
+    rig.nic->raise_port_event(2, true);
+    rig.engine->drain();
+    EXPECT_EQ(rig.engine->stats().port_down_events, 0u);
+    EXPECT_EQ(rig.engine->stats().rejoins, 0u);
+    EXPECT_EQ(rig.engine->stats().other_port_events, 2u);
+    EXPECT_FALSE(has_note(rig.ledger, "went down"));
+    // Our own port still counts.
+    rig.nic->set_port_up(false);
+    rig.nic->set_port_up(true);
+    rig.engine->drain();
+    EXPECT_EQ(rig.engine->stats().port_down_events, 1u);
+    EXPECT_EQ(rig.engine->stats().rejoins, 1u);
+    rig.finish();
+}
+
+// A payload region lets go of its registration before its memory:
+// ibv_dereg_mr must not run on freed pages.
+TEST(PayloadRegion, TheRegistrationGoesBeforeTheMemory) {
+    std::vector<std::string> order;
+    struct LoggedMr final : verbs::MemoryRegion {
+        std::vector<std::string>& log;
+        explicit LoggedMr(std::vector<std::string>& l) : log(l) {}
+        ~LoggedMr() override { log.push_back("dereg"); }
+        std::uint32_t lkey() const override { return 1; }
+    };
+    {
+        PayloadMemory::Region region;
+        region.owner = std::shared_ptr<void>(new int(0), [&order](void* p) {
+            order.push_back("free");
+            delete static_cast<int*>(p);
+        });
+        region.mr = std::make_unique<LoggedMr>(order);
+    }
+    const std::vector<std::string> expected = {"dereg", "free"};
+    EXPECT_EQ(order, expected);
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ using verbs::FlowMatch;
 using verbs::QpState;
 using verbs::RecvRequest;
 using verbs::Sge;
+using verbs::TimestampFormat;
 using verbs::WcStatus;
 
 constexpr std::uint32_t kGroup = 0xEF110001;       // 239.17.0.1
@@ -104,7 +105,8 @@ class SimNic : public ::testing::Test {
         dev = provider->open(cfg.name, cfg.port);
         mem.assign(1 << 16, kSentinel);
         mr = dev->register_memory(mem.data(), mem.size());
-        cq = dev->create_cq(cq_depth);
+        cq = dev->create_cq(cq_depth, cfg.completion_timestamps ? TimestampFormat::device_ticks
+                                                                : TimestampFormat::none);
         qp = dev->create_qp(*cq, qp_depth, max_sge);
         flow = qp->create_flow(match_for(kGroup, kPort), true);
     }
@@ -263,9 +265,9 @@ TEST(SimProviderTest, CreationLimitsAndMissingCapabilities) {
     EXPECT_NE(what.find("simulated NIC has no dma-buf"), std::string::npos) << what;
     EXPECT_EQ(error_of([&] { dev->register_memory(mem.data(), 0); }), EINVAL);
 
-    EXPECT_EQ(error_of([&] { dev->create_cq(101); }), EINVAL);
-    EXPECT_EQ(error_of([&] { dev->create_cq(0); }), EINVAL);
-    auto cq = dev->create_cq(100);
+    EXPECT_EQ(error_of([&] { dev->create_cq(101, TimestampFormat::none); }), EINVAL);
+    EXPECT_EQ(error_of([&] { dev->create_cq(0, TimestampFormat::none); }), EINVAL);
+    auto cq = dev->create_cq(100, TimestampFormat::none);
     EXPECT_EQ(error_of([&] { dev->create_qp(*cq, 51, 1); }), EINVAL);
     EXPECT_EQ(error_of([&] { dev->create_qp(*cq, 50, 3); }), EINVAL);
     EXPECT_EQ(error_of([&] { dev->create_qp(*cq, 0, 1); }), EINVAL);
@@ -285,7 +287,7 @@ TEST(SimProviderTest, CreationLimitsAndMissingCapabilities) {
     noraw.flow_steering = false;
     p.add(noraw);
     auto dev2 = p.open("noraw", 1);
-    auto cq2 = dev2->create_cq(8);
+    auto cq2 = dev2->create_cq(8, TimestampFormat::none);
     EXPECT_EQ(error_of([&] { dev2->create_qp(*cq2, 8, 1); }, &what), EPERM);
     EXPECT_NE(what.find("cap_net_raw"), std::string::npos) << what;
     // A CQ of another device is refused.
@@ -296,7 +298,7 @@ TEST(SimProviderTest, CreationLimitsAndMissingCapabilities) {
     nosteer.flow_steering = false;
     p.add(nosteer);
     auto dev3 = p.open("nosteer", 1);
-    auto cq3 = dev3->create_cq(8);
+    auto cq3 = dev3->create_cq(8, TimestampFormat::none);
     auto qp3 = dev3->create_qp(*cq3, 8, 1);
     EXPECT_EQ(error_of([&] { qp3->create_flow(match_for(kGroup, kPort), false); }), EOPNOTSUPP);
     EXPECT_EQ(hw->ordering_violations(), 0u);
@@ -403,7 +405,7 @@ TEST(SimNicSge, TwoSgesOnAOneSgeQpAreRefused) {
     auto dev = p.open("sim_mlx5_0", 1);
     std::vector<std::uint8_t> mem(256);
     auto mr = dev->register_memory(mem.data(), mem.size());
-    auto cq = dev->create_cq(4);
+    auto cq = dev->create_cq(4, TimestampFormat::none);
     auto qp = dev->create_qp(*cq, 4, 1);
     qp->modify(QpState::init);
     RecvRequest r;
@@ -438,7 +440,7 @@ TEST_F(SimNic, Sge0IsFilledCompletelyBeforeSge1) {
         EXPECT_EQ(wcs[0].status, WcStatus::success);
         EXPECT_EQ(wcs[0].wr_id, 7u);
         EXPECT_EQ(wcs[0].byte_len, size);
-        EXPECT_EQ(wcs[0].qp_num, qp->qp_num());
+        EXPECT_EQ(wcs[0].qp_num, 0u);  // the flow tag, not the QP (lib/sim_nic.hpp)
 
         const std::size_t in0 = std::min<std::size_t>(size, kLen0);
         const std::size_t in1 = size - in0;
@@ -576,12 +578,10 @@ TEST_F(SimNic, SourceIpRuleWinsOverGroupRule) {
     deliver(udp_frame(kSrcA, kGroup, kPort, 64));
     deliver(udp_frame(kSrcB, kGroup, kPort, 64));
     const auto wcs = drain();
+    // Which QP took each frame shows in the wr_id alone (its WRs' ids).
     ASSERT_EQ(wcs.size(), 3u);
-    EXPECT_EQ(wcs[0].qp_num, qp_ant->qp_num());
     EXPECT_EQ(wcs[0].wr_id, 100u);
-    EXPECT_EQ(wcs[1].qp_num, qp->qp_num());
     EXPECT_EQ(wcs[1].wr_id, 0u);
-    EXPECT_EQ(wcs[2].qp_num, qp_ant->qp_num());
     EXPECT_EQ(wcs[2].wr_id, 101u);
     EXPECT_EQ(ant_flow->matched_packets(), std::optional<std::uint64_t>{2});
     EXPECT_EQ(flow->matched_packets(), std::optional<std::uint64_t>{1});
@@ -596,14 +596,14 @@ TEST_F(SimNic, SourceIpRuleWinsOverGroupRule) {
     deliver(udp_frame(kSrcA, kGroup, kPort, 64));
     const auto more = drain();
     ASSERT_EQ(more.size(), 1u);
-    EXPECT_EQ(more[0].qp_num, qp->qp_num());
+    EXPECT_EQ(more[0].wr_id, 1u);  // qp's next WR
     EXPECT_EQ(late_flow->matched_packets(), std::optional<std::uint64_t>{0});
     // Once the first rule is gone, the later one matches.
     flow.reset();
     deliver(udp_frame(kSrcA, kGroup, kPort, 64));
     const auto last = drain();
     ASSERT_EQ(last.size(), 1u);
-    EXPECT_EQ(last[0].qp_num, qp_late->qp_num());
+    EXPECT_EQ(last[0].wr_id, 200u);  // qp_late's WR
     EXPECT_EQ(hw->flows(), 2u);
     late_flow.reset();
     ant_flow.reset();
@@ -643,7 +643,7 @@ TEST_F(SimNic, CounterRuleNeedsFlowCounters) {
     provider = std::make_unique<SimProvider>();
     hw = provider->add(cfg);
     dev = provider->open(cfg.name, cfg.port);
-    cq = dev->create_cq(4);
+    cq = dev->create_cq(4, TimestampFormat::none);
     qp = dev->create_qp(*cq, 4, 1);
     std::string what;
     EXPECT_EQ(error_of([&] { qp->create_flow(match_for(kGroup, kPort), true); }, &what),
@@ -886,7 +886,7 @@ TEST_F(SimNic, DeviceFatalFlushesEverythingAndRefusesNewObjects) {
         EXPECT_EQ(ev->kind, EventKind::device_fatal);
         EXPECT_EQ(ev->name, "IBV_EVENT_DEVICE_FATAL");
     }
-    EXPECT_EQ(error_of([&] { dev->create_cq(4); }), EIO);
+    EXPECT_EQ(error_of([&] { dev->create_cq(4, TimestampFormat::none); }), EIO);
     EXPECT_EQ(error_of([&] { dev->create_qp(*cq, 4, 1); }), EIO);
     EXPECT_EQ(error_of([&] { dev->register_memory(mem.data(), 64); }), EIO);
     EXPECT_EQ(error_of([&] { qp->create_flow(match_for(kGroup2, kPort), false); }), EIO);
@@ -977,8 +977,8 @@ TEST(SimNicDevices, TwoDevicesAreIndependent) {
         std::vector<std::uint8_t> m1(8192, kSentinel);
         auto mr0 = d0->register_memory(m0.data(), m0.size());
         auto mr1 = d1->register_memory(m1.data(), m1.size());
-        auto cq0 = d0->create_cq(16);
-        auto cq1 = d1->create_cq(16);
+        auto cq0 = d0->create_cq(16, TimestampFormat::none);
+        auto cq1 = d1->create_cq(16, TimestampFormat::none);
         auto qp0 = d0->create_qp(*cq0, 8, 1);
         auto qp1 = d1->create_qp(*cq1, 8, 1);
         auto f0 = qp0->create_flow(match_for(kGroup, kPort), true);
@@ -1026,8 +1026,8 @@ TEST(SimNicDevices, TwoDevicesAreIndependent) {
         EXPECT_EQ(qp0->state(), QpState::rtr);
         hw0->raise_device_fatal();
         EXPECT_EQ(qp1->state(), QpState::error);
-        EXPECT_NO_THROW(d1->create_cq(4));
-        EXPECT_EQ(error_of([&] { d0->create_cq(4); }), EIO);
+        EXPECT_NO_THROW(d1->create_cq(4, TimestampFormat::none));
+        EXPECT_EQ(error_of([&] { d0->create_cq(4, TimestampFormat::none); }), EIO);
     }
     EXPECT_EQ(hw0->ordering_violations(), 0u);
     EXPECT_EQ(hw1->ordering_violations(), 0u);
@@ -1039,7 +1039,7 @@ TEST(SimNicTeardown, OrderingViolationsAreCounted) {
     std::vector<std::uint8_t> mem(4096);
     auto dev = p.open("sim_mlx5_0", 1);
     auto mr = dev->register_memory(mem.data(), mem.size());
-    auto cq = dev->create_cq(8);
+    auto cq = dev->create_cq(8, TimestampFormat::none);
     auto qp = dev->create_qp(*cq, 8, 1);
     auto flow = qp->create_flow(match_for(kGroup, kPort), true);
     // In order: no violation.
@@ -1106,7 +1106,7 @@ TEST(SimNicThreads, DeliverAndPollOnTwoThreadsLoseNothing) {
     auto dev = p.open("sim_mlx5_0", 1);
     std::vector<std::uint8_t> mem(std::size_t{kSlots} * kSlotBytes);
     auto mr = dev->register_memory(mem.data(), mem.size());
-    auto cq = dev->create_cq(1024);
+    auto cq = dev->create_cq(1024, TimestampFormat::none);
     auto qp = dev->create_qp(*cq, kSlots, 1);
     auto flow = qp->create_flow(match_for(kGroup, kPort), true);
     const auto slot_wr = [&](std::uint64_t i) {
@@ -1191,6 +1191,211 @@ TEST(SimNicThreads, DeliverAndPollOnTwoThreadsLoseNothing) {
     mr.reset();
     dev.reset();
     EXPECT_EQ(hw->ordering_violations(), 0u);
+}
+
+// --- mlx5 as it really behaves (lib/sim_nic.hpp cites each source) ------------------
+
+// rdma-core providers/mlx5/cq.c: mlx5_cq_read_wc_qp_num and mlx5_cq_read_flow_tag
+// read the same sop_drop_qpn bits, so a successful raw-packet receive reports
+// the flow tag (0 for verbs rules) where a QP number would be; an error CQE
+// carries the QP number (mlx5dv.h mlx5_err_cqe).
+TEST_F(SimNic, ACompletionCarriesTheFlowTagNotTheQpNumber) {
+    ASSERT_NE(qp->qp_num(), 0u);
+    qp->modify(QpState::init);
+    const std::vector<RecvRequest> wrs = {wr1(1, 0, 2048), wr1(2, 2048, 64), wr1(3, 4096, 2048)};
+    qp->post_recv(wrs);
+    qp->modify(QpState::rtr);
+    deliver(frame_of_size(200));  // success
+    deliver(frame_of_size(200));  // LOC_LEN_ERR: an error CQE
+    qp->modify(QpState::error);   // flushes WR 3
+    const auto wcs = drain();
+    ASSERT_EQ(wcs.size(), 3u);
+    EXPECT_EQ(wcs[0].status, WcStatus::success);
+    EXPECT_EQ(wcs[0].qp_num, 0u);
+    EXPECT_EQ(wcs[1].status, WcStatus::loc_len_err);
+    EXPECT_EQ(wcs[1].qp_num, qp->qp_num());
+    EXPECT_EQ(wcs[2].status, WcStatus::wr_flush_err);
+    EXPECT_EQ(wcs[2].qp_num, qp->qp_num());
+    EXPECT_EQ(wcs[0].wr_id, 1u);
+    EXPECT_EQ(wcs[1].wr_id, 2u);
+    EXPECT_EQ(wcs[2].wr_id, 3u);
+}
+
+// rdma-core providers/mlx5/qp.c mlx5_post_recv skips an SGE of length 0
+// (`if (!length) continue`): the NIC never sees it, so its lkey and address
+// are never checked and the frame lands in the next SGE.
+TEST_F(SimNic, AZeroLengthSgeIsSkippedNotCheckedNorWritten) {
+    qp->modify(QpState::init);
+    RecvRequest r = wr2(5, 0, 0, 4096, 2048);
+    r.sge[0].lkey = 0xdead;  // no such region: harmless, the SGE is skipped
+    r.sge[0].addr = 0;
+    qp->post_recv(std::span(&r, 1));
+    qp->modify(QpState::rtr);
+    const auto f = frame_of_size(300);
+    deliver(f);
+    const auto wcs = drain();
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].status, WcStatus::success);
+    EXPECT_EQ(wcs[0].byte_len, 300u);
+    EXPECT_EQ(std::memcmp(mem.data() + 4096, f.data(), f.size()), 0);
+    EXPECT_EQ(qp->state(), QpState::rtr);
+}
+
+// rdma-core providers/mlx5/verbs.c: a QP moved to RESET has its completions
+// cleaned out of the CQ (mlx5_cq_clean); the other QPs' stay, in order.
+TEST_F(SimNic, ResetRemovesTheQueuesCompletionsFromTheSharedCq) {
+    for (const bool clean : {true, false}) {
+        SCOPED_TRACE(clean ? "mlx5 (cleans)" : "a provider that does not clean");
+        SimConfig cfg;
+        cfg.cq_clean_on_reset = clean;
+        build(cfg);
+        auto other = dev->create_qp(*cq, 16, 2);
+        auto other_flow = other->create_flow(match_for(kGroup + 1, kPort), false);
+        ready();
+        other->modify(QpState::init);
+        other->modify(QpState::rtr);
+        post_slots(3);
+        const std::vector<RecvRequest> o = {wr1(100, 20000, 2048), wr1(101, 24000, 2048)};
+        other->post_recv(o);
+        deliver(udp_frame(kSrcA, kGroup, kPort, 64));
+        deliver(udp_frame(kSrcA, kGroup + 1, kPort, 64));
+        deliver(udp_frame(kSrcA, kGroup, kPort, 64));
+        deliver(udp_frame(kSrcA, kGroup + 1, kPort, 64));
+        qp->modify(QpState::reset);
+        const auto wcs = drain();
+        std::vector<std::uint64_t> ids;
+        for (const auto& wc : wcs) {
+            ids.push_back(wc.wr_id);
+        }
+        const std::vector<std::uint64_t> expected =
+            clean ? std::vector<std::uint64_t>{100, 101}
+                  : std::vector<std::uint64_t>{0, 100, 1, 101};
+        EXPECT_EQ(ids, expected);
+        other_flow.reset();
+        other.reset();
+    }
+}
+
+// The timestamp formats as mlx5 takes them. Kernel drivers/infiniband/hw/mlx5/
+// qp.c get_ts_format refuses a QP whose CQ asked for raw (free-running)
+// timestamps on a device without that format, and a real-time CQ's QP on one
+// without real time; rdma-core providers/mlx5/verbs.c create_cq makes a
+// wall-clock-only CQ real-time where the device has it, and otherwise converts
+// free-running ticks (mlx5/cq.c mlx5_cq_fill_pfns).
+TEST(SimNicTimestamps, EachClockModeTakesTheFormatsMlx5Takes) {
+    using TF = TimestampFormat;
+    struct Row {
+        const char* mode;
+        bool fr;
+        bool rt;
+        TF asked;
+        bool cq_ok;
+        bool qp_ok;
+    };
+    const Row rows[] = {
+        {"free-running", true, false, TF::device_ticks, true, true},
+        {"free-running", true, false, TF::wallclock_ns, true, true},
+        {"free-running", true, false, TF::none, true, true},
+        {"real-time", false, true, TF::device_ticks, true, false},  // the CX-6 Dx/7 case
+        {"real-time", false, true, TF::wallclock_ns, true, true},
+        {"real-time", false, true, TF::none, true, true},
+        {"both", true, true, TF::device_ticks, true, true},
+        {"both", true, true, TF::wallclock_ns, true, true},
+        {"neither", false, false, TF::device_ticks, true, false},
+        {"neither", false, false, TF::wallclock_ns, false, false},
+        {"neither", false, false, TF::none, true, true},
+    };
+    for (const Row& row : rows) {
+        SCOPED_TRACE(std::string(row.mode) + ", asked " + verbs::to_string(row.asked));
+        SimProvider p;
+        SimConfig cfg;
+        cfg.ts_free_running = row.fr;
+        cfg.ts_real_time = row.rt;
+        cfg.clock_khz = 1'000'000;
+        cfg.host_time_base_ns = 5'000'000'000ull;
+        auto hw = p.add(cfg);
+        auto dev = p.open(cfg.name, cfg.port);
+        std::unique_ptr<verbs::CompletionQueue> cq;
+        const int cq_err = error_of([&] { cq = dev->create_cq(8, row.asked); });
+        EXPECT_EQ(cq_err, row.cq_ok ? 0 : EOPNOTSUPP);
+        if (!cq) {
+            continue;
+        }
+        EXPECT_EQ(cq->timestamps(), row.asked);
+        std::unique_ptr<verbs::QueuePair> qp;
+        const int qp_err = error_of([&] { qp = dev->create_qp(*cq, 4, 1); });
+        EXPECT_EQ(qp_err, row.qp_ok ? 0 : EOPNOTSUPP);
+        if (!qp) {
+            continue;
+        }
+        std::vector<std::uint8_t> mem(4096);
+        auto mr = dev->register_memory(mem.data(), mem.size());
+        auto flow = qp->create_flow(match_for(kGroup, kPort), false);
+        qp->modify(QpState::init);
+        const RecvRequest r{
+            7, {Sge{reinterpret_cast<std::uint64_t>(mem.data()), 4096, mr->lkey()}}, 1};
+        qp->post_recv(std::span(&r, 1));
+        qp->modify(QpState::rtr);
+        hw->deliver(frame_of_size(100), 2500);
+        std::array<Completion, 2> wc{};
+        ASSERT_EQ(cq->poll(wc), 1u);
+        switch (row.asked) {
+            case TF::device_ticks:
+                EXPECT_TRUE(wc[0].has_timestamp);
+                EXPECT_EQ(wc[0].hw_timestamp, 2500u);
+                break;
+            case TF::wallclock_ns:
+                EXPECT_TRUE(wc[0].has_timestamp);
+                EXPECT_EQ(wc[0].hw_timestamp, 5'000'002'500ull);  // 1 GHz: 2500 ns past the base
+                break;
+            case TF::none:
+                EXPECT_FALSE(wc[0].has_timestamp);
+                break;
+        }
+        flow.reset();
+        qp.reset();
+        mr.reset();
+        cq.reset();
+        EXPECT_EQ(hw->ordering_violations(), 0u);
+    }
+}
+
+// rdma-core providers/mlx5/verbs.c mlx5_attach_counters_point_flow only records
+// the attach in user space: a device can pass the probe (create + attach) and
+// still refuse the counted rule at ibv_create_flow.
+TEST(SimNicCounters, ACountedRuleCanBeRefusedAfterTheProbeSaidYes) {
+    SimProvider p;
+    SimConfig cfg;
+    cfg.counted_rule_limit = 1;
+    p.add(cfg);
+    auto dev = p.open(cfg.name, cfg.port);
+    EXPECT_TRUE(dev->caps().flow_counters);
+    auto cq = dev->create_cq(8, TimestampFormat::none);
+    auto qp = dev->create_qp(*cq, 4, 1);
+    auto first = qp->create_flow(match_for(kGroup, kPort), true);
+    EXPECT_EQ(first->matched_packets(), std::optional<std::uint64_t>{0});
+    EXPECT_EQ(error_of([&] { qp->create_flow(match_for(kGroup + 1, kPort), true); }), EOPNOTSUPP);
+    auto plain = qp->create_flow(match_for(kGroup + 1, kPort), false);
+    EXPECT_EQ(plain->matched_packets(), std::nullopt);
+    // The grant comes back when the counted rule goes.
+    first.reset();
+    auto again = qp->create_flow(match_for(kGroup + 2, kPort), true);
+    EXPECT_TRUE(again->matched_packets().has_value());
+}
+
+// ibv_get_async_event(3): port events are per port, and every context of the
+// device gets those of all its ports.
+TEST_F(SimNic, PortEventsOfAnotherPortReachEveryHandleNamingThatPort) {
+    hw->raise_port_event(2, false);
+    const auto ev = dev->wait_event(std::chrono::milliseconds(100));
+    ASSERT_TRUE(ev.has_value());
+    EXPECT_EQ(ev->kind, EventKind::port_error);
+    EXPECT_EQ(ev->port, 2u);
+    hw->raise_port_event(2, true);
+    const auto up = dev->wait_event(std::chrono::milliseconds(100));
+    ASSERT_TRUE(up.has_value());
+    EXPECT_EQ(up->kind, EventKind::port_active);
+    EXPECT_EQ(up->port, 2u);
 }
 
 }  // namespace

@@ -481,9 +481,104 @@ TEST(ErrorHints, PinnedMemory) {
 }
 
 TEST(ErrorHints, DmaBuf) {
-    for (const int err : {EOPNOTSUPP, EINVAL, ENOMEM}) {
+    for (const int err : {EOPNOTSUPP, EINVAL, ENOSYS}) {
         EXPECT_TRUE(contains(d::error_hint(d::Call::reg_dmabuf_mr, err, "x"), "nvidia-peermem"));
     }
+    // An old libibverbs is named as such, not as missing kernel support.
+    const std::string old = d::error_hint(d::Call::reg_dmabuf_mr, ENOSYS, "x");
+    EXPECT_TRUE(contains(old, "rdma-core 34")) << old;
+    EXPECT_FALSE(contains(old, "kernel")) << old;
+    // Out of BAR1 space is not "no dma-buf support".
+    for (const int err : {ENOMEM, ENOSPC}) {
+        const std::string bar = d::error_hint(d::Call::reg_dmabuf_mr, err, "x");
+        EXPECT_TRUE(contains(bar, "BAR1")) << bar;
+        EXPECT_FALSE(contains(bar, "lacks dma-buf")) << bar;
+    }
+}
+
+// --- Queues and memory as the engine asks for them (issue: real ConnectX host) ------
+
+TEST(CqAttributes, NeverTheQpNumberAndTheTimestampEachFormatNeeds) {
+    struct Row {
+        TimestampFormat format;
+        std::uint64_t wanted;
+        std::uint64_t unwanted;
+    };
+    const Row rows[] = {
+        {TimestampFormat::none, 0,
+         IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK},
+        // Raw ticks: libibverbs then asks the kernel for the free-running format.
+        {TimestampFormat::device_ticks, IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+         IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK},
+        // Wall clock alone: mlx5 asks for a real-time CQ where the device has
+        // one (providers/mlx5/verbs.c create_cq); with raw ticks too it would not.
+        {TimestampFormat::wallclock_ns, IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
+         IBV_WC_EX_WITH_COMPLETION_TIMESTAMP},
+    };
+    for (const Row& row : rows) {
+        SCOPED_TRACE(to_string(row.format));
+        for (const bool single : {true, false}) {
+            const ibv_cq_init_attr_ex attr = d::cq_init_attr(1234, row.format, single);
+            EXPECT_EQ(attr.cqe, 1234u);
+            EXPECT_NE(attr.wc_flags & IBV_WC_EX_WITH_BYTE_LEN, 0u);
+            // On a raw-packet QP the qpn field is the flow tag: never asked for.
+            EXPECT_EQ(attr.wc_flags & IBV_WC_EX_WITH_QP_NUM, 0u);
+            EXPECT_EQ(attr.wc_flags & row.wanted, row.wanted);
+            EXPECT_EQ(attr.wc_flags & row.unwanted, 0u);
+            EXPECT_EQ(attr.channel, nullptr);
+            if (single) {
+                EXPECT_NE(attr.comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS, 0u);
+                EXPECT_EQ(attr.flags,
+                          static_cast<std::uint32_t>(IBV_CREATE_CQ_ATTR_SINGLE_THREADED));
+            } else {
+                EXPECT_EQ(attr.comp_mask, 0u);
+            }
+        }
+    }
+}
+
+TEST(QpAttributes, ReceiveOnlyRawPacketQueueHasNoSendQueue) {
+    ibv_cq* cq = reinterpret_cast<ibv_cq*>(std::uintptr_t{0x1000});
+    const ibv_qp_init_attr attr = d::raw_qp_init_attr(cq, 4096, 2);
+    EXPECT_EQ(attr.qp_type, IBV_QPT_RAW_PACKET);
+    EXPECT_EQ(attr.cap.max_send_wr, 0u);  // no TIS/SQ (kernel mlx5/qp.c create_raw_packet_qp)
+    EXPECT_EQ(attr.cap.max_send_sge, 0u);
+    EXPECT_EQ(attr.cap.max_inline_data, 0u);
+    EXPECT_EQ(attr.cap.max_recv_wr, 4096u);
+    EXPECT_EQ(attr.cap.max_recv_sge, 2u);
+    EXPECT_EQ(attr.recv_cq, cq);
+    EXPECT_EQ(attr.send_cq, cq);
+    EXPECT_EQ(attr.srq, nullptr);
+}
+
+TEST(MemoryRegions, LocalWriteWithRelaxedOrderingThatCanNeverFailARegistration) {
+    EXPECT_NE(d::kMrAccess & IBV_ACCESS_LOCAL_WRITE, 0);
+    EXPECT_NE(d::kMrAccess & IBV_ACCESS_RELAXED_ORDERING, 0);
+    // Relaxed ordering is in the optional range, which libibverbs and the
+    // kernel drop where unsupported instead of failing (ibv_reg_mr(3)).
+    EXPECT_NE(
+        static_cast<int>(IBV_ACCESS_RELAXED_ORDERING) & static_cast<int>(IBV_ACCESS_OPTIONAL_RANGE),
+        0);
+    // Nothing else: no remote access on a capture host.
+    EXPECT_EQ(d::kMrAccess & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING), 0);
+}
+
+TEST(StartPoll, EmptyAndBusyAreNotErrors) {
+    EXPECT_EQ(d::classify_start_poll(0), d::PollStart::ready);
+    EXPECT_EQ(d::classify_start_poll(ENOENT), d::PollStart::empty);
+    // Wall-clock CQs: the clock information was being updated; retry.
+    EXPECT_EQ(d::classify_start_poll(EBUSY), d::PollStart::retry);
+    for (const int err : {EIO, EINVAL, -1, ENOMEM}) {
+        EXPECT_EQ(d::classify_start_poll(err), d::PollStart::error) << err;
+    }
+}
+
+TEST(DmaBufSymbol, FoundAtRunTimeUnderItsVersion) {
+    // This host's libibverbs is rdma-core 34 or later: the lookup (name and
+    // version IBVERBS_1.12) must find it. On an older one it returns null
+    // and registration fails with ENOSYS (the hint above) instead of the
+    // binary failing to load; test_cli checks the binary needs no 1.12.
+    EXPECT_NE(d::reg_dmabuf_mr_symbol(), nullptr);
 }
 
 TEST(ErrorHints, NoKernelSupport) {
