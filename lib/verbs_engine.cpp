@@ -893,6 +893,12 @@ void VerbsEngine::report_to(Ledger& ledger) const {
     if (stats_.split_misaligned > 0) {
         ledger.add_source_counter({dev + "/split_misaligned", stats_.split_misaligned, false});
     }
+    if (stats_.other_port_events > 0) {
+        ledger.add_source_counter({dev + "/other_port_events", stats_.other_port_events, false});
+    }
+    if (stats_.uncounted_rules > 0) {
+        ledger.add_source_counter({dev + "/uncounted_rules", stats_.uncounted_rules, false});
+    }
     if (options_.zero_copy) {
         // How the hand-off went: frames written from their slots, and frames
         // copied because the holders had hold_limit slots of a ring.

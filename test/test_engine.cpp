@@ -1044,6 +1044,10 @@ TEST(Engine, PortEventsOfAnotherPortAreNotOurs) {
     EXPECT_EQ(rig.engine->stats().port_down_events, 1u);
     EXPECT_EQ(rig.engine->stats().rejoins, 1u);
     rig.finish();
+    const auto& counters = rig.ledger.source_counters();
+    EXPECT_TRUE(std::any_of(counters.begin(), counters.end(), [](const SourceCounter& c) {
+        return c.name == "sim_mlx5_0/other_port_events" && c.value == 2;
+    }));
 }
 
 // A payload region lets go of its registration before its memory:
