@@ -237,6 +237,9 @@ std::vector<BlockSink::Key> BlockSink::keys() const {
 }
 
 void BlockSink::report_to(Ledger& ledger) const {
+    // Every way a captured frame can miss its block is loss for the consumer,
+    // and so for the verdict (docs/architecture.md).
+    std::uint64_t misses = copy_dropped_;
     if (copy_dropped_ > 0) {
         ledger.add_source_counter({"blocks/copy_dropped", copy_dropped_, false});
         ledger.add_note(fmt::format(
@@ -256,13 +259,16 @@ void BlockSink::report_to(Ledger& ledger) const {
         ledger.add_source_counter({name + "/bad_thread", s.bad_thread, false});
         ledger.add_source_counter({name + "/bad_length", s.bad_length, false});
         // Captured (and written) but in no block: the consumer never sees them.
-        if (const auto lost = s.ring_full + s.too_late + s.bad_thread + s.bad_length; lost > 0) {
+        const auto lost = s.ring_full + s.too_late + s.bad_thread + s.bad_length;
+        misses += lost;
+        if (lost > 0) {
             ledger.add_note(
                 fmt::format("{}: {} frames are in no block (ring full {}, too late "
                             "{}, thread out of range {}, other length {})",
                             name, lost, s.ring_full, s.too_late, s.bad_thread, s.bad_length));
         }
     }
+    ledger.add_block_misses(misses);
 }
 
 }  // namespace ibvcap

@@ -106,6 +106,7 @@ void Ledger::merge(const Ledger& other) {
     bytes_ += other.bytes_;
     wc_errors_ += other.wc_errors_;
     payload_mismatches_ += other.payload_mismatches_;
+    block_misses_ += other.block_misses_;
     for (std::size_t i = 0; i < kReasonCount; ++i) {
         reasons_[i] += other.reasons_[i];
     }
@@ -141,6 +142,7 @@ Totals Ledger::totals() const {
     }
     t.wc_errors = wc_errors_;
     t.payload_mismatches = payload_mismatches_;
+    t.block_misses = block_misses_;
     for (const auto& o : outputs_) {
         t.written += o.packets;
         t.write_drops += o.dropped;
@@ -208,6 +210,9 @@ std::vector<std::string> Ledger::loss_reasons() const {
     }
     if (t.write_drops > 0) {
         why.push_back(fmt::format("{} records not written", t.write_drops));
+    }
+    if (t.block_misses > 0) {
+        why.push_back(fmt::format("{} frames are in no block of the block rings", t.block_misses));
     }
     for (const auto& o : outputs_) {
         if (!o.error.empty()) {

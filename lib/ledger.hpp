@@ -110,6 +110,9 @@ struct Totals {
     std::uint64_t written = 0;             // records written, all outputs together
     std::uint64_t write_drops = 0;         // records not written, all outputs together
     std::uint64_t payload_mismatches = 0;  // bytes off the generator's pattern (--gpu-verify)
+    // Frames captured but in no block of the block rings (--gpu, --gpu-standin):
+    // the consumer never sees them, so they are loss for it.
+    std::uint64_t block_misses = 0;
 };
 
 class Ledger {
@@ -137,6 +140,8 @@ class Ledger {
     void add_wc_errors(std::uint64_t n) { wc_errors_ += n; }
     // Payload bytes that differ from the generator's pattern (--gpu-verify).
     void add_payload_mismatches(std::uint64_t bytes) { payload_mismatches_ += bytes; }
+    // Frames the block rings could not place (lib/block_sink.cpp report_to).
+    void add_block_misses(std::uint64_t frames) { block_misses_ += frames; }
     void add_note(std::string note) { notes_.push_back(std::move(note)); }
     // The run ended before its source was exhausted (read error, device
     // fatal): what was counted is true, but nothing proves the rest arrived.
@@ -164,6 +169,7 @@ class Ledger {
     std::uint64_t bytes_ = 0;
     std::uint64_t wc_errors_ = 0;
     std::uint64_t payload_mismatches_ = 0;
+    std::uint64_t block_misses_ = 0;
     std::array<std::uint64_t, kReasonCount> reasons_{};
     std::vector<StreamStats> streams_;
     std::vector<OutputStats> outputs_;

@@ -45,7 +45,8 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
                    {"wc_errors", t.wc_errors},
                    {"written", t.written},
                    {"write_drops", t.write_drops},
-                   {"payload_mismatches", t.payload_mismatches}};
+                   {"payload_mismatches", t.payload_mismatches},
+                   {"block_misses", t.block_misses}};
     nlohmann::json malformed = nlohmann::json::object();
     nlohmann::json non_codif = nlohmann::json::object();
     for (std::size_t i = 0; i < kReasonCount; ++i) {
