@@ -21,6 +21,7 @@
 //             one copy through host memory.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -41,6 +42,14 @@ using Stream = CUstream_st*;  // nullptr: the legacy default stream
 // Built with CUDA, a driver is loaded and it reports at least one GPU.
 bool gpu_available();
 
+// How the IOMMU treats the GPU's DMA (iommu_mode in gpu_logic.hpp).
+enum class IommuMode {
+    off,          // no IOMMU registered (/sys/class/iommu empty) and the GPU in no group
+    passthrough,  // the GPU's group type is "identity" (iommu=pt)
+    translated,   // "DMA" or "DMA-FQ": addresses are translated
+    unknown,      // an IOMMU is there but the group's type cannot be read or is another one
+};
+
 // What ibvcap knows about the GPU it was told to use (printed at start).
 struct GpuInfo {
     int id = 0;
@@ -51,6 +60,17 @@ struct GpuInfo {
     bool peermem_loaded = false;  // /sys/module/nvidia_peermem (or nv_peer_mem) exists
     int numa_node = -1;           // sysfs numa_node of the GPU; -1: none reported
     std::string nic_relation;     // the PCIe/NUMA path to the NIC, in words ("" when not asked)
+    // cudaDevAttrGPUDirectRDMAWritesOrdering (cudaGPUDirectRDMAWritesOrdering):
+    // 0 none, 100 owner, 200 all devices.
+    int rdma_writes_ordering = 0;
+    // cudaDevAttrGPUDirectRDMAFlushWritesOptions, a cudaFlushGPUDirectRDMAWritesOptions
+    // bitmask: 1 host (cudaDeviceFlushGPUDirectRDMAWrites), 2 memops.
+    int rdma_flush_options = 0;
+    std::uint64_t bar1_bytes = 0;  // size of PCI BAR1 from sysfs; 0: unknown
+    IommuMode iommu = IommuMode::unknown;
+    std::size_t max_pitch = 0;  // cudaDevAttrMaxPitch: the largest pitch of a 2D copy
+    int driver_version = 0;     // cudaDriverGetVersion: 1000 * major + 10 * minor
+    int runtime_version = 0;    // cudaRuntimeGetVersion, the same encoding
 };
 
 // Probes GPU `id`. `nic` names the NIC whose path to the GPU is described:
@@ -62,8 +82,9 @@ struct GpuInfo {
 GpuInfo probe_gpu(int id, const std::string& nic = {},
                   const std::filesystem::path& sysfs_root = kSysfsRoot);
 
-// One or two lines (no trailing newline): the GPU, its GPUDirect abilities,
-// and the path to the NIC when known.
+// Three or four lines (no trailing newline): the GPU and its GPUDirect
+// abilities; the CUDA versions, BAR1 and the IOMMU; the GPUDirect RDMA write
+// ordering and what ibvcap does about it; the path to the NIC when known.
 std::string format_gpu_info(const GpuInfo& info);
 
 // Block ring memory on GPU `gpu` (validated as probe_gpu does): one
@@ -90,7 +111,13 @@ const char* to_string(Mode mode);  // "dma-buf", "nvidia-peermem", "staging"
 // later ones (falling further only if it fails). describe() says which mode
 // ran and why each better one did not, e.g. "staging (pinned host memory ...):
 // dma-buf refused (...); nvidia-peermem not loaded (modprobe nvidia-peermem)".
-// `sysfs_root` is where /sys/module is looked up (tests point it elsewhere).
+// A registration refused with ENOMEM, ENOSPC or EFAULT while BAR1's size is
+// known is reported as "BAR1 is N MiB and the run registers M MiB ..."
+// (bar1_shortfall). GPU regions get CU_POINTER_ATTRIBUTE_SYNC_MEMOPS; when
+// that fails, describe() ends with "; CU_POINTER_ATTRIBUTE_SYNC_MEMOPS not set
+// (...)" and the region is used all the same.
+// `sysfs_root` is where /sys/module and the GPU's PCI resource file are
+// looked up (tests point it elsewhere).
 std::unique_ptr<PayloadMemory> make_gpu_payload_memory(
     int gpu, Mode preferred = Mode::dmabuf, const std::filesystem::path& sysfs_root = kSysfsRoot);
 

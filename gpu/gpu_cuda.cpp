@@ -97,13 +97,25 @@ std::uint8_t* bytes_of(const PinnedPtr& p) {
 
 // ---- devices ----------------------------------------------------------------
 
+// gpu_logic.hpp spells CUDA's enum values without the CUDA headers.
+static_assert(kRdmaWritesOrderingNone == cudaGPUDirectRDMAWritesOrderingNone);
+static_assert(kRdmaWritesOrderingOwner == cudaGPUDirectRDMAWritesOrderingOwner);
+static_assert(kRdmaWritesOrderingAllDevices == cudaGPUDirectRDMAWritesOrderingAllDevices);
+static_assert(kRdmaFlushOptionHost == cudaFlushGPUDirectRDMAWritesOptionHost);
+static_assert(kRdmaFlushOptionMemOps == cudaFlushGPUDirectRDMAWritesOptionMemOps);
+
 // Validates `id` as probe_gpu does and makes it the calling thread's device.
 void select_gpu(int id) {
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
         cudaGetLastError();
-        throw std::runtime_error(no_gpu_message(id, cudaGetErrorString(err)));
+        int driver = 0;
+        int runtime = 0;
+        cudaDriverGetVersion(&driver);
+        cudaRuntimeGetVersion(&runtime);
+        throw std::runtime_error(
+            no_gpu_message(id, cudaGetErrorString(err), driver_mismatch_message(driver, runtime)));
     }
     if (count <= 0 || id < 0 || id >= count) {
         throw std::runtime_error(gpu_id_message(id, count));
@@ -154,13 +166,17 @@ std::optional<int> driver_attribute(int gpu, CUdevice_attribute attribute) {
     return value;
 }
 
-bool runtime_attribute(int gpu, cudaDeviceAttr attribute) {
+std::optional<int> runtime_attribute_value(int gpu, cudaDeviceAttr attribute) {
     int value = 0;
     if (cudaDeviceGetAttribute(&value, attribute, gpu) != cudaSuccess) {
         cudaGetLastError();
-        return false;
+        return std::nullopt;
     }
-    return value != 0;
+    return value;
+}
+
+bool runtime_attribute(int gpu, cudaDeviceAttr attribute) {
+    return runtime_attribute_value(gpu, attribute).value_or(0) != 0;
 }
 
 std::string pci_bus_id(int gpu) {
@@ -188,6 +204,8 @@ const char* errno_name(int err) {
             return "EFAULT";
         case ENOMEM:
             return "ENOMEM";
+        case ENOSPC:
+            return "ENOSPC";
         case EPERM:
             return "EPERM";
         case EACCES:
@@ -201,6 +219,16 @@ const char* errno_name(int err) {
         default:
             return nullptr;
     }
+}
+
+// The errno of a system_error (the verbs layer's errors), 0 for anything else.
+int errno_of(const std::exception& e) {
+    if (const auto* se = dynamic_cast<const std::system_error*>(&e);
+        se != nullptr && (se->code().category() == std::generic_category() ||
+                          se->code().category() == std::system_category())) {
+        return se->code().value();
+    }
+    return 0;
 }
 
 // "EOPNOTSUPP: <what>" for a system_error, what() for anything else.
@@ -435,6 +463,9 @@ class GpuPayloadMemory final : public PayloadMemory {
         dmabuf_ = driver_attribute(gpu, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED);
         get_handle_ = driver_entry<PFN_cuMemGetHandleForAddressRange_v11070>(
             "cuMemGetHandleForAddressRange", 11070);
+        set_attribute_ =
+            driver_entry<PFN_cuPointerSetAttribute_v6000>("cuPointerSetAttribute", 6000);
+        bar1_bytes_ = bar_size(sysfs_root_, pci_bus_id(gpu), 1).value_or(0);
         summary_ = fmt::format("GPU {} payload memory: nothing allocated yet (preferred: {})", gpu,
                                to_string(preferred));
     }
@@ -475,8 +506,17 @@ class GpuPayloadMemory final : public PayloadMemory {
         }
         next_ = choice.mode;
         ++allocations_;
+        if (next_ != Mode::staging) {
+            gpu_registered_ += *size;
+            if (pages.sync_memops_failed && sync_memops_note_.empty()) {
+                sync_memops_note_ = *pages.sync_memops_failed;
+            }
+        }
         summary_ = fmt::format("GPU {} payload memory: {}", gpu_,
                                describe_choice(ModeChoice{next_, refused_}));
+        if (!sync_memops_note_.empty()) {
+            summary_ += "; " + sync_memops_note_;
+        }
         return region;
     }
 
@@ -485,9 +525,44 @@ class GpuPayloadMemory final : public PayloadMemory {
   private:
     // GPU memory for one region, allocated at the first mode that needs it.
     struct GpuPages {
-        std::shared_ptr<void> owner;   // the cudaMalloc allocation
-        std::uint8_t* base = nullptr;  // 64 KiB aligned, `size` bytes
+        std::shared_ptr<void> owner;                    // the cudaMalloc allocation
+        std::uint8_t* base = nullptr;                   // 64 KiB aligned, `size` bytes
+        std::optional<std::string> sync_memops_failed;  // why SYNC_MEMOPS is not set
     };
+
+    // CU_POINTER_ATTRIBUTE_SYNC_MEMOPS on memory the NIC writes, as NVIDIA's
+    // gdrcopy and Holoscan's advanced_network do: synchronous CUDA memory
+    // operations on it always synchronize. Not needed by ibvcap's own data
+    // flow (its one CUDA write, the zeroing, is waited for), so a failure is
+    // only noted.
+    std::optional<std::string> set_sync_memops(std::uint8_t* base) const {
+        if (set_attribute_ == nullptr) {
+            return "CU_POINTER_ATTRIBUTE_SYNC_MEMOPS not set (the driver has no "
+                   "cuPointerSetAttribute)";
+        }
+        const unsigned int one = 1;
+        const CUresult result =
+            set_attribute_(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
+                           static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(base)));
+        if (result != CUDA_SUCCESS) {
+            return fmt::format(
+                "CU_POINTER_ATTRIBUTE_SYNC_MEMOPS not set (cuPointerSetAttribute: {})",
+                driver_error(result));
+        }
+        return std::nullopt;
+    }
+
+    // Why registering `size` more bytes of GPU memory failed, when the
+    // error and BAR1's size point at BAR1 (bar1_shortfall); otherwise the
+    // exception's own reason.
+    std::string registration_failure(const std::exception& e, std::size_t size) const {
+        const int err = errno_of(e);
+        if (const auto bar1 = bar1_shortfall(err, bar1_bytes_, gpu_registered_ + size)) {
+            return fmt::format("{}: {}", errno_name(err) != nullptr ? errno_name(err) : "error",
+                               *bar1);
+        }
+        return reason_of(e);
+    }
 
     std::uint8_t* gpu_pages(GpuPages& pages, std::size_t size) const {
         if (pages.owner) {
@@ -503,6 +578,7 @@ class GpuPayloadMemory final : public PayloadMemory {
                                     size, kGpuPageBytes);
         }
         std::uint8_t* base = static_cast<std::uint8_t*>(p.get()) + offset.value_or(0);
+        pages.sync_memops_failed = set_sync_memops(base);
         check(cudaMemset(base, 0, size), "cudaMemset of payload slots");
         check(cudaDeviceSynchronize(),
               "cudaDeviceSynchronize");  // zeros land before the NIC writes
@@ -556,7 +632,7 @@ class GpuPayloadMemory final : public PayloadMemory {
             // the SGEs carry device pointers (same page offset: 0).
             mr = device.register_dmabuf(fd, 0, size, reinterpret_cast<std::uintptr_t>(base));
         } catch (const std::exception& e) {
-            return fmt::format("dma-buf refused ({})", reason_of(e));
+            return fmt::format("dma-buf refused ({})", registration_failure(e, size));
         }
         adopt(region, pages.owner, std::move(mr), base, nullptr);
         return std::nullopt;
@@ -577,7 +653,7 @@ class GpuPayloadMemory final : public PayloadMemory {
             mr = device.register_memory(base, size);
         } catch (const std::exception& e) {
             return fmt::format("nvidia-peermem loaded but ibv_reg_mr of GPU memory failed ({})",
-                               reason_of(e));
+                               registration_failure(e, size));
         }
         adopt(region, pages.owner, std::move(mr), base, nullptr);
         return std::nullopt;
@@ -598,6 +674,10 @@ class GpuPayloadMemory final : public PayloadMemory {
     bool rdma_ = false;
     std::optional<int> dmabuf_;
     PFN_cuMemGetHandleForAddressRange_v11070 get_handle_ = nullptr;
+    PFN_cuPointerSetAttribute_v6000 set_attribute_ = nullptr;
+    std::uint64_t bar1_bytes_ = 0;      // 0: unknown
+    std::uint64_t gpu_registered_ = 0;  // bytes of GPU memory registered so far
+    std::string sync_memops_note_;      // the first SYNC_MEMOPS failure, for describe()
     std::vector<std::string> refused_;
     std::size_t allocations_ = 0;
     std::string summary_;
@@ -632,6 +712,16 @@ GpuInfo probe_gpu(int id, const std::string& nic, const fs::path& sysfs_root) {
         info.numa_node = loc->numa_node;
     }
     info.nic_relation = nic_relation(sysfs_root, info.pci_bus_id, nic);
+    info.rdma_writes_ordering =
+        runtime_attribute_value(id, cudaDevAttrGPUDirectRDMAWritesOrdering).value_or(0);
+    info.rdma_flush_options =
+        runtime_attribute_value(id, cudaDevAttrGPUDirectRDMAFlushWritesOptions).value_or(0);
+    info.bar1_bytes = bar_size(sysfs_root, info.pci_bus_id, 1).value_or(0);
+    info.iommu = iommu_mode(sysfs_root, info.pci_bus_id);
+    info.max_pitch = static_cast<std::size_t>(
+        std::max(0, runtime_attribute_value(id, cudaDevAttrMaxPitch).value_or(0)));
+    cudaDriverGetVersion(&info.driver_version);
+    cudaRuntimeGetVersion(&info.runtime_version);
     return info;
 }
 

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "gpu/gpu_info.hpp"
+#include "gpu/gpu_logic.hpp"
 
 namespace ibvcap::gpu {
 
@@ -21,7 +22,9 @@ std::string describe() {
                     driver == 0 ? std::string("not loaded")
                                 : fmt::format("{}.{}", driver / 1000, (driver % 1000) / 10));
     if (err != cudaSuccess) {
-        return fmt::format("{}: no usable GPU ({})", versions, cudaGetErrorString(err));
+        const std::string mismatch = driver_mismatch_message(driver, runtime);
+        return fmt::format("{}: no usable GPU ({}){}", versions, cudaGetErrorString(err),
+                           mismatch.empty() ? std::string() : ": " + mismatch);
     }
     std::string gpus;
     for (int i = 0; i < count; ++i) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <limits>
 #include <stdexcept>
@@ -273,6 +274,207 @@ bool peermem_loaded(const fs::path& sysfs_root) {
            fs::exists(sysfs_root / "module/nv_peer_mem", ec);
 }
 
+// ---- platform facts --------------------------------------------------------
+
+namespace {
+
+std::optional<std::uint64_t> parse_hex64(std::string_view text) {
+    if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+        text.remove_prefix(2);
+    }
+    if (text.empty()) {
+        return std::nullopt;
+    }
+    std::uint64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, 16);
+    if (ec != std::errc() || end != text.data() + text.size()) {
+        return std::nullopt;
+    }
+    return value;
+}
+
+std::vector<std::string_view> split_whitespace(std::string_view text) {
+    std::vector<std::string_view> words;
+    std::size_t i = 0;
+    while (i < text.size()) {
+        while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])) != 0) {
+            ++i;
+        }
+        const std::size_t start = i;
+        while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])) == 0) {
+            ++i;
+        }
+        if (i > start) {
+            words.push_back(text.substr(start, i - start));
+        }
+    }
+    return words;
+}
+
+constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+
+std::uint64_t mib_rounded_up(std::uint64_t bytes) {
+    return bytes / kMiB + (bytes % kMiB != 0 ? 1 : 0);
+}
+
+}  // namespace
+
+std::string size_text(std::uint64_t bytes) {
+    if (bytes >= kGiB && bytes % kGiB == 0) {
+        return fmt::format("{} GiB", bytes / kGiB);
+    }
+    return fmt::format("{} MiB", mib_rounded_up(bytes));
+}
+
+bool needs_rdma_write_flush(int writes_ordering) {
+    return writes_ordering < kRdmaWritesOrderingOwner;
+}
+
+bool can_flush_rdma_writes(int flush_options) {
+    return (flush_options & kRdmaFlushOptionHost) != 0;
+}
+
+std::string describe_rdma_write_ordering(int writes_ordering, int flush_options) {
+    if (!needs_rdma_write_flush(writes_ordering)) {
+        return fmt::format(
+            "GPUDirect RDMA write ordering: {} (no flush needed)",
+            writes_ordering >= kRdmaWritesOrderingAllDevices ? "all devices" : "owner");
+    }
+    if (can_flush_rdma_writes(flush_options)) {
+        return "GPUDirect RDMA write ordering: none (payload flushed with "
+               "cudaDeviceFlushGPUDirectRDMAWrites once per batch before it is read)";
+    }
+    return fmt::format(
+        "GPUDirect RDMA write ordering: none, and the GPU cannot flush it (flush options {:#x}, "
+        "no cudaDeviceFlushGPUDirectRDMAWrites): GPU copies and kernels may read payload the NIC "
+        "wrote before it is visible; check payload with --gpu-verify",
+        flush_options);
+}
+
+std::optional<std::uint64_t> bar_size(const fs::path& sysfs_root, const std::string& pci_address,
+                                      int bar) {
+    if (bar < 0 || bar > 5) {
+        return std::nullopt;
+    }
+    const auto text = read_sysfs_file(sysfs_root / "bus/pci/devices" / pci_address / "resource");
+    if (!text) {
+        return std::nullopt;
+    }
+    std::string_view rest = *text;
+    for (int line = 0; line < bar; ++line) {
+        const auto newline = rest.find('\n');
+        if (newline == std::string_view::npos) {
+            return std::nullopt;
+        }
+        rest.remove_prefix(newline + 1);
+    }
+    const auto words = split_whitespace(rest.substr(0, rest.find('\n')));
+    if (words.size() < 2) {
+        return std::nullopt;
+    }
+    const auto start = parse_hex64(words[0]);
+    const auto end = parse_hex64(words[1]);
+    if (!start || !end || *start == 0 || *end < *start ||
+        *end - *start == std::numeric_limits<std::uint64_t>::max()) {
+        return std::nullopt;
+    }
+    return *end - *start + 1;
+}
+
+IommuMode iommu_mode(const fs::path& sysfs_root, const std::string& pci_address) {
+    const fs::path group = sysfs_root / "bus/pci/devices" / pci_address / "iommu_group";
+    if (const auto type = read_sysfs_file(group / "type")) {
+        if (*type == "identity") {
+            return IommuMode::passthrough;
+        }
+        if (*type == "DMA" || *type == "DMA-FQ") {
+            return IommuMode::translated;
+        }
+        return IommuMode::unknown;
+    }
+    std::error_code ec;
+    if (fs::exists(group, ec)) {
+        return IommuMode::unknown;  // in a group whose type the kernel does not show
+    }
+    const fs::path iommus = sysfs_root / "class/iommu";
+    if (!fs::is_directory(iommus, ec) || fs::is_empty(iommus, ec)) {
+        return IommuMode::off;
+    }
+    return IommuMode::unknown;
+}
+
+const char* to_string(IommuMode mode) {
+    switch (mode) {
+        case IommuMode::off:
+            return "off";
+        case IommuMode::passthrough:
+            return "passthrough (identity)";
+        case IommuMode::translated:
+            return "translated (DMA)";
+        case IommuMode::unknown:
+            return "unknown";
+    }
+    return "?";
+}
+
+std::string describe_iommu(IommuMode mode) {
+    if (mode == IommuMode::translated) {
+        return fmt::format(
+            "{}: GPUDirect RDMA needs iommu=pt or the IOMMU off on most platforms (docs/gpu.md, "
+            "Setting up GPUDirect RDMA)",
+            to_string(mode));
+    }
+    return to_string(mode);
+}
+
+std::string cuda_version_text(int version) {
+    return fmt::format("{}.{}", version / 1000, (version % 1000) / 10);
+}
+
+std::string driver_mismatch_message(int driver_version, int runtime_version) {
+    if (driver_version <= 0 || driver_version >= runtime_version) {
+        return {};
+    }
+    const int runtime_major = runtime_version / 1000;
+    const int driver_major = driver_version / 1000;
+    std::string text = fmt::format(
+        "the NVIDIA driver supports CUDA {} but ibvcap was built with the CUDA {} runtime: ",
+        cuda_version_text(driver_version), cuda_version_text(runtime_version));
+    if (runtime_major == 13) {
+        text += "install an R580 or later driver (CUDA 13 needs R580+)";
+    } else {
+        text += fmt::format("install a driver that supports CUDA {}",
+                            cuda_version_text(runtime_version));
+    }
+    if (driver_major == 12 && runtime_major > 12) {
+        const int driver_minor = (driver_version % 1000) / 10;
+        text += fmt::format(
+            ", or rebuild ibvcap with a CUDA 12 toolkit, 12.5 or later (cmake "
+            "-DCMAKE_CUDA_COMPILER=/usr/local/cuda-{}/bin/nvcc)",
+            driver_minor >= 5 ? cuda_version_text(driver_version) : std::string("12.x"));
+    }
+    return text;
+}
+
+std::optional<std::string> bar1_shortfall(int err, std::uint64_t bar1_bytes,
+                                          std::uint64_t registered_bytes) {
+    if ((err != ENOMEM && err != ENOSPC && err != EFAULT) || bar1_bytes == 0) {
+        return std::nullopt;
+    }
+    const std::string sizes =
+        fmt::format("BAR1 is {} and the run registers {} MiB of GPU memory for payload",
+                    size_text(bar1_bytes), mib_rounded_up(registered_bytes));
+    if (registered_bytes > bar1_bytes) {
+        return sizes +
+               ": lower --ring-depth (payload memory is ring depth x slot size per queue pair), "
+               "or use a GPU with a larger BAR1";
+    }
+    return sizes +
+           ": if nvidia-smi -q -d MEMORY shows BAR1 Memory Usage near its total, lower "
+           "--ring-depth or stop what else maps GPU memory through BAR1";
+}
+
 // ---- payload memory modes -------------------------------------------------
 
 ModeChoice choose_mode(Mode preferred, const ModeAttempt& attempt) {
@@ -318,7 +520,13 @@ std::string describe_choice(const ModeChoice& choice) {
 
 // ---- messages --------------------------------------------------------------
 
-std::string no_gpu_message(int id, std::string_view cuda_error) {
+std::string no_gpu_message(int id, std::string_view cuda_error, std::string_view fix) {
+    if (!fix.empty()) {
+        return fmt::format(
+            "--gpu {}: no usable GPU (CUDA: {}): {}; or run without --gpu to keep payload in host "
+            "memory",
+            id, cuda_error, fix);
+    }
     return fmt::format(
         "--gpu {}: no usable GPU (CUDA: {}); run without --gpu to keep payload in host memory", id,
         cuda_error);
@@ -339,6 +547,15 @@ std::string format_gpu_info(const GpuInfo& info) {
         info.numa_node < 0 ? std::string("none") : std::to_string(info.numa_node),
         info.gpudirect_rdma ? "yes" : "no", info.dmabuf ? "yes" : "no",
         info.peermem_loaded ? "loaded" : "not loaded");
+    text +=
+        fmt::format("\nGPU {} platform: CUDA driver {}, runtime {}; BAR1 {}; IOMMU: {}", info.id,
+                    info.driver_version == 0 ? std::string("not loaded")
+                                             : cuda_version_text(info.driver_version),
+                    cuda_version_text(info.runtime_version),
+                    info.bar1_bytes == 0 ? std::string("unknown") : size_text(info.bar1_bytes),
+                    describe_iommu(info.iommu));
+    text += "\n";
+    text += describe_rdma_write_ordering(info.rdma_writes_ordering, info.rdma_flush_options);
     if (!info.nic_relation.empty()) {
         text += "\nGPU-NIC path: ";
         text += info.nic_relation;
@@ -346,17 +563,17 @@ std::string format_gpu_info(const GpuInfo& info) {
     return text;
 }
 
-std::vector<StridedCopy> plan_strided_copies(std::span<const DeviceMemory::Copy> copies) {
+std::vector<StridedCopy> plan_strided_copies(std::span<const DeviceMemory::Copy> copies,
+                                             std::size_t max_pitch) {
+    if (max_pitch == 0) {
+        max_pitch = std::numeric_limits<std::size_t>::max();
+    }
     std::vector<StridedCopy> runs;
-    for (const auto& c : copies) {
-        if (c.bytes == 0) {
-            continue;
-        }
-        auto* dst = static_cast<std::uint8_t*>(c.dst);
-        const auto* src = static_cast<const std::uint8_t*>(c.src);
+    const auto add = [&runs, max_pitch](std::uint8_t* dst, const std::uint8_t* src,
+                                        std::size_t bytes) {
         if (!runs.empty()) {
             StridedCopy& r = runs.back();
-            if (r.width == c.bytes) {
+            if (r.width == bytes) {
                 // Pitches must be forward and at least the width (no overlap).
                 const auto next_dst = reinterpret_cast<std::uintptr_t>(dst);
                 const auto next_src = reinterpret_cast<std::uintptr_t>(src);
@@ -367,20 +584,30 @@ std::vector<StridedCopy> plan_strided_copies(std::span<const DeviceMemory::Copy>
                 if (next_dst >= last_dst + r.width && next_src >= last_src + r.width) {
                     const std::size_t dp = next_dst - last_dst;
                     const std::size_t sp = next_src - last_src;
-                    if (r.rows == 1) {
+                    if (r.rows == 1 && dp <= max_pitch && sp <= max_pitch) {
                         r.dst_pitch = dp;
                         r.src_pitch = sp;
                         ++r.rows;
-                        continue;
+                        return;
                     }
                     if (dp == r.dst_pitch && sp == r.src_pitch) {
                         ++r.rows;
-                        continue;
+                        return;
                     }
                 }
             }
         }
-        runs.push_back(StridedCopy{dst, src, c.bytes, 1, c.bytes, c.bytes});
+        runs.push_back(StridedCopy{dst, src, bytes, 1, bytes, bytes});
+    };
+    for (const auto& c : copies) {
+        auto* dst = static_cast<std::uint8_t*>(c.dst);
+        const auto* src = static_cast<const std::uint8_t*>(c.src);
+        // A row wider than the largest pitch goes in pieces (pitch >= width).
+        for (std::size_t done = 0; done < c.bytes;) {
+            const std::size_t n = std::min(c.bytes - done, max_pitch);
+            add(dst + done, src + done, n);
+            done += n;
+        }
     }
     return runs;
 }

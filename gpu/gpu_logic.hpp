@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -85,6 +86,64 @@ std::string nic_relation(const std::filesystem::path& sysfs_root, std::string_vi
 // <sysfs_root>/module/nvidia_peermem or .../nv_peer_mem exists.
 bool peermem_loaded(const std::filesystem::path& sysfs_root);
 
+// ---- platform facts (printed at start) -------------------------------------
+// CUDA's cudaGPUDirectRDMAWritesOrdering values (driver_types.h;
+// gpu_cuda.cpp checks them against the header).
+inline constexpr int kRdmaWritesOrderingNone = 0;
+inline constexpr int kRdmaWritesOrderingOwner = 100;
+inline constexpr int kRdmaWritesOrderingAllDevices = 200;
+// CUDA's cudaFlushGPUDirectRDMAWritesOptions bits.
+inline constexpr int kRdmaFlushOptionHost = 1;    // cudaDeviceFlushGPUDirectRDMAWrites works
+inline constexpr int kRdmaFlushOptionMemOps = 2;  // CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES works
+
+// The GPU does not itself order the NIC's GPUDirect RDMA writes before later
+// GPU work (cudaDevAttrGPUDirectRDMAWritesOrdering below Owner): a copy or
+// kernel may read stale payload unless cudaDeviceFlushGPUDirectRDMAWrites
+// runs between the NIC's completion and the read.
+bool needs_rdma_write_flush(int writes_ordering);
+// cudaDeviceFlushGPUDirectRDMAWrites is supported (the Host bit of
+// cudaDevAttrGPUDirectRDMAFlushWritesOptions).
+bool can_flush_rdma_writes(int flush_options);
+// One line: "GPUDirect RDMA write ordering: none (payload flushed with ...)",
+// "... owner (no flush needed)", or a warning when a flush is needed and the
+// GPU has none.
+std::string describe_rdma_write_ordering(int writes_ordering, int flush_options);
+
+// The size of PCI BAR `bar` (0 to 5) of `pci_address` from
+// <sysfs_root>/bus/pci/devices/<pci_address>/resource: line `bar` holds
+// "start end flags" in hex; the size is end - start + 1. nullopt when the
+// file or line is missing or malformed, or the BAR is not assigned (start 0).
+std::optional<std::uint64_t> bar_size(const std::filesystem::path& sysfs_root,
+                                      const std::string& pci_address, int bar);
+
+// From <sysfs_root>/bus/pci/devices/<pci_address>/iommu_group/type
+// ("identity": passthrough; "DMA", "DMA-FQ": translated); when the device is
+// in no group: off if <sysfs_root>/class/iommu is missing or empty, unknown
+// otherwise. /proc/cmdline is not consulted.
+IommuMode iommu_mode(const std::filesystem::path& sysfs_root, const std::string& pci_address);
+// "off", "passthrough (identity)", "translated (DMA)", "unknown".
+const char* to_string(IommuMode mode);
+// to_string, and for translated the hint that GPUDirect RDMA needs iommu=pt
+// or the IOMMU off on most platforms.
+std::string describe_iommu(IommuMode mode);
+
+// "128 GiB" for a whole number of GiB, otherwise MiB rounded up ("256 MiB").
+std::string size_text(std::uint64_t bytes);
+
+// A CUDA version as CUDA encodes it (1000 * major + 10 * minor) → "13.0".
+std::string cuda_version_text(int version);
+// Why a GPU cannot be used when the driver supports an older CUDA than the
+// runtime ibvcap was built with, and the fix (a newer driver, or a build with
+// an older toolkit); "" when `driver_version` is 0 (no driver) or not older.
+std::string driver_mismatch_message(int driver_version, int runtime_version);
+
+// When registering GPU payload memory failed with `err` (ENOMEM, ENOSPC or
+// EFAULT: out of BAR1 space looks like this) and BAR1's size is known
+// (`bar1_bytes` > 0): "BAR1 is N MiB and the run registers M MiB: ..." with
+// the fix. nullopt for other errors or an unknown BAR1.
+std::optional<std::string> bar1_shortfall(int err, std::uint64_t bar1_bytes,
+                                          std::uint64_t registered_bytes);
+
 // ---- payload memory modes -------------------------------------------------
 // One try at a mode: nullopt when it worked, otherwise why not (one clause,
 // e.g. "dma-buf refused by mlx5_0 (...)"). It may throw; choose_mode lets the
@@ -104,13 +163,19 @@ ModeChoice choose_mode(Mode preferred, const ModeAttempt& attempt);
 std::string describe_choice(const ModeChoice& choice);
 
 // ---- messages (one line each, naming the fix) -----------------------------
-std::string no_gpu_message(int id, std::string_view cuda_error);
+// "--gpu ID: no usable GPU (CUDA: <cuda_error>); run without --gpu ...";
+// with `fix` (e.g. driver_mismatch_message): "...(CUDA: <cuda_error>): <fix>;
+// or run without --gpu ...".
+std::string no_gpu_message(int id, std::string_view cuda_error, std::string_view fix = {});
 std::string gpu_id_message(int id, int count);
 // Copies out of receive slots in batches: a run of copies of equal size whose
 // sources and destinations each advance by a constant pitch (consecutive
 // slots into consecutive places) becomes one strided copy (cudaMemcpy2DAsync:
 // `rows` rows of `width` bytes, `src_pitch` / `dst_pitch` apart). Order is
-// kept; a copy that fits no run starts a new one.
+// kept; a copy that fits no run starts a new one. No pitch of a run exceeds
+// `max_pitch` (cudaDevAttrMaxPitch; 0 means no bound): a copy that would
+// need a larger one starts a new run, and a copy wider than `max_pitch` is
+// split into pieces of at most `max_pitch` bytes.
 struct StridedCopy {
     std::uint8_t* dst = nullptr;
     const std::uint8_t* src = nullptr;
@@ -119,7 +184,9 @@ struct StridedCopy {
     std::size_t dst_pitch = 0;  // >= width
     std::size_t src_pitch = 0;  // >= width
 };
-std::vector<StridedCopy> plan_strided_copies(std::span<const DeviceMemory::Copy> copies);
+std::vector<StridedCopy> plan_strided_copies(
+    std::span<const DeviceMemory::Copy> copies,
+    std::size_t max_pitch = std::numeric_limits<std::size_t>::max());
 
 inline constexpr std::string_view kBuiltWithoutCudaMessage =
     "--gpu: ibvcap was built without CUDA (rebuild with -DIBVCAP_CUDA=ON on a host with the CUDA "

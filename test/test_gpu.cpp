@@ -276,7 +276,7 @@ TEST(Messages, OneLineNamingTheFix) {
               "the CUDA toolkit)");
 }
 
-TEST(Messages, GpuInfoIsOneOrTwoLines) {
+TEST(Messages, GpuInfoIsThreeOrFourLines) {
     GpuInfo info;
     info.id = 1;
     info.name = "NVIDIA H100 80GB HBM3";
@@ -284,17 +284,179 @@ TEST(Messages, GpuInfoIsOneOrTwoLines) {
     info.gpudirect_rdma = true;
     info.dmabuf = true;
     info.numa_node = 0;
+    info.rdma_writes_ordering = kRdmaWritesOrderingOwner;
+    info.rdma_flush_options = kRdmaFlushOptionHost | kRdmaFlushOptionMemOps;
+    info.bar1_bytes = std::uint64_t{128} << 30;
+    info.iommu = IommuMode::passthrough;
+    info.driver_version = 13000;
+    info.runtime_version = 13000;
     EXPECT_EQ(format_gpu_info(info),
               "GPU 1: NVIDIA H100 80GB HBM3 (PCI 0000:3b:00.0, NUMA node 0); GPUDirect RDMA: "
-              "yes; dma-buf: yes; nvidia-peermem: not loaded");
+              "yes; dma-buf: yes; nvidia-peermem: not loaded\n"
+              "GPU 1 platform: CUDA driver 13.0, runtime 13.0; BAR1 128 GiB; IOMMU: passthrough "
+              "(identity)\n"
+              "GPUDirect RDMA write ordering: owner (no flush needed)");
     info.numa_node = -1;
     info.dmabuf = false;
     info.peermem_loaded = true;
     info.nic_relation = "GPU a and NIC b share a PCIe switch";
+    info.rdma_writes_ordering = kRdmaWritesOrderingNone;
+    info.rdma_flush_options = kRdmaFlushOptionHost;
+    info.bar1_bytes = 0;
+    info.iommu = IommuMode::translated;
+    info.driver_version = 13010;
     EXPECT_EQ(format_gpu_info(info),
               "GPU 1: NVIDIA H100 80GB HBM3 (PCI 0000:3b:00.0, NUMA node none); GPUDirect RDMA: "
-              "yes; dma-buf: no; nvidia-peermem: loaded\nGPU-NIC path: GPU a and NIC b share a "
-              "PCIe switch");
+              "yes; dma-buf: no; nvidia-peermem: loaded\n"
+              "GPU 1 platform: CUDA driver 13.1, runtime 13.0; BAR1 unknown; IOMMU: translated "
+              "(DMA): GPUDirect RDMA needs iommu=pt or the IOMMU off on most platforms "
+              "(docs/gpu.md, Setting up GPUDirect RDMA)\n"
+              "GPUDirect RDMA write ordering: none (payload flushed with "
+              "cudaDeviceFlushGPUDirectRDMAWrites once per batch before it is read)\n"
+              "GPU-NIC path: GPU a and NIC b share a PCIe switch");
+}
+
+TEST(Messages, DriverOlderThanTheRuntimeNamesBothVersionsAndTheFix) {
+    EXPECT_EQ(cuda_version_text(13000), "13.0");
+    EXPECT_EQ(cuda_version_text(12080), "12.8");
+    EXPECT_EQ(cuda_version_text(12050), "12.5");
+    EXPECT_EQ(cuda_version_text(11040), "11.4");
+    EXPECT_EQ(driver_mismatch_message(12040, 13000),
+              "the NVIDIA driver supports CUDA 12.4 but ibvcap was built with the CUDA 13.0 "
+              "runtime: install an R580 or later driver (CUDA 13 needs R580+), or rebuild ibvcap "
+              "with a CUDA 12 toolkit, 12.5 or later (cmake "
+              "-DCMAKE_CUDA_COMPILER=/usr/local/cuda-12.x/bin/nvcc)");
+    EXPECT_NE(driver_mismatch_message(12080, 13000).find("/usr/local/cuda-12.8/bin/nvcc"),
+              std::string::npos);
+    // Another runtime: no R580, no CUDA 12 rebuild for an older major.
+    EXPECT_EQ(driver_mismatch_message(11080, 12050),
+              "the NVIDIA driver supports CUDA 11.8 but ibvcap was built with the CUDA 12.5 "
+              "runtime: install a driver that supports CUDA 12.5");
+    EXPECT_EQ(driver_mismatch_message(0, 13000), "");  // no driver: another problem
+    EXPECT_EQ(driver_mismatch_message(13000, 13000), "");
+    EXPECT_EQ(driver_mismatch_message(13020, 13000), "");
+    EXPECT_EQ(no_gpu_message(0, "CUDA driver version is insufficient for CUDA runtime version",
+                             driver_mismatch_message(12080, 13000)),
+              "--gpu 0: no usable GPU (CUDA: CUDA driver version is insufficient for CUDA "
+              "runtime version): the NVIDIA driver supports CUDA 12.8 but ibvcap was built with "
+              "the CUDA 13.0 runtime: install an R580 or later driver (CUDA 13 needs R580+), or "
+              "rebuild ibvcap with a CUDA 12 toolkit, 12.5 or later (cmake "
+              "-DCMAKE_CUDA_COMPILER=/usr/local/cuda-12.8/bin/nvcc); or run without --gpu to "
+              "keep payload in host memory");
+}
+
+TEST(Messages, RegistrationOutOfBar1SaysSoWithTheSizes) {
+    constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+    EXPECT_EQ(size_text(256 * kMiB), "256 MiB");
+    EXPECT_EQ(size_text(std::uint64_t{128} << 30), "128 GiB");
+    EXPECT_EQ(size_text(1536 * kMiB), "1536 MiB");
+    EXPECT_EQ(size_text(1), "1 MiB");
+    EXPECT_EQ(bar1_shortfall(ENOMEM, 256 * kMiB, 288 * kMiB),
+              "BAR1 is 256 MiB and the run registers 288 MiB of GPU memory for payload: lower "
+              "--ring-depth (payload memory is ring depth x slot size per queue pair), or use a "
+              "GPU with a larger BAR1");
+    // Under BAR1 in total: the rest of BAR1 may be in use elsewhere.
+    EXPECT_EQ(bar1_shortfall(ENOSPC, 256 * kMiB, 36 * kMiB + 1),
+              "BAR1 is 256 MiB and the run registers 37 MiB of GPU memory for payload: if "
+              "nvidia-smi -q -d MEMORY shows BAR1 Memory Usage near its total, lower "
+              "--ring-depth or stop what else maps GPU memory through BAR1");
+    EXPECT_TRUE(bar1_shortfall(EFAULT, 256 * kMiB, 300 * kMiB));
+    // Other errors are not about BAR1; an unknown BAR1 says nothing.
+    EXPECT_EQ(bar1_shortfall(EOPNOTSUPP, 256 * kMiB, 300 * kMiB), std::nullopt);
+    EXPECT_EQ(bar1_shortfall(EINVAL, 256 * kMiB, 300 * kMiB), std::nullopt);
+    EXPECT_EQ(bar1_shortfall(0, 256 * kMiB, 300 * kMiB), std::nullopt);
+    EXPECT_EQ(bar1_shortfall(ENOMEM, 0, 300 * kMiB), std::nullopt);
+}
+
+// ---- platform facts ------------------------------------------------------------
+
+TEST(Platform, RdmaWritesBelowOwnerOrderingNeedAFlush) {
+    EXPECT_TRUE(needs_rdma_write_flush(kRdmaWritesOrderingNone));
+    EXPECT_TRUE(needs_rdma_write_flush(99));
+    EXPECT_FALSE(needs_rdma_write_flush(kRdmaWritesOrderingOwner));
+    EXPECT_FALSE(needs_rdma_write_flush(kRdmaWritesOrderingAllDevices));
+    EXPECT_TRUE(can_flush_rdma_writes(kRdmaFlushOptionHost));
+    EXPECT_TRUE(can_flush_rdma_writes(kRdmaFlushOptionHost | kRdmaFlushOptionMemOps));
+    EXPECT_FALSE(can_flush_rdma_writes(kRdmaFlushOptionMemOps));
+    EXPECT_FALSE(can_flush_rdma_writes(0));
+    EXPECT_EQ(describe_rdma_write_ordering(kRdmaWritesOrderingAllDevices, 0),
+              "GPUDirect RDMA write ordering: all devices (no flush needed)");
+    EXPECT_EQ(describe_rdma_write_ordering(kRdmaWritesOrderingOwner, 0),
+              "GPUDirect RDMA write ordering: owner (no flush needed)");
+    EXPECT_EQ(describe_rdma_write_ordering(kRdmaWritesOrderingNone, kRdmaFlushOptionHost),
+              "GPUDirect RDMA write ordering: none (payload flushed with "
+              "cudaDeviceFlushGPUDirectRDMAWrites once per batch before it is read)");
+    EXPECT_EQ(describe_rdma_write_ordering(kRdmaWritesOrderingNone, kRdmaFlushOptionMemOps),
+              "GPUDirect RDMA write ordering: none, and the GPU cannot flush it (flush options "
+              "0x2, no cudaDeviceFlushGPUDirectRDMAWrites): GPU copies and kernels may read "
+              "payload the NIC wrote before it is visible; check payload with --gpu-verify");
+}
+
+TEST(Platform, Bar1SizeComesFromTheSysfsResourceFile) {
+    const FakeSysfs sys;
+    // As the kernel writes it: one "start end flags" line per resource.
+    write_file(sys.root / "bus/pci/devices/0000:3b:00.0/resource",
+               "0x00000000fa000000 0x00000000faffffff 0x0000000000040200\n"
+               "0x000000b000000000 0x000000b00fffffff 0x000000000014220c\n"
+               "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
+               "0x00000000fb000000 0x00000000fb01ffff 0x000000000014220c\n"
+               "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
+               "0x0000000000003000 0x000000000000307f 0x0000000000040101");
+    EXPECT_EQ(bar_size(sys.root, "0000:3b:00.0", 1), std::uint64_t{256} << 20);
+    EXPECT_EQ(bar_size(sys.root, "0000:3b:00.0", 0), std::uint64_t{16} << 20);
+    EXPECT_EQ(bar_size(sys.root, "0000:3b:00.0", 3), std::uint64_t{128} << 10);
+    EXPECT_EQ(bar_size(sys.root, "0000:3b:00.0", 5), 128u);
+    EXPECT_EQ(bar_size(sys.root, "0000:3b:00.0", 2), std::nullopt);  // unassigned
+    EXPECT_EQ(bar_size(sys.root, "0000:3b:00.0", 6), std::nullopt);
+    EXPECT_EQ(bar_size(sys.root, "0000:3b:00.0", -1), std::nullopt);
+    EXPECT_EQ(bar_size(sys.root, "0000:3d:00.0", 1), std::nullopt);  // no resource file
+    EXPECT_EQ(bar_size(sys.root, "0000:99:00.0", 1), std::nullopt);  // no such device
+    // A large BAR1 (H100: 128 GiB).
+    write_file(sys.root / "bus/pci/devices/0000:81:00.0/resource",
+               "0x00000000d0000000 0x00000000d0ffffff 0x0000000000040200\n"
+               "0x0000220000000000 0x0000221fffffffff 0x000000000014220c");
+    EXPECT_EQ(bar_size(sys.root, "0000:81:00.0", 1), std::uint64_t{128} << 30);
+    // Malformed: end before start, not hex, one field, too few lines.
+    for (const char* bad : {"0x10 0x0 0x0\n0x20 0x10 0x0", "0x10 0x1f 0x0\nzz 0x10 0x0",
+                            "0x10 0x1f 0x0\n0x20", "0x10 0x1f 0x0"}) {
+        write_file(sys.root / "bus/pci/devices/0000:00:05.0/resource", bad);
+        EXPECT_EQ(bar_size(sys.root, "0000:00:05.0", 1), std::nullopt) << bad;
+    }
+}
+
+TEST(Platform, IommuModeComesFromTheGpusGroupType) {
+    const FakeSysfs sys;
+    const std::string gpu = "0000:3b:00.0";
+    // No IOMMU registered and no group: off.
+    EXPECT_EQ(iommu_mode(sys.root, gpu), IommuMode::off);
+    fs::create_directories(sys.root / "class/iommu");
+    EXPECT_EQ(iommu_mode(sys.root, gpu), IommuMode::off);  // the class exists but is empty
+    // An IOMMU is registered but the GPU is in no group we can see.
+    fs::create_directories(sys.root / "class/iommu/dmar0");
+    EXPECT_EQ(iommu_mode(sys.root, gpu), IommuMode::unknown);
+    // The GPU's group (a link into /sys/kernel/iommu_groups), with each type.
+    const fs::path group = sys.root / "kernel/iommu_groups/17";
+    fs::create_directories(group);
+    fs::create_directory_symlink(group, sys.root / "bus/pci/devices" / gpu / "iommu_group");
+    EXPECT_EQ(iommu_mode(sys.root, gpu), IommuMode::unknown);  // no type file (older kernels)
+    const std::pair<const char*, IommuMode> types[] = {{"identity", IommuMode::passthrough},
+                                                       {"DMA", IommuMode::translated},
+                                                       {"DMA-FQ", IommuMode::translated},
+                                                       {"blocked", IommuMode::unknown}};
+    for (const auto& [type, mode] : types) {
+        write_file(group / "type", type);
+        EXPECT_EQ(iommu_mode(sys.root, gpu), mode) << type;
+    }
+    // Another device is in no group.
+    EXPECT_EQ(iommu_mode(sys.root, "0000:3d:00.0"), IommuMode::unknown);
+
+    EXPECT_STREQ(to_string(IommuMode::off), "off");
+    EXPECT_STREQ(to_string(IommuMode::passthrough), "passthrough (identity)");
+    EXPECT_STREQ(to_string(IommuMode::translated), "translated (DMA)");
+    EXPECT_STREQ(to_string(IommuMode::unknown), "unknown");
+    EXPECT_EQ(describe_iommu(IommuMode::passthrough), "passthrough (identity)");
+    EXPECT_NE(describe_iommu(IommuMode::translated).find("needs iommu=pt or the IOMMU off"),
+              std::string::npos);
 }
 
 // Whatever this host has, asking for a GPU that cannot be used fails with one
@@ -422,6 +584,75 @@ TEST(StagingBatches, RunsOfSlotsBecomeOneStridedCopy) {
     }
 }
 
+// cudaMemcpy2DAsync refuses a pitch above cudaDevAttrMaxPitch (2^31-1 on
+// current GPUs): slots of two regions far apart in the address space, or
+// rows wider than the bound, must not become one strided copy.
+TEST(StagingBatches, NoPitchExceedsTheDevicesMaximum) {
+    constexpr std::size_t kMaxPitch = (std::size_t{1} << 31) - 1;
+    // Addresses only: the plan never touches the bytes.
+    const auto at = [](std::uintptr_t address) { return reinterpret_cast<std::uint8_t*>(address); };
+    const std::uintptr_t region_a = 0x7f0000000000u;
+    const std::uintptr_t region_b = region_a + (std::size_t{3} << 30);  // 3 GiB further
+    std::vector<std::uint8_t> dst(4 * 8192);
+    std::vector<DeviceMemory::Copy> copies = {
+        {dst.data(), at(region_a), 8192},
+        {dst.data() + 8192, at(region_b), 8192},  // source pitch 3 GiB
+        {dst.data() + 2 * 8192, at(region_b + 8960), 8192},
+        {dst.data() + 3 * 8192, at(region_b + 2 * 8960), 8192},
+    };
+    auto runs = plan_strided_copies(copies, kMaxPitch);
+    ASSERT_EQ(runs.size(), 2u);
+    EXPECT_EQ(runs[0].rows, 1u);
+    EXPECT_EQ(runs[0].src, at(region_a));
+    EXPECT_EQ(runs[1].rows, 3u);
+    EXPECT_EQ(runs[1].src, at(region_b));
+    EXPECT_EQ(runs[1].src_pitch, 8960u);
+    for (const auto& r : runs) {
+        EXPECT_LE(r.src_pitch, kMaxPitch);
+        EXPECT_LE(r.dst_pitch, kMaxPitch);
+    }
+    // Unbounded (the default), the first two merge with a 3 GiB pitch.
+    EXPECT_EQ(plan_strided_copies(copies).front().src_pitch, std::size_t{3} << 30);
+    // 0 means no bound.
+    EXPECT_EQ(plan_strided_copies(copies, 0).size(), plan_strided_copies(copies).size());
+
+    // A small bound: 1000-byte rows 1024 apart fit a bound of 1024 but not 1023.
+    std::vector<std::uint8_t> src(8 * 1024);
+    std::vector<std::uint8_t> out(8 * 1000);
+    std::vector<DeviceMemory::Copy> slots;
+    for (std::size_t i = 0; i < 8; ++i) {
+        slots.push_back({out.data() + i * 1000, src.data() + i * 1024, 1000});
+    }
+    EXPECT_EQ(plan_strided_copies(slots, 1024).size(), 1u);
+    EXPECT_EQ(plan_strided_copies(slots, 1023).size(), 8u);
+
+    // A copy wider than the bound goes in pieces no wider than it, and the
+    // plan still moves every byte where it belongs.
+    std::mt19937 rng(3);
+    for (auto& b : src) {
+        b = static_cast<std::uint8_t>(rng());
+    }
+    std::vector<std::uint8_t> wide(2500 + 300, 0);
+    std::vector<DeviceMemory::Copy> two = {{wide.data(), src.data() + 7, 2500},
+                                           {wide.data() + 2500, src.data() + 4000, 300}};
+    runs = plan_strided_copies(two, 1000);
+    ASSERT_EQ(runs.size(), 3u);
+    EXPECT_EQ(runs[0].width, 1000u);
+    EXPECT_EQ(runs[0].rows, 2u);  // the two whole pieces, 1000 apart
+    EXPECT_EQ(runs[1].width, 500u);
+    EXPECT_EQ(runs[2].width, 300u);
+    for (const auto& r : runs) {
+        EXPECT_LE(r.width, 1000u);
+        EXPECT_LE(r.src_pitch, 1000u);
+        EXPECT_LE(r.dst_pitch, 1000u);
+        for (std::size_t row = 0; row < r.rows; ++row) {
+            std::memcpy(r.dst + row * r.dst_pitch, r.src + row * r.src_pitch, r.width);
+        }
+    }
+    EXPECT_EQ(std::memcmp(wide.data(), src.data() + 7, 2500), 0);
+    EXPECT_EQ(std::memcmp(wide.data() + 2500, src.data() + 4000, 300), 0);
+}
+
 TEST(Device, ProbeReportsTheGpu) {
     REQUIRE_GPU();
     const GpuInfo info = probe_gpu(0, "");
@@ -429,6 +660,13 @@ TEST(Device, ProbeReportsTheGpu) {
     EXPECT_FALSE(info.name.empty());
     EXPECT_EQ(normalize_pci_address(info.pci_bus_id), info.pci_bus_id);
     EXPECT_TRUE(info.nic_relation.empty());
+    EXPECT_GT(info.max_pitch, 0u);
+    EXPECT_GT(info.driver_version, 0);
+    EXPECT_GT(info.runtime_version, 0);
+    EXPECT_TRUE(info.rdma_writes_ordering == kRdmaWritesOrderingNone ||
+                info.rdma_writes_ordering == kRdmaWritesOrderingOwner ||
+                info.rdma_writes_ordering == kRdmaWritesOrderingAllDevices)
+        << info.rdma_writes_ordering;
     const std::string text = format_gpu_info(info);
     EXPECT_EQ(text.rfind("GPU 0: " + info.name, 0), 0u) << text;
     std::cout << text << "\n";
