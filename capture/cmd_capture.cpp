@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "capture/cli.hpp"
 #include "gpu/gpu.hpp"
@@ -43,6 +44,9 @@ std::vector<std::string> join_optional_value(int argc, char** argv, std::string_
 // with the rings in host memory and the check on the CPU: for tests, and for
 // hosts without a GPU that want the block ring's accounting.
 struct GpuPath {
+    // What ended the copy thread, the consumer or a disk thread (first, so
+    // that it outlives them all); the run watches it (lib/fault.hpp).
+    Faults faults;
     std::unique_ptr<PayloadMemory> payload;  // receive payload slots (verbs source)
     std::unique_ptr<BlockSink> sink;
     std::unique_ptr<BlockConsumer> consumer;
@@ -89,19 +93,26 @@ std::unique_ptr<GpuPath> make_gpu_path(const cxxopts::ParseResult& args, const s
         path->payload = gpu::make_gpu_payload_memory(id);
         bo.memory = [id] { return gpu::make_device_block_memory(id); };
         if (args.count("gpu-verify")) {
-            // One scratch per ring shape, used only on the consumer thread.
-            auto scratch = std::make_shared<std::map<std::uint32_t, gpu::KernelScratch>>();
+            // One scratch per ring shape (frames per block, threads, payload
+            // bytes), used only on the consumer thread. Rings are per (group,
+            // antenna) and one antenna's rings in two groups can differ in
+            // payload size, so the antenna alone is no key; verify_pattern is
+            // synchronous, so rings of one shape can share a scratch.
+            using Shape = std::tuple<std::uint32_t, std::uint16_t, std::uint32_t>;
+            auto scratch = std::make_shared<std::map<Shape, gpu::KernelScratch>>();
             check = [id, scratch](const Block& b, const BlockRingOptions& o, std::uint32_t ant) {
-                auto it = scratch->find(ant);
+                const Shape shape{o.frames_per_block, o.threads, o.payload_bytes};
+                auto it = scratch->find(shape);
                 if (it == scratch->end()) {
-                    it = scratch->try_emplace(ant, id, o).first;
+                    it = scratch->try_emplace(shape, id, o).first;
                 }
                 return gpu::verify_pattern(b, o, ant, it->second);
             };
         }
     }
+    bo.faults = &path->faults;
     path->sink = std::make_unique<BlockSink>(bo);
-    path->consumer = std::make_unique<BlockConsumer>(*path->sink, check);
+    path->consumer = std::make_unique<BlockConsumer>(*path->sink, check, &path->faults);
     return path;
 }
 
@@ -122,8 +133,15 @@ void finish_gpu_path(GpuPath* path, RunOutcome& outcome, bool verify) {
                                                              "generator's pattern",
                                                              path->consumer->mismatched_bytes())
                                                : std::string()));
+    if (const std::uint64_t n = path->consumer->unchecked(); n > 0) {
+        outcome.ledger.add_note(fmt::format(
+            "{} blocks were taken but not checked: a check failed and no further GPU work was "
+            "issued",
+            n));
+    }
     outcome.ledger.add_payload_mismatches(path->consumer->mismatched_bytes());
     outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
+    apply_faults(path->faults, outcome);  // the consumer ran on after the capture
 }
 
 // --source pcap: one interface, libpcap's ring, the kernel's IGMP joins.
@@ -159,6 +177,9 @@ int capture_pcap(const cxxopts::ParseResult& args, const CommonOptions& common,
     };
     const auto gpu_path = make_gpu_path(args, nif.name);
     request.blocks = gpu_path ? gpu_path->sink.get() : nullptr;
+    if (gpu_path) {
+        request.writer.faults = &gpu_path->faults;
+    }
     install_stop_handler();
     RunOutcome outcome = run_pcap_capture(request, join, stop_flag());
     finish_gpu_path(gpu_path.get(), outcome, args.count("gpu-verify") > 0);
@@ -304,6 +325,9 @@ int cmd_capture(int argc, char** argv) {
     const auto gpu_path = make_gpu_path(args, request.targets.front().device);
     request.blocks = gpu_path ? gpu_path->sink.get() : nullptr;
     request.payload = gpu_path ? gpu_path->payload.get() : nullptr;
+    if (gpu_path) {
+        request.writer.faults = &gpu_path->faults;
+    }
     RunOutcome outcome = run_verbs_capture(request, *provider, kernel_memberships(), stop_flag());
     finish_gpu_path(gpu_path.get(), outcome, args.count("gpu-verify") > 0);
     return finish_run(outcome, common.report_path, common.quiet);

@@ -20,8 +20,8 @@ std::uint64_t check_block_on_host(const Block& block, const BlockRingOptions& o,
     return bad;
 }
 
-BlockConsumer::BlockConsumer(BlockSink& sink, BlockCheck check)
-    : sink_(sink), check_(std::move(check)), thread_([this] { run(); }) {}
+BlockConsumer::BlockConsumer(BlockSink& sink, BlockCheck check, Faults* faults)
+    : sink_(sink), check_(std::move(check)), faults_(faults), thread_([this] { run(); }) {}
 
 BlockConsumer::~BlockConsumer() {
     if (thread_.joinable()) {
@@ -34,8 +34,18 @@ bool BlockConsumer::take_one(std::chrono::milliseconds wait) {
     for (std::size_t i = 0; i < sink_.ring_count(); ++i) {
         BlockRing& ring = sink_.ring_at(i);
         if (const Block* b = ring.acquire(wait)) {
-            if (check_) {
-                mismatched_ += check_(*b, ring.options(), sink_.antenna_at(i));
+            if (check_ && !failed_.load()) {
+                try {
+                    mismatched_ += check_(*b, ring.options(), sink_.antenna_at(i));
+                } catch (const std::exception& e) {
+                    failed_.store(true);
+                    ++unchecked_;
+                    if (faults_ != nullptr) {
+                        faults_->report("block consumer", e.what());
+                    }
+                }
+            } else if (check_) {
+                ++unchecked_;
             }
             ring.release(b);
             ++blocks_;

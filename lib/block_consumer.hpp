@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "lib/block_sink.hpp"
+#include "lib/fault.hpp"
 
 namespace ibvcap {
 
@@ -23,8 +24,12 @@ std::uint64_t check_block_on_host(const Block& block, const BlockRingOptions& op
 
 class BlockConsumer {
   public:
-    // `check` may be empty: blocks are then only taken and given back.
-    BlockConsumer(BlockSink& sink, BlockCheck check);
+    // `check` may be empty: blocks are then only taken and given back. An
+    // exception from `check` is reported to `faults` (when given); the
+    // consumer then checks no further block (a CUDA error may be sticky) but
+    // still takes and gives back every block, so the producer is never
+    // stalled, and counts them as unchecked.
+    BlockConsumer(BlockSink& sink, BlockCheck check, Faults* faults = nullptr);
     ~BlockConsumer();
     BlockConsumer(const BlockConsumer&) = delete;
     BlockConsumer& operator=(const BlockConsumer&) = delete;
@@ -33,6 +38,9 @@ class BlockConsumer {
     void finish();
     std::uint64_t blocks() const { return blocks_.load(); }
     std::uint64_t mismatched_bytes() const { return mismatched_.load(); }
+    // Blocks taken but not checked because a check failed (0 without one).
+    std::uint64_t unchecked() const { return unchecked_.load(); }
+    bool failed() const { return failed_.load(); }
 
   private:
     void run();
@@ -40,6 +48,9 @@ class BlockConsumer {
 
     BlockSink& sink_;
     BlockCheck check_;
+    Faults* faults_ = nullptr;
+    std::atomic<bool> failed_{false};
+    std::atomic<std::uint64_t> unchecked_{0};
     std::atomic<bool> finishing_{false};
     std::atomic<std::uint64_t> blocks_{0};
     std::atomic<std::uint64_t> mismatched_{0};

@@ -84,8 +84,12 @@ Block* BlockRing::open_block(std::uint64_t first_index) {
     return b;
 }
 
-void BlockRing::hand_out(Block* b) {
-    memory_.synchronize();  // every copy into it has landed
+void BlockRing::hand_out_front() {
+    // Every copy into it has landed before it leaves open_: a wait that
+    // throws leaves the block open (abandon() then counts its frames).
+    memory_.synchronize();
+    Block* b = open_.front();
+    open_.pop_front();
     b->sequence = next_sequence_++;
     handed_up_to_ = std::max(handed_up_to_, b->first_index + options_.frames_per_block);
     ++stats_.blocks_out;
@@ -135,33 +139,45 @@ void BlockRing::place(std::uint16_t thread, std::uint64_t index, Bytes payload,
         ++stats_.duplicates;
         return;
     }
-    word |= mask;
-    ++b->present_count;
+    // The copy first: a copy that throws leaves the slot absent.
     std::uint8_t* dst = b->data + bit * options_.payload_bytes;
     if (payload_device != nullptr) {
         memory_.copy_in_device(dst, payload.data(), payload.size(), *payload_device);
     } else {
         memory_.copy_in(dst, payload.data(), payload.size());
     }
+    word |= mask;
+    ++b->present_count;
     ++stats_.placed;
     // Blocks that late frames can no longer reach go to the consumer, in order.
     while (!open_.empty() && open_.front()->first_index + n + options_.lateness <= index) {
-        Block* done = open_.front();
-        open_.pop_front();
-        hand_out(done);
+        hand_out_front();
     }
 }
 
 void BlockRing::flush() {
     while (!open_.empty()) {
-        Block* done = open_.front();
-        open_.pop_front();
-        hand_out(done);
+        hand_out_front();
     }
     {
         const std::lock_guard lock(mu_);
         flushed_ = true;
     }
+    ready_cv_.notify_all();
+}
+
+void BlockRing::abandon() {
+    for (Block* b : open_) {
+        stats_.abandoned += b->present_count;
+    }
+    {
+        const std::lock_guard lock(mu_);
+        for (Block* b : open_) {
+            free_.push_back(b);
+        }
+        flushed_ = true;
+    }
+    open_.clear();
     ready_cv_.notify_all();
 }
 

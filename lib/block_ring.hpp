@@ -89,6 +89,7 @@ struct BlockRingStats {
     std::uint64_t bad_thread = 0;  // thread id outside 0..threads-1
     std::uint64_t bad_length = 0;  // payload of another size
     std::uint64_t blocks_out = 0;  // handed to the consumer
+    std::uint64_t abandoned = 0;   // frames in blocks never handed out (abandon())
 };
 
 class BlockRing {
@@ -102,6 +103,10 @@ class BlockRing {
                const DeviceMemory* payload_device = nullptr);
     // Hand out every open block (end of run).
     void flush();
+    // End of a run whose block memory failed: the open blocks are not handed
+    // out (their copies may never have landed) and issue no device call;
+    // their frames count as abandoned. The consumer then sees the ring end.
+    void abandon();
     // Producer: wait until every copy placed so far has landed (before the
     // sources of those copies are reused).
     void synchronize_copies() { memory_.synchronize(); }
@@ -119,7 +124,7 @@ class BlockRing {
 
   private:
     Block* open_block(std::uint64_t first_index);
-    void hand_out(Block* block);
+    void hand_out_front();
 
     BlockRingOptions options_;
     BlockMemory& memory_;

@@ -64,6 +64,12 @@ void BlockSink::start_copier() {
     copier_ = std::thread([this] { copier(); });
 }
 
+void BlockSink::fail(const char* where, const char* what) {
+    if (!failed_.exchange(true) && options_.faults != nullptr) {
+        options_.faults->report(where, what);
+    }
+}
+
 void BlockSink::copier() {
     std::vector<SlotOwner*> owners;
     std::vector<std::uint64_t> tokens;
@@ -72,10 +78,21 @@ void BlockSink::copier() {
     tokens.reserve(kReleaseBatch);
     touched.reserve(kMaxAntennas);
     // A slot goes back only once its copy has landed: every ring that took a
-    // copy since the last release waits for its memory's queue first.
+    // copy since the last release waits for its memory's queue first. After
+    // a failure nothing is copied or waited for (the memory is unusable, a
+    // CUDA error may be sticky); the slots still go back, so the NIC's ring
+    // refills while the run stops.
     auto release_all = [&] {
-        for (BlockRing* r : touched) {
-            r->synchronize_copies();
+        if (!failed_.load()) {
+            try {
+                for (BlockRing* r : touched) {
+                    r->synchronize_copies();
+                }
+            } catch (const std::exception& e) {
+                // Their copies may not have landed: their blocks are still
+                // open and are abandoned at flush, which counts them.
+                fail("block copy thread", e.what());
+            }
         }
         touched.clear();
         for (std::size_t i = 0; i < tokens.size();) {
@@ -98,12 +115,21 @@ void BlockSink::copier() {
             }
             continue;
         }
-        j.ring->place(j.thread, j.index, Bytes(j.payload, j.bytes), j.device);
-        if (std::find(touched.begin(), touched.end(), j.ring) == touched.end()) {
-            touched.push_back(j.ring);
-        }
         owners.push_back(j.owner);
         tokens.push_back(j.token);
+        if (failed_.load()) {
+            ++copy_failed_;
+        } else {
+            try {
+                j.ring->place(j.thread, j.index, Bytes(j.payload, j.bytes), j.device);
+                if (std::find(touched.begin(), touched.end(), j.ring) == touched.end()) {
+                    touched.push_back(j.ring);
+                }
+            } catch (const std::exception& e) {
+                fail("block copy thread", e.what());
+                ++copy_failed_;  // its slot stayed absent (BlockRing::place)
+            }
+        }
         if (tokens.size() >= kReleaseBatch || jobs_->size_approx() == 0) {
             release_all();
         }
@@ -206,7 +232,16 @@ void BlockSink::on_frame(const Frame& frame, const UdpPacket& packet, const Codi
         std::memcpy(scratch_.data() + first.size(), second.data(), second.size());
         payload = Bytes(scratch_.data(), bytes);
     }
-    it->second.ring->place(header.threadid, index, payload, device);
+    if (failed_.load()) {
+        ++copy_failed_;
+        return;
+    }
+    try {
+        it->second.ring->place(header.threadid, index, payload, device);
+    } catch (const std::exception& e) {
+        fail("block rings", e.what());
+        ++copy_failed_;
+    }
 }
 
 void BlockSink::stop_copying() {
@@ -219,7 +254,16 @@ void BlockSink::stop_copying() {
 void BlockSink::flush() {
     stop_copying();
     for (auto& [key, a] : antennas_) {
-        a.ring->flush();
+        if (failed_.load()) {
+            a.ring->abandon();
+            continue;
+        }
+        try {
+            a.ring->flush();
+        } catch (const std::exception& e) {
+            fail("block rings (flush)", e.what());
+            a.ring->abandon();
+        }
     }
 }
 
@@ -239,7 +283,14 @@ std::vector<BlockSink::Key> BlockSink::keys() const {
 void BlockSink::report_to(Ledger& ledger) const {
     // Every way a captured frame can miss its block is loss for the consumer,
     // and so for the verdict (docs/architecture.md).
-    std::uint64_t misses = copy_dropped_;
+    std::uint64_t misses = copy_dropped_ + copy_failed_.load();
+    if (const std::uint64_t n = copy_failed_.load(); n > 0) {
+        ledger.add_source_counter({"blocks/copy_failed", n, false});
+        ledger.add_note(fmt::format(
+            "{} frames are in no block: their copy into the rings failed, or came after a "
+            "copy that failed",
+            n));
+    }
     if (copy_dropped_ > 0) {
         ledger.add_source_counter({"blocks/copy_dropped", copy_dropped_, false});
         ledger.add_note(fmt::format(
@@ -259,7 +310,7 @@ void BlockSink::report_to(Ledger& ledger) const {
         ledger.add_source_counter({name + "/bad_thread", s.bad_thread, false});
         ledger.add_source_counter({name + "/bad_length", s.bad_length, false});
         // Captured (and written) but in no block: the consumer never sees them.
-        const auto lost = s.ring_full + s.too_late + s.bad_thread + s.bad_length;
+        const auto lost = s.ring_full + s.too_late + s.bad_thread + s.bad_length + s.abandoned;
         misses += lost;
         if (lost > 0) {
             ledger.add_note(

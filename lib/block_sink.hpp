@@ -27,6 +27,7 @@
 
 #include "lib/block_ring.hpp"
 #include "lib/demux.hpp"
+#include "lib/fault.hpp"
 
 namespace ibvcap {
 
@@ -35,6 +36,11 @@ struct BlockSinkOptions {
     // Memory for one antenna's ring: device memory in the GPU build, host
     // memory in the stand-in.
     std::function<std::unique_ptr<BlockMemory>()> memory;
+    // Where the copy thread reports an exception (a device copy or
+    // synchronisation that failed). It then issues no further copies: the
+    // frames it still gets are counted (copy_failed) and their slots
+    // released at once. Null: counted all the same, the run not told.
+    Faults* faults = nullptr;
 };
 
 class BlockSink {
@@ -57,6 +63,11 @@ class BlockSink {
     // Frames the copy thread could not take (GPU payload not holdable, no
     // bounce slot free, queue full). Read after flush().
     std::uint64_t copy_dropped() const { return copy_dropped_; }
+    // Frames whose copy failed or was never issued because an earlier copy
+    // failed (the block memory is unusable). Read after flush().
+    std::uint64_t copy_failed() const { return copy_failed_.load(); }
+    // Whether a copy or synchronisation into the rings failed.
+    bool failed() const { return failed_.load(); }
 
     // The ring of an antenna of a group (nullptr before its first frame).
     // Producer thread, or after the producer has stopped.
@@ -115,6 +126,9 @@ class BlockSink {
     std::thread copier_;
     std::atomic<bool> copier_stop_{false};
     std::uint64_t copy_dropped_ = 0;  // producer side
+    std::atomic<std::uint64_t> copy_failed_{0};
+    std::atomic<bool> failed_{false};
+    void fail(const char* where, const char* what);
 };
 
 }  // namespace ibvcap

@@ -98,6 +98,12 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
     }
     // Declared before the parts so that it outlives their memory regions.
     const std::unique_ptr<PayloadMemory> host_memory = make_host_payload_memory();
+    Faults local_faults;
+    Writer::Options writer_options = request.writer;
+    if (writer_options.faults == nullptr) {
+        writer_options.faults = &local_faults;
+    }
+    const Faults& faults = *writer_options.faults;
 
     std::vector<std::unique_ptr<DevicePart>> parts;
     // Writers and the block sink's copy thread may hold receive slots (the
@@ -126,7 +132,7 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
         if (request.targets.size() > 1) {
             demux.prefix = fmt::format("{}_{}p{}", demux.prefix, target.device, target.port);
         }
-        part->writer = make_run_writer(demux, request.writer, /*live=*/true);
+        part->writer = make_run_writer(demux, writer_options, /*live=*/true);
         part->demux = std::make_unique<Demux>(demux, part->ledger, part->writer.get());
         if (request.observer) {
             part->demux->set_observer(request.observer);
@@ -254,24 +260,33 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
             // Once a second, off the poll threads: the NIC counters, and the
             // watchdog for streams that went silent while the NIC counts them.
             last_second = std::chrono::steady_clock::now();
-            for (auto& p : parts) {
-                if (p->counters) {
-                    p->counters->snapshot();
-                }
-                if (request.watchdog && !p->done.load()) {
-                    for (const auto& alarm : p->engine->watchdog()) {
-                        ++outcome.info.watchdog_alarms;
-                        std::fprintf(stderr, "ibvcap capture: watchdog: %s\n", alarm.c_str());
+            // The poll threads are running: nothing may leave this loop by
+            // an exception (their std::thread would terminate the process).
+            try {
+                for (auto& p : parts) {
+                    if (p->counters) {
+                        p->counters->snapshot();
+                    }
+                    if (request.watchdog && !p->done.load()) {
+                        for (const auto& alarm : p->engine->watchdog()) {
+                            ++outcome.info.watchdog_alarms;
+                            std::fprintf(stderr, "ibvcap capture: watchdog: %s\n", alarm.c_str());
+                        }
                     }
                 }
-            }
-            if (ticker.enabled()) {
-                ticker.tick(take_stats());
+                if (ticker.enabled()) {
+                    ticker.tick(take_stats());
+                }
+            } catch (const std::exception& e) {
+                writer_options.faults->report("counters and stats", e.what());
             }
         }
         if (stop.load()) {
             outcome.info.interrupted = true;
             break;
+        }
+        if (faults.raised()) {
+            break;  // a worker thread failed: stop as after a device fault
         }
         const double elapsed =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -327,6 +342,7 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     outcome.ledger = std::move(merged);
     outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
+    apply_faults(faults, outcome);
     return outcome;
 }
 

@@ -2,9 +2,13 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <span>
+#include <stdexcept>
+#include <string>
 
 #include "formats/bytes.hpp"
 
@@ -23,8 +27,53 @@ class DeviceMemory {
     };
     virtual ~DeviceMemory() = default;
     // Device → host; returns when every copy has landed. Throws
-    // std::runtime_error on a device error.
+    // std::runtime_error on a device error; after one, every later call
+    // throws at once without touching the device (StickyDeviceError).
     virtual void copy_to_host(std::span<const Copy> copies) const = 0;
+};
+
+// A device error may leave the device unusable for the rest of the process
+// (CUDA: cudaErrorIllegalAddress, cudaErrorLaunchFailure, ECC and the like
+// are sticky; the CUDA runtime API reference, "Error Handling"). So once one
+// call failed, no further device work is issued: every later call throws the
+// first error at once. Implementations of DeviceMemory and BlockMemory run
+// their device work through run().
+class StickyDeviceError {
+  public:
+    // Throws the recorded error, if there is one.
+    void check() const {
+        if (failed_.load(std::memory_order_acquire)) {
+            const std::lock_guard lock(mu_);
+            throw std::runtime_error(message_ +
+                                     " (an earlier device error; no further device "
+                                     "work is issued)");
+        }
+    }
+    // f() unless an error was recorded; an exception from f is recorded
+    // (the first one) and rethrown.
+    template <class F>
+    void run(F&& f) const {
+        check();
+        try {
+            f();
+        } catch (const std::exception& e) {
+            record(e.what());
+            throw;
+        }
+    }
+    bool failed() const { return failed_.load(std::memory_order_acquire); }
+
+  private:
+    void record(const char* what) const {
+        const std::lock_guard lock(mu_);
+        if (!failed_.load(std::memory_order_relaxed)) {
+            message_ = what;
+            failed_.store(true, std::memory_order_release);
+        }
+    }
+    mutable std::mutex mu_;
+    mutable std::string message_;
+    mutable std::atomic<bool> failed_{false};
 };
 
 // The zero-copy hand-off (docs/architecture.md): a frame that still sits in a

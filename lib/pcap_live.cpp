@@ -290,7 +290,13 @@ RunOutcome run_pcap_capture(const PcapCaptureRequest& request, const MembershipF
         }
     }
 
-    const auto writer = make_run_writer(request.demux, request.writer, /*live=*/true);
+    Faults local_faults;
+    Writer::Options writer_options = request.writer;
+    if (writer_options.faults == nullptr) {
+        writer_options.faults = &local_faults;
+    }
+    const Faults& faults = *writer_options.faults;
+    const auto writer = make_run_writer(request.demux, writer_options, /*live=*/true);
     Demux demux(request.demux, outcome.ledger, writer.get());
     if (request.observer) {
         demux.set_observer(request.observer);
@@ -338,6 +344,9 @@ RunOutcome run_pcap_capture(const PcapCaptureRequest& request, const MembershipF
         if (stop.load(std::memory_order_relaxed)) {
             outcome.info.interrupted = true;
             break;
+        }
+        if (faults.raised()) {
+            break;  // a worker thread failed: stop as after a device fault
         }
         const auto now = Clock::now();
         if (limit_s > 0 && now >= deadline) {
@@ -445,6 +454,7 @@ RunOutcome run_pcap_capture(const PcapCaptureRequest& request, const MembershipF
     }
     outcome.info.duration_s = std::chrono::duration<double>(Clock::now() - start).count();
     outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
+    apply_faults(faults, outcome);
     return outcome;
 }
 

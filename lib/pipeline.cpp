@@ -91,6 +91,18 @@ int exit_code_for(const Ledger& ledger, const RunInfo& info) {
     return ledger.zero_loss() ? kExitZeroLoss : kExitLoss;
 }
 
+void apply_faults(const Faults& faults, RunOutcome& outcome) {
+    if (!faults.raised()) {
+        return;
+    }
+    const std::string why = "a worker thread failed: " + faults.summary();
+    if (outcome.info.error.empty()) {
+        outcome.info.error = why;
+    }
+    outcome.ledger.set_incomplete(why);
+    outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
+}
+
 RunOutcome run_read(const ReadRequest& request, const std::atomic<bool>& stop) {
     RunOutcome outcome;
     outcome.info.command = "read";
@@ -101,7 +113,12 @@ RunOutcome run_read(const ReadRequest& request, const std::atomic<bool>& stop) {
     if (!request.demux.formats.empty()) {
         prepare_output_dir(request.demux.output_dir);
     }
-    const auto writer = make_run_writer(request.demux, request.writer, /*live=*/false);
+    Faults local_faults;
+    Writer::Options writer_options = request.writer;
+    if (writer_options.faults == nullptr) {
+        writer_options.faults = &local_faults;
+    }
+    const auto writer = make_run_writer(request.demux, writer_options, /*live=*/false);
     Demux demux(request.demux, outcome.ledger, writer.get());
     if (request.observer) {
         demux.set_observer(request.observer);
@@ -121,6 +138,7 @@ RunOutcome run_read(const ReadRequest& request, const std::atomic<bool>& stop) {
         outcome.ledger.set_incomplete(result.error);
     }
     outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
+    apply_faults(*writer_options.faults, outcome);
     return outcome;
 }
 

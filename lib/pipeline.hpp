@@ -60,6 +60,11 @@ std::unique_ptr<Writer> make_run_writer(const DemuxOptions& demux, Writer::Optio
 // 0 zero-loss, 3 loss, 1 when the run or an output failed.
 int exit_code_for(const Ledger& ledger, const RunInfo& info);
 
+// A worker thread failed (lib/fault.hpp): the run is an error (exit 1) and
+// its ledger incomplete, with the cause, as after a device fault. Nothing
+// when none did. Call when the run's threads have stopped.
+void apply_faults(const Faults& faults, RunOutcome& outcome);
+
 // Write every frame of `generator` to a nanosecond pcap file. Throws
 // std::runtime_error (one line) when the file cannot be written completely.
 std::uint64_t write_generated_pcap(Generator& generator, const std::string& path);

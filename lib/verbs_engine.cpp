@@ -100,11 +100,19 @@ std::string StandinDevicePayloadMemory::describe() const {
 }
 
 void StandinDevicePayloadMemory::copy_to_host(std::span<const Copy> copies) const {
-    batches_.fetch_add(1, std::memory_order_relaxed);
-    copies_.fetch_add(copies.size(), std::memory_order_relaxed);
-    for (const auto& c : copies) {
-        std::memcpy(c.dst, c.src, c.bytes);
-    }
+    sticky_.run([&] {
+        if (batches_.load(std::memory_order_relaxed) >= fail_after_) {
+            after_fault_.fetch_add(1, std::memory_order_relaxed);
+            throw std::runtime_error(
+                "cudaMemcpy2DAsync: an illegal memory access was "
+                "encountered (injected)");
+        }
+        batches_.fetch_add(1, std::memory_order_relaxed);
+        copies_.fetch_add(copies.size(), std::memory_order_relaxed);
+        for (const auto& c : copies) {
+            std::memcpy(c.dst, c.src, c.bytes);
+        }
+    });
 }
 
 // Tokens released by consumer threads, taken by the poll thread. The poll

@@ -63,10 +63,18 @@ class StandinDevicePayloadMemory final : public PayloadMemory, public DeviceMemo
     // Calls of copy_to_host, and the copies in them (any thread).
     std::uint64_t batches() const { return batches_.load(); }
     std::uint64_t copies() const { return copies_.load(); }
+    // Tests: the batch after `batches` successful ones fails as a device
+    // error would (a sticky CUDA error). Calls that reached the "device"
+    // after that are device_calls_after_fault() (0 when the error sticks).
+    void fail_after(std::uint64_t batches) { fail_after_ = batches; }
+    std::uint64_t device_calls_after_fault() const { return after_fault_.load(); }
 
   private:
     mutable std::atomic<std::uint64_t> batches_{0};
     mutable std::atomic<std::uint64_t> copies_{0};
+    std::uint64_t fail_after_ = ~std::uint64_t{0};
+    mutable std::atomic<std::uint64_t> after_fault_{0};
+    StickyDeviceError sticky_;
 };
 
 struct EngineOptions {

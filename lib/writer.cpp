@@ -263,6 +263,20 @@ class WriterIo {
         }
     }
 
+    // An exception escaped write_buffer: the output fails with its cause and
+    // this buffer's records are counted as not written.
+    void fail_on_exception(Writer::Buffer& buffer, Writer::Output& out, const char* what) {
+        if (!out.failed) {
+            out.failed = true;
+            out.error = fmt::format("write failed: {}", what);
+        }
+        out.dropped_by_writer += buffer.records;
+        buffer.records = 0;
+        if (buffer.close_after && out.fd >= 0) {
+            close_file(out);
+        }
+    }
+
   private:
     std::string file_path(const Writer::Output& out) const {
         const Writer::Rotation& r = options_.rotation;
@@ -486,7 +500,7 @@ Writer::Writer(const Options& options) : options_(options) {
     }
     for (unsigned t = 0; t < options_.threads; ++t) {
         Lane* lane = lanes_[t].get();
-        lane->thread = std::thread([this, lane] {
+        lane->thread = std::thread([this, lane, t] {
             WriterIo io(options_, *lane);
             for (;;) {
                 Buffer* buffer = nullptr;
@@ -494,7 +508,16 @@ Writer::Writer(const Options& options) : options_(options) {
                 if (buffer == nullptr) {
                     return;
                 }
-                io.write_buffer(*buffer, *buffer->output);
+                try {
+                    io.write_buffer(*buffer, *buffer->output);
+                } catch (const std::exception& e) {
+                    // Nothing of this buffer reached the file (device copies
+                    // come before the write): the file keeps whole records.
+                    io.fail_on_exception(*buffer, *buffer->output, e.what());
+                    if (options_.faults != nullptr) {
+                        options_.faults->report(fmt::format("disk thread {}", t), e.what());
+                    }
+                }
                 // Written, failed or abandoned: the held frames go back now.
                 for (std::size_t i = 0; i < buffer->tokens.size();) {
                     std::size_t j = i + 1;

@@ -52,6 +52,7 @@
 
 #include "formats/bytes.hpp"
 #include "formats/output.hpp"
+#include "lib/fault.hpp"
 #include "lib/frame.hpp"
 #include "lib/ledger.hpp"
 
@@ -85,6 +86,11 @@ class Writer {
         Rotation rotation;                 // -G, -C, -W
         std::size_t max_pieces = 4096;     // held frames per buffer (then the buffer is sent)
         std::size_t min_hold_bytes = 512;  // smaller slices are copied, not held
+        // Where a disk thread reports an exception (a device copy that
+        // failed, memory exhausted): the output it was writing fails with
+        // the cause, the thread goes on draining (so held slots come back),
+        // and the run stops (lib/fault.hpp). Null: only the output fails.
+        Faults* faults = nullptr;
     };
     struct Output;  // opaque to callers
     using OutputId = Output*;

@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
 #include "frames.hpp"
+#include "lib/block_consumer.hpp"
 #include "lib/capture_run.hpp"
 #include "lib/nic_counters.hpp"
 #include "lib/sim_nic.hpp"
@@ -62,6 +64,7 @@ struct Rig {
     std::unique_ptr<PayloadMemory> memory = make_host_payload_memory();
     test::TempDir dir;
     Ledger ledger;
+    Faults faults;  // what the writer's disk threads report
     std::unique_ptr<Writer> writer;
     std::unique_ptr<Demux> demux;
     MembershipLog memberships;
@@ -83,6 +86,7 @@ struct Rig {
             w.block_when_full = false;
             w.buffer_bytes = 1 << 20;
             w.buffers = 8;
+            w.faults = &faults;
             writer = std::make_unique<Writer>(w);
         }
         demux = std::make_unique<Demux>(d, ledger, writer.get());
@@ -1156,6 +1160,262 @@ TEST(PayloadRegion, TheRegistrationGoesBeforeTheMemory) {
     }
     const std::vector<std::string> expected = {"dereg", "free"};
     EXPECT_EQ(order, expected);
+}
+
+// --- No thread can kill a run (issue: ready for a real GPU host) ---------------------
+
+// Block memory whose copy number `fail_at` throws, as a CUDA copy does on a
+// device error; counts the calls that reached it from then on.
+class FailingBlockMemory final : public BlockMemory {
+  public:
+    explicit FailingBlockMemory(std::uint64_t fail_at, std::atomic<std::uint64_t>& after)
+        : inner_(make_host_block_memory()), fail_at_(fail_at), after_(after) {}
+    std::uint8_t* allocate(std::size_t bytes) override { return inner_->allocate(bytes); }
+    void copy_in(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
+        sticky_.run([&] {
+            if (++calls_ >= fail_at_) {
+                ++after_;
+                throw std::runtime_error("cudaMemcpyAsync: unspecified launch failure (injected)");
+            }
+            inner_->copy_in(dst, src, bytes);
+        });
+    }
+    void copy_in_device(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes,
+                        const DeviceMemory& from) override {
+        sticky_.run([&] { inner_->copy_in_device(dst, src, bytes, from); });
+    }
+    void synchronize() override {
+        sticky_.run([&] { inner_->synchronize(); });
+    }
+    bool host_visible() const override { return true; }
+    std::string describe() const override { return "failing host memory"; }
+
+  private:
+    std::unique_ptr<BlockMemory> inner_;
+    std::uint64_t fail_at_;
+    std::uint64_t calls_ = 0;
+    std::atomic<std::uint64_t>& after_;
+    StickyDeviceError sticky_;
+};
+
+bool contains(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
+
+// Every record of a classic nanosecond pcap file is whole.
+void expect_whole_pcap(const std::filesystem::path& path) {
+    const auto bytes = test::read_file(path);
+    ASSERT_GE(bytes.size(), 24u) << path;
+    std::size_t off = 24;
+    while (off < bytes.size()) {
+        ASSERT_LE(off + 16, bytes.size()) << path << ": a cut record header";
+        off += 16 + load_le32(bytes.data() + off + 8);
+    }
+    EXPECT_EQ(off, bytes.size()) << path << ": a cut record";
+}
+
+TEST(ThreadFaults, ADeviceCopyFailingOnADiskThreadFailsItsOutputAndStopsTheRunNotTheProcess) {
+    auto standin = std::make_unique<StandinDevicePayloadMemory>();
+    StandinDevicePayloadMemory& device = *standin;
+    device.fail_after(1);  // the second batch fails
+    Rig rig(options_for({kG1}, 256), {OutputFormat::codif, OutputFormat::pcap}, {},
+            std::move(standin));
+    rig.engine->start();
+    const auto frames = frames_of(traffic({kG1}, 300));
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+        rig.nic->deliver(frames[i]);
+        if (i % 16 == 15) {
+            rig.poll_all();
+        }
+    }
+    rig.poll_all();
+    rig.finish();
+    // Reported, with its cause, instead of std::terminate.
+    ASSERT_TRUE(rig.faults.raised());
+    EXPECT_TRUE(contains(rig.faults.summary(), "disk thread 0")) << rig.faults.summary();
+    EXPECT_TRUE(contains(rig.faults.summary(), "illegal memory access")) << rig.faults.summary();
+    // After the error no further device call was made: later buffers failed
+    // at once (StickyDeviceError).
+    EXPECT_EQ(device.device_calls_after_fault(), 1u);
+    // Every slot a writer held came back to the NIC.
+    rig.poll_all();
+    EXPECT_EQ(rig.engine->slots_held(), 0u);
+    // The outputs that met the error failed with it; the counts are true and
+    // the files hold whole records.
+    std::size_t failed = 0;
+    for (const auto& o : rig.ledger.outputs()) {
+        if (!o.error.empty()) {
+            ++failed;
+            EXPECT_TRUE(contains(o.error, "illegal memory access")) << o.error;
+        }
+        if (o.format == "pcap") {
+            expect_whole_pcap(o.path);
+        } else {
+            // .codif: whole CODIF frames (the datagram without its 42 bytes of headers)
+            EXPECT_EQ(std::filesystem::file_size(o.path) % (frames[0].size() - 42), 0u) << o.path;
+        }
+    }
+    EXPECT_GE(failed, 1u);
+    EXPECT_TRUE(rig.ledger.reconciles());
+    RunOutcome outcome;
+    outcome.ledger = rig.ledger;
+    outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
+    apply_faults(rig.faults, outcome);
+    EXPECT_EQ(outcome.exit_code, kExitError);
+    EXPECT_TRUE(contains(outcome.info.error, "a worker thread failed: disk thread 0"));
+    EXPECT_FALSE(outcome.ledger.zero_loss());
+}
+
+TEST(ThreadFaults, ACopyThreadFailureIssuesNoMoreCopiesAndCountsEveryFrameItMisses) {
+    std::atomic<std::uint64_t> after{0};
+    Rig rig(options_for({kG1}, 64));
+    BlockSinkOptions bo = sink_options();
+    bo.memory = [&after] { return std::make_unique<FailingBlockMemory>(100, after); };
+    Faults faults;
+    bo.faults = &faults;
+    BlockSink sink(bo);
+    rig.demux->add_observer(sink.observer());
+    rig.engine->start();
+    auto config = traffic({kG1}, 200);
+    config.antennas = {test::kAntenna1};
+    const auto frames = frames_of(config);
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+        rig.nic->deliver(frames[i]);
+        if (i % 8 == 7) {
+            rig.poll_all();
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+    }
+    rig.poll_all();
+    sink.flush();
+    rig.poll_all();  // the releases the copy thread made on its way out
+    rig.finish();
+    sink.report_to(rig.ledger);
+    ASSERT_TRUE(faults.raised());
+    EXPECT_TRUE(contains(faults.summary(), "block copy thread")) << faults.summary();
+    EXPECT_TRUE(sink.failed());
+    EXPECT_EQ(after.load(), 1u);  // the failing copy, and none after it
+    EXPECT_EQ(rig.engine->slots_held(), 0u);
+    BlockRing* ring = sink.ring(kG1, test::kAntenna1);
+    ASSERT_NE(ring, nullptr);
+    const BlockRingStats s = ring->stats();
+    EXPECT_EQ(s.placed, 99u);  // copies 1..99 landed
+    // Every frame is placed or counted as failed, once.
+    EXPECT_EQ(s.placed + sink.copy_failed() + sink.copy_dropped(), frames.size());
+    std::uint64_t handed = 0;
+    while (const Block* b = ring->acquire(std::chrono::milliseconds(0))) {
+        handed += b->present_count;
+        ring->release(b);
+    }
+    EXPECT_EQ(handed + s.abandoned, s.placed);
+    const Totals t = rig.ledger.totals();
+    EXPECT_EQ(t.block_misses, sink.copy_failed() + sink.copy_dropped() + s.abandoned);
+    EXPECT_FALSE(rig.ledger.zero_loss());
+}
+
+TEST(ThreadFaults, AConsumerWhoseCheckThrowsReportsItAndStillGivesEveryBlockBack) {
+    BlockSinkOptions bo = sink_options();
+    bo.ring.blocks = 4;  // a consumer that stopped giving blocks back would fill it
+    Faults faults;
+    bo.faults = &faults;
+    BlockSink sink(bo);
+    Ledger ledger;
+    DemuxOptions d;
+    d.groups = {kG1};
+    Demux demux(d, ledger, nullptr);
+    demux.add_observer(sink.observer());
+    std::atomic<int> checks{0};
+    BlockConsumer consumer(
+        sink,
+        [&checks](const Block&, const BlockRingOptions&, std::uint32_t) -> std::uint64_t {
+            if (++checks == 2) {
+                throw std::runtime_error("verify_pattern: an illegal memory access (injected)");
+            }
+            return 0;
+        },
+        &faults);
+    auto config = traffic({kG1}, 400);
+    config.antennas = {test::kAntenna1};
+    config.threads = 1;
+    std::size_t n = 0;
+    for (const auto& f : frames_of(config)) {
+        Frame frame;
+        frame.head = Bytes(f.data(), f.size());
+        frame.wire_bytes = static_cast<std::uint32_t>(f.size());
+        demux.on_frame(frame);
+        if (++n % 32 == 0) {
+            // Paced so the consumer keeps up: a 4-block ring is 64 frame times.
+            for (int i = 0; i < 200 && sink.ring(kG1, test::kAntenna1) != nullptr &&
+                            consumer.blocks() + 2 < (n / 16);
+                 ++i) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            }
+        }
+    }
+    sink.flush();
+    consumer.finish();
+    sink.report_to(ledger);
+    ASSERT_TRUE(faults.raised());
+    EXPECT_TRUE(contains(faults.summary(), "block consumer")) << faults.summary();
+    EXPECT_EQ(checks.load(), 2);  // no check after the one that failed
+    EXPECT_TRUE(consumer.failed());
+    EXPECT_EQ(consumer.blocks(), 400u / 16);
+    EXPECT_EQ(consumer.unchecked(), consumer.blocks() - 1);
+    EXPECT_EQ(sink.ring(kG1, test::kAntenna1)->stats().ring_full, 0u);
+}
+
+// Through the capture runner: a failing device copy on a disk thread ends the
+// run at once (not at its 60 s bound) with exit 1 and the cause, and the
+// report can be written.
+TEST(ThreadFaults, TheCaptureRunnerStopsOnAWorkerFaultAsOnADeviceFault) {
+    SimProvider provider;
+    auto nic = provider.add({});
+    test::TempDir dir;
+    StandinDevicePayloadMemory device;
+    device.fail_after(0);
+    CaptureRequest request;
+    request.targets = {{"sim_mlx5_0", 1, "", 0}};
+    request.engine = options_for({kG1}, 256);
+    request.demux.groups = {kG1};
+    request.demux.output_dir = dir.path().string();
+    request.demux.formats = {OutputFormat::codif};
+    request.nic_counters = false;
+    request.payload = &device;
+    request.duration_s = 60;
+    const auto frames = frames_of(traffic({kG1}, 100));
+    std::atomic<bool> stop{false};
+    std::atomic<bool> done{false};
+    std::thread wire([&] {
+        while (nic->flows() < 1) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        for (std::size_t i = 0; !done.load(); i = (i + 1) % frames.size()) {
+            while (nic->min_posted_wrs() == 0 && !done.load()) {
+                std::this_thread::yield();
+            }
+            nic->deliver(frames[i]);
+        }
+    });
+    const auto start = std::chrono::steady_clock::now();
+    RunOutcome out = run_verbs_capture(
+        request, provider,
+        [](const CaptureTarget&, const Endpoint&) { return std::unique_ptr<GroupMembership>(); },
+        stop);
+    const auto took = std::chrono::steady_clock::now() - start;
+    done = true;
+    wire.join();
+    EXPECT_LT(took, std::chrono::seconds(30));
+    EXPECT_EQ(out.exit_code, kExitError);
+    EXPECT_TRUE(contains(out.info.error, "a worker thread failed: disk thread 0"))
+        << out.info.error;
+    const auto reasons = out.ledger.loss_reasons();
+    EXPECT_TRUE(std::any_of(reasons.begin(), reasons.end(), [](const std::string& r) {
+        return contains(r, "the run ended early");
+    }));
+    EXPECT_EQ(device.device_calls_after_fault(), 1u);
+    const std::string report = dir / "r.json";
+    EXPECT_NO_THROW(write_report(report, report_json(out.ledger, out.info)));
+    EXPECT_TRUE(std::filesystem::exists(report));
 }
 
 }  // namespace
