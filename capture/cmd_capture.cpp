@@ -82,7 +82,11 @@ std::unique_ptr<GpuPath> make_gpu_path(const cxxopts::ParseResult& args, const s
     BlockCheck check;
     if (standin) {
         path->mode = "block rings in host memory (--gpu-standin)";
-        path->payload = std::make_unique<StandinDevicePayloadMemory>();
+        auto payload = std::make_unique<StandinDevicePayloadMemory>();
+        // Its block memory logs into the payload stand-in's log: both are
+        // "the GPU" (lib/device_calls.hpp).
+        bo.memory = [log = &payload->log()] { return make_host_block_memory(log); };
+        path->payload = std::move(payload);
         if (args.count("gpu-verify")) {
             check = check_block_on_host;
         }

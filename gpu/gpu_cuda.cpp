@@ -20,6 +20,8 @@
 #include <span>
 #include <stdexcept>
 #include <system_error>
+#include <thread>
+#include <vector>
 
 #include "gpu/gpu.hpp"
 #include "gpu/gpu_logic.hpp"
@@ -77,6 +79,61 @@ PinnedPtr pinned_alloc(std::size_t bytes, std::string_view what) {
     check(cudaHostAlloc(&p, bytes, cudaHostAllocDefault),
           fmt::format("cudaHostAlloc of {} bytes ({})", bytes, what));
     return PinnedPtr(p);
+}
+
+// Page-locked host memory the device can read through a device pointer of
+// its own (cudaHostAllocMapped; cudaHostGetDevicePointer gives the device's
+// address for it, the same one under unified addressing).
+PinnedPtr mapped_alloc(std::size_t bytes, std::string_view what, std::uint8_t*& device_view) {
+    void* p = nullptr;
+    check(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
+          fmt::format("cudaHostAlloc of {} bytes ({})", bytes, what));
+    PinnedPtr owned(p);
+    void* d = nullptr;
+    check(cudaHostGetDevicePointer(&d, p, 0), fmt::format("cudaHostGetDevicePointer ({})", what));
+    device_view = static_cast<std::uint8_t*>(d);
+    return owned;
+}
+
+// The staging payload slots (page-locked, mapped): a ring's gather may read
+// a held slot in place through its device address. Written when a staging
+// region is made or freed (setup, teardown), read per copy on the copy
+// thread; a handful of entries.
+class MappedRanges {
+  public:
+    void add(const std::uint8_t* host, std::size_t bytes, const std::uint8_t* device) {
+        const std::lock_guard lock(mu_);
+        ranges_.push_back({host, bytes, device});
+    }
+    void remove(const void* host) {
+        const std::lock_guard lock(mu_);
+        std::erase_if(ranges_, [&](const Range& r) { return r.host == host; });
+    }
+    // The device address of [p, p + bytes), or nullptr when it is not mapped.
+    const std::uint8_t* device_address(const std::uint8_t* p, std::size_t bytes) const {
+        const std::lock_guard lock(mu_);
+        for (const Range& r : ranges_) {
+            if (p >= r.host && bytes <= r.bytes &&
+                p - r.host <= static_cast<std::ptrdiff_t>(r.bytes - bytes)) {
+                return r.device + (p - r.host);
+            }
+        }
+        return nullptr;
+    }
+
+  private:
+    struct Range {
+        const std::uint8_t* host;
+        std::size_t bytes;
+        const std::uint8_t* device;
+    };
+    mutable std::mutex mu_;
+    std::vector<Range> ranges_;
+};
+
+MappedRanges& mapped_ranges() {
+    static MappedRanges ranges;
+    return ranges;
 }
 
 StreamPtr make_stream() {
@@ -253,6 +310,9 @@ class DeviceBlockMemory final : public BlockMemory {
             chunk.host = pinned_alloc(kChunkBytes, "block ring staging");
             chunk.done = make_event();
         }
+        gather_host_ = mapped_alloc(kGatherCopies * sizeof(detail::GatherCopy),
+                                    "block ring gather list", gather_device_);
+        gather_.reserve(kGatherCopies);
     }
     ~DeviceBlockMemory() override {
         cudaSetDevice(gpu_);
@@ -299,26 +359,34 @@ class DeviceBlockMemory final : public BlockMemory {
         }
     }
 
-    // Device to device (payload slots in GPU memory): queued on the stream,
-    // adjacent copies coalesced, like copy_in.
-    void copy_in_device(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes,
-                        const DeviceMemory&) override {
-        if (pending_d2d_.bytes != 0 && pending_d2d_.dst + pending_d2d_.bytes == dst &&
-            pending_d2d_.src + pending_d2d_.bytes == src) {
-            pending_d2d_.bytes += bytes;
+    // A held slot of the staging payload memory (page-locked and mapped) is
+    // read in place by the batch's gather; any other host memory is staged.
+    void copy_in_held(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
+        if (const std::uint8_t* mapped = mapped_ranges().device_address(src, bytes)) {
+            queue_gather(dst, mapped, bytes);
         } else {
-            issue_d2d();
-            pending_d2d_ = Pending{dst, src, bytes};
+            copy_in(dst, src, bytes);
         }
-        if (pending_d2d_.bytes >= kIssueBytes) {
-            issue_d2d();
+    }
+
+    // Device to device (payload slots in GPU memory): queued for the
+    // batch's one gather kernel.
+    void copy_in_device(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes,
+                        const DeviceMemory& from) override {
+        if (std::find(sources_.begin(), sources_.end(), &from) == sources_.end()) {
+            sources_.push_back(&from);
         }
+        queue_gather(dst, src, bytes);
     }
 
     void synchronize() override {
         issue();
-        issue_d2d();
-        check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize (ring block copies)");
+        issue_gather();
+        if (issued_) {
+            check(cudaStreamSynchronize(stream_.get()),
+                  "cudaStreamSynchronize (ring block copies)");
+            issued_ = false;
+        }
         for (auto& chunk : chunks_) {
             chunk.used = 0;
             chunk.in_flight = false;
@@ -327,14 +395,20 @@ class DeviceBlockMemory final : public BlockMemory {
 
     bool host_visible() const override { return false; }
     std::string describe() const override {
-        return fmt::format("GPU {} device memory (cudaMemcpyAsync from {} x {} MiB pinned staging)",
-                           gpu_, kChunks, kChunkBytes >> 20);
+        return fmt::format(
+            "GPU {} device memory (one gather kernel per batch; {} x {} MiB pinned staging for "
+            "the rest)",
+            gpu_, kChunks, kChunkBytes >> 20);
     }
 
   private:
     static constexpr std::size_t kChunks = 4;
     static constexpr std::size_t kChunkBytes = std::size_t{4} << 20;
     static constexpr std::size_t kIssueBytes = std::size_t{1} << 20;  // larger runs go at once
+    // Copies one gather takes; more in one batch issue a gather and wait for
+    // it before the list is refilled.
+    static constexpr std::size_t kGatherCopies = 4096;
+    static_assert(kGatherCopies <= detail::kMaxGatherCopies);
 
     struct Chunk {
         PinnedPtr host;
@@ -357,17 +431,36 @@ class DeviceBlockMemory final : public BlockMemory {
                               stream_.get()),
               "cudaMemcpyAsync (host to ring block)");
         pending_ = Pending{};
+        issued_ = true;
     }
 
-    void issue_d2d() {
-        if (pending_d2d_.bytes == 0) {
+    void queue_gather(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) {
+        if (gather_.size() == kGatherCopies) {
+            issue_gather();
+            check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize (gather list)");
+        }
+        gather_.push_back(detail::GatherCopy{dst, src, bytes});
+    }
+
+    // The queued copies as one kernel: the list goes to the mapped pinned
+    // buffer the kernel reads (free: the last gather was waited for).
+    void issue_gather() {
+        if (gather_.empty()) {
             return;
         }
+        // GPUDirect RDMA: the payload slots' completions were seen before
+        // they were queued; make the NIC's writes visible to the kernel.
+        for (const DeviceMemory* from : sources_) {
+            from->flush_nic_writes();
+        }
+        sources_.clear();
         check(cudaSetDevice(gpu_), "cudaSetDevice");
-        check(cudaMemcpyAsync(pending_d2d_.dst, pending_d2d_.src, pending_d2d_.bytes,
-                              cudaMemcpyDeviceToDevice, stream_.get()),
-              "cudaMemcpyAsync (payload slot to ring block)");
-        pending_d2d_ = Pending{};
+        std::memcpy(gather_host_.get(), gather_.data(), gather_.size() * sizeof(gather_[0]));
+        check(detail::launch_gather(reinterpret_cast<const detail::GatherCopy*>(gather_device_),
+                                    static_cast<std::uint32_t>(gather_.size()), stream_.get()),
+              "gather kernel (payload slots to ring blocks)");
+        gather_.clear();
+        issued_ = true;
     }
 
     // Hands the current chunk to the stream and moves to the next one, waiting
@@ -392,35 +485,91 @@ class DeviceBlockMemory final : public BlockMemory {
     std::array<Chunk, kChunks> chunks_;
     std::size_t current_ = 0;
     Pending pending_;
-    Pending pending_d2d_;
+    PinnedPtr gather_host_;
+    std::uint8_t* gather_device_ = nullptr;
+    std::vector<detail::GatherCopy> gather_;
+    std::vector<const DeviceMemory*> sources_;  // device memories the queued gather reads
+    bool issued_ = false;                       // copies issued since the last wait
     std::vector<DevicePtr> blocks_;
 };
 
 // Reads payload slots in GPU memory for the writers (their disk threads):
-// each batch becomes a few strided copies (plan_strided_copies) on the
-// reader's own stream, and one wait. Called from the writers' threads, so a
-// mutex keeps their batches apart on the one stream.
+// each batch becomes a few strided copies (plan_strided_copies) and one wait,
+// on a stream of the calling thread's own (created at its first batch), so
+// disk threads never wait for each other. Before a batch the caller flushes
+// the NIC's writes (flush_nic_writes): cudaDeviceFlushGPUDirectRDMAWrites
+// when the GPU's write ordering is below "owner" (gpu_logic.hpp,
+// needs_rdma_write_flush); nothing where the GPU orders them itself.
 class SlotReader final : public DeviceMemory {
   public:
     explicit SlotReader(int gpu) : gpu_(gpu) {
         select_gpu(gpu);
-        stream_ = make_stream();
+        flush_ = needs_rdma_write_flush(
+            runtime_attribute_value(gpu, cudaDevAttrGPUDirectRDMAWritesOrdering).value_or(0));
+        max_pitch_ =
+            static_cast<std::size_t>(runtime_attribute_value(gpu, cudaDevAttrMaxPitch).value_or(0));
+    }
+    void flush_nic_writes() const override {
+        if (!flush_) {
+            return;
+        }
+        sticky_.run([&] {
+            check(cudaSetDevice(gpu_), "cudaSetDevice");
+            check(
+                cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTargetCurrentDevice,
+                                                   cudaFlushGPUDirectRDMAWritesToOwner),
+                "cudaDeviceFlushGPUDirectRDMAWrites");
+        });
     }
     void copy_to_host(std::span<const Copy> copies) const override {
-        const std::lock_guard lock(mu_);
-        check(cudaSetDevice(gpu_), "cudaSetDevice");
-        for (const StridedCopy& r : plan_strided_copies(copies)) {
-            check(cudaMemcpy2DAsync(r.dst, r.dst_pitch, r.src, r.src_pitch, r.width, r.rows,
-                                    cudaMemcpyDeviceToHost, stream_.get()),
-                  "cudaMemcpy2DAsync (payload slots to the writer)");
+        sticky_.run([&] {
+            check(cudaSetDevice(gpu_), "cudaSetDevice");
+            cudaStream_t stream = thread_stream();
+            for (const StridedCopy& r : plan_strided_copies(copies, max_pitch_)) {
+                check(cudaMemcpy2DAsync(r.dst, r.dst_pitch, r.src, r.src_pitch, r.width, r.rows,
+                                        cudaMemcpyDeviceToHost, stream),
+                      "cudaMemcpy2DAsync (payload slots to the writer)");
+            }
+            check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (payload slots)");
+        });
+    }
+    bool pin_host_buffer(void* buffer, std::size_t bytes) const override {
+        if (sticky_.failed()) {
+            return false;
         }
-        check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize (payload slots)");
+        // Not fatal: a buffer that cannot be page-locked (RLIMIT_MEMLOCK, an
+        // old driver) is still copied into, through the driver's staging.
+        if (cudaHostRegister(buffer, bytes, cudaHostRegisterPortable) == cudaSuccess) {
+            return true;
+        }
+        cudaGetLastError();  // (clears the error: it is not sticky)
+        return false;
+    }
+    void unpin_host_buffer(void* buffer) const override {
+        if (cudaHostUnregister(buffer) != cudaSuccess) {
+            cudaGetLastError();  // it was never registered (pin_host_buffer failed)
+        }
     }
 
   private:
+    cudaStream_t thread_stream() const {
+        const auto self = std::this_thread::get_id();
+        const std::lock_guard lock(mu_);
+        for (const auto& [id, stream] : streams_) {
+            if (id == self) {
+                return stream.get();
+            }
+        }
+        streams_.emplace_back(self, make_stream());
+        return streams_.back().second.get();
+    }
+
     int gpu_;
-    StreamPtr stream_;
-    mutable std::mutex mu_;
+    bool flush_ = true;
+    std::size_t max_pitch_ = 0;
+    StickyDeviceError sticky_;
+    mutable std::mutex mu_;  // guards streams_ (a lookup per batch)
+    mutable std::vector<std::pair<std::thread::id, StreamPtr>> streams_;
 };
 
 // ---- payload memory for the verbs engine --------------------------------------
@@ -659,14 +808,24 @@ class GpuPayloadMemory final : public PayloadMemory {
         return std::nullopt;
     }
 
+    // Page-locked and mapped: the block rings' gather reads held slots in
+    // place (DeviceBlockMemory::copy_in_held), no staging memcpy.
     void stage(verbs::Device& device, std::size_t size, Region& region) const {
-        PinnedPtr pinned = pinned_alloc(size, "staging payload slots");
+        std::uint8_t* device_view = nullptr;
+        PinnedPtr pinned = mapped_alloc(size, "staging payload slots", device_view);
         std::memset(pinned.get(), 0, size);  // touch the pages before the NIC writes them
         auto mr = device.register_memory(pinned.get(), size);
         std::uint8_t* base = bytes_of(pinned);
-        adopt(region, std::shared_ptr<void>(pinned.release(), PinnedFree{}), std::move(mr), base,
+        mapped_ranges().add(base, size, device_view);
+        adopt(region, std::shared_ptr<void>(pinned.release(), UnmapAndFree{}), std::move(mr), base,
               base);
     }
+    struct UnmapAndFree {
+        void operator()(void* p) const noexcept {
+            mapped_ranges().remove(p);
+            cudaFreeHost(p);
+        }
+    };
 
     int gpu_;
     Mode next_;

@@ -138,6 +138,32 @@ __global__ void __launch_bounds__(kBlockThreads)
     }
 }
 
+// One CUDA block per copy: the block's threads stride through it, in
+// 16-byte words when both ends allow it.
+__global__ void __launch_bounds__(kBlockThreads)
+    gather_kernel(const GatherCopy* copies, std::uint32_t count) {
+    if (blockIdx.x >= count) {
+        return;
+    }
+    const GatherCopy c = copies[blockIdx.x];
+    auto* dst = static_cast<unsigned char*>(c.dst);
+    const auto* src = static_cast<const unsigned char*>(c.src);
+    std::uint64_t done = 0;
+    if (((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src)) & 15u) ==
+        0) {
+        const std::uint64_t words = c.bytes / 16;
+        auto* d = reinterpret_cast<uint4*>(dst);
+        const auto* s = reinterpret_cast<const uint4*>(src);
+        for (std::uint64_t w = threadIdx.x; w < words; w += blockDim.x) {
+            d[w] = s[w];
+        }
+        done = words * 16;
+    }
+    for (std::uint64_t b = done + threadIdx.x; b < c.bytes; b += blockDim.x) {
+        dst[b] = src[b];
+    }
+}
+
 bool valid(const BlockShape& shape) {
     const std::uint64_t slots = std::uint64_t{shape.frames} * shape.threads;
     return slots != 0 && slots <= kMaxSlots && shape.payload_bytes != 0;
@@ -180,6 +206,17 @@ cudaError_t launch_verify_pattern(const std::uint8_t* data, const std::uint64_t*
     }
     verify_kernel<<<slots, kBlockThreads, 0, stream>>>(data, present, shape, first_index, antenna,
                                                        bad);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_gather(const GatherCopy* copies, std::uint32_t count, cudaStream_t stream) {
+    if (count == 0) {
+        return cudaSuccess;
+    }
+    if (count > kMaxGatherCopies) {
+        return cudaErrorInvalidValue;
+    }
+    gather_kernel<<<count, kBlockThreads, 0, stream>>>(copies, count);
     return cudaGetLastError();
 }
 

@@ -30,4 +30,20 @@ cudaError_t launch_verify_pattern(const std::uint8_t* data, const std::uint64_t*
                                   std::uint32_t antenna, unsigned long long* bad,
                                   cudaStream_t stream);
 
+// One copy of a gather (launch_gather).
+struct GatherCopy {
+    void* dst = nullptr;        // device memory
+    const void* src = nullptr;  // device memory, or page-locked host memory (mapped: UVA)
+    std::uint64_t bytes = 0;
+};
+
+// Issues `count` copies (at most kMaxGatherCopies) as one kernel launch on
+// `stream`, one CUDA block per copy, 16-byte words where both ends are
+// 16-byte aligned. `copies` must be readable by the device until the kernel
+// has finished: page-locked host memory (cudaHostAlloc; under unified
+// addressing a device may read it through the same pointer, CUDA runtime
+// API, "Unified Addressing") or device memory.
+inline constexpr std::uint32_t kMaxGatherCopies = 65535;
+cudaError_t launch_gather(const GatherCopy* copies, std::uint32_t count, cudaStream_t stream);
+
 }  // namespace ibvcap::gpu::detail

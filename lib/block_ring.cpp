@@ -8,31 +8,91 @@
 namespace ibvcap {
 
 namespace {
+// Host memory, and with a log the block memory of the GPU stand-in
+// (--gpu-standin): it issues its copies the way gpu/gpu_cuda.cpp's
+// DeviceBlockMemory does — copies from held slots and from device memory
+// queued and issued as one batch at synchronize() — and logs each call that
+// code makes (setup, one cudaMalloc per block, the batch, the wait).
 class HostBlockMemory final : public BlockMemory {
   public:
+    explicit HostBlockMemory(DeviceCallLog* log) : log_(log) {
+        record(DeviceCallLog::Call::setup);  // a stream and pinned staging
+    }
     std::uint8_t* allocate(std::size_t bytes) override {
+        record(DeviceCallLog::Call::allocate);
         auto& b = buffers_.emplace_back(new std::uint8_t[bytes]());
         return b.get();
     }
     void copy_in(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
+        // Staged at once (the source may be reused when this returns).
         std::memcpy(dst, src, bytes);
+        record(DeviceCallLog::Call::copy, 1, bytes);
+        issued_ = true;
+    }
+    void copy_in_held(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
+        held_.push_back({dst, src, bytes});
     }
     void copy_in_device(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes,
                         const DeviceMemory& from) override {
-        const DeviceMemory::Copy c{dst, src, bytes};
-        from.copy_to_host({&c, 1});
+        device_.push_back({{dst, src, bytes}, &from});
     }
-    void synchronize() override {}
+    void synchronize() override {
+        if (!held_.empty()) {
+            std::uint64_t bytes = 0;
+            for (const auto& c : held_) {
+                std::memcpy(c.dst, c.src, c.bytes);
+                bytes += c.bytes;
+            }
+            record(DeviceCallLog::Call::copy, held_.size(), bytes);
+            held_.clear();
+            issued_ = true;
+        }
+        // Device sources are read through their memory, one batch per
+        // memory (the GPU build: one gather kernel).
+        while (!device_.empty()) {
+            const DeviceMemory* from = device_.front().from;
+            batch_.clear();
+            std::erase_if(device_, [&](const DeviceCopy& d) {
+                if (d.from != from) {
+                    return false;
+                }
+                batch_.push_back(d.copy);
+                return true;
+            });
+            from->flush_nic_writes();
+            from->copy_to_host(batch_);  // waits for its copies itself
+        }
+        if (issued_) {
+            record(DeviceCallLog::Call::synchronize);
+            issued_ = false;
+        }
+    }
     bool host_visible() const override { return true; }
-    std::string describe() const override { return "host memory (stand-in)"; }
+    std::string describe() const override {
+        return log_ != nullptr ? "host memory (GPU stand-in)" : "host memory";
+    }
 
   private:
+    struct DeviceCopy {
+        DeviceMemory::Copy copy;
+        const DeviceMemory* from = nullptr;
+    };
+    void record(DeviceCallLog::Call call, std::size_t copies = 0, std::uint64_t bytes = 0) {
+        if (log_ != nullptr) {
+            log_->record(call, copies, bytes);
+        }
+    }
+    DeviceCallLog* log_;
     std::vector<std::unique_ptr<std::uint8_t[]>> buffers_;
+    std::vector<DeviceMemory::Copy> held_;
+    std::vector<DeviceCopy> device_;
+    std::vector<DeviceMemory::Copy> batch_;
+    bool issued_ = false;
 };
 }  // namespace
 
-std::unique_ptr<BlockMemory> make_host_block_memory() {
-    return std::make_unique<HostBlockMemory>();
+std::unique_ptr<BlockMemory> make_host_block_memory(DeviceCallLog* log) {
+    return std::make_unique<HostBlockMemory>(log);
 }
 
 BlockRing::BlockRing(const BlockRingOptions& options, BlockMemory& memory, CodifTiming timing)
@@ -85,23 +145,48 @@ Block* BlockRing::open_block(std::uint64_t first_index) {
 }
 
 void BlockRing::hand_out_front() {
+    Block* b = open_.front();
+    if (options_.batched) {
+        // Closed for frames; handed out by the next synchronize_copies().
+        open_.pop_front();
+        handed_up_to_ = std::max(handed_up_to_, b->first_index + options_.frames_per_block);
+        closing_.push_back(b);
+        return;
+    }
     // Every copy into it has landed before it leaves open_: a wait that
     // throws leaves the block open (abandon() then counts its frames).
     memory_.synchronize();
-    Block* b = open_.front();
     open_.pop_front();
-    b->sequence = next_sequence_++;
     handed_up_to_ = std::max(handed_up_to_, b->first_index + options_.frames_per_block);
-    ++stats_.blocks_out;
+    closing_.push_back(b);
+    hand_out_closing();
+}
+
+void BlockRing::hand_out_closing() {
+    if (closing_.empty()) {
+        return;
+    }
     {
         const std::lock_guard lock(mu_);
-        ready_.push_back(b);
+        for (Block* b : closing_) {
+            b->sequence = next_sequence_++;
+            ++stats_.blocks_out;
+            ready_.push_back(b);
+        }
     }
-    ready_cv_.notify_one();
+    closing_.clear();
+    ready_cv_.notify_all();
+}
+
+void BlockRing::synchronize_copies() {
+    // A wait that throws leaves the closing blocks where they are: abandon()
+    // counts their frames.
+    memory_.synchronize();
+    hand_out_closing();
 }
 
 void BlockRing::place(std::uint16_t thread, std::uint64_t index, Bytes payload,
-                      const DeviceMemory* payload_device) {
+                      const DeviceMemory* payload_device, bool held) {
     if (thread >= options_.threads) {
         ++stats_.bad_thread;
         return;
@@ -143,6 +228,8 @@ void BlockRing::place(std::uint16_t thread, std::uint64_t index, Bytes payload,
     std::uint8_t* dst = b->data + bit * options_.payload_bytes;
     if (payload_device != nullptr) {
         memory_.copy_in_device(dst, payload.data(), payload.size(), *payload_device);
+    } else if (held) {
+        memory_.copy_in_held(dst, payload.data(), payload.size());
     } else {
         memory_.copy_in(dst, payload.data(), payload.size());
     }
@@ -159,6 +246,9 @@ void BlockRing::flush() {
     while (!open_.empty()) {
         hand_out_front();
     }
+    if (!closing_.empty()) {
+        synchronize_copies();
+    }
     {
         const std::lock_guard lock(mu_);
         flushed_ = true;
@@ -167,17 +257,22 @@ void BlockRing::flush() {
 }
 
 void BlockRing::abandon() {
-    for (Block* b : open_) {
-        stats_.abandoned += b->present_count;
+    for (const auto* list : {&open_, &closing_}) {
+        for (Block* b : *list) {
+            stats_.abandoned += b->present_count;
+        }
     }
     {
         const std::lock_guard lock(mu_);
-        for (Block* b : open_) {
-            free_.push_back(b);
+        for (auto* list : {&open_, &closing_}) {
+            for (Block* b : *list) {
+                free_.push_back(b);
+            }
         }
         flushed_ = true;
     }
     open_.clear();
+    closing_.clear();
     ready_cv_.notify_all();
 }
 

@@ -33,6 +33,7 @@
 
 #include "formats/bytes.hpp"
 #include "formats/codif.hpp"
+#include "lib/device_calls.hpp"
 #include "lib/frame.hpp"
 #include "lib/ledger.hpp"
 
@@ -46,18 +47,33 @@ class BlockMemory {
     virtual std::uint8_t* allocate(std::size_t bytes) = 0;
     // Copy `bytes` from host memory `src` into block memory at `dst`.
     virtual void copy_in(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) = 0;
+    // Like copy_in, but `src` stays valid and unchanged until synchronize()
+    // returns (a receive slot the caller holds until then): the copy may read
+    // it late, with no staging copy (the GPU build reads page-locked slots
+    // directly, in the batch's one gather). The default is copy_in.
+    virtual void copy_in_held(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) {
+        copy_in(dst, src, bytes);
+    }
     // Copy `bytes` from device memory `src` (a receive slot in GPU memory,
     // readable through `from`) into block memory at `dst`; device to device
-    // on a GPU. Like copy_in, it may be queued until synchronize().
+    // on a GPU. Queued until synchronize(), which first flushes the NIC's
+    // writes of every device memory it is about to read
+    // (DeviceMemory::flush_nic_writes: the slot was completed before it was
+    // queued here, so the flush covers it) and then issues every queued copy
+    // as one batch (a gather: a bounded number of device calls per batch,
+    // not per frame).
     virtual void copy_in_device(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes,
                                 const DeviceMemory& from) = 0;
-    // Wait until every copy issued so far has landed (before a hand-off).
+    // Issue what is queued and wait until every copy has landed (before a
+    // hand-off, and before held sources are given back).
     virtual void synchronize() = 0;
     virtual bool host_visible() const = 0;  // can the CPU read the blocks
     virtual std::string describe() const = 0;
 };
-// Host memory: the stand-in for tests and GPU-less hosts.
-std::unique_ptr<BlockMemory> make_host_block_memory();
+// Host memory: the stand-in for tests and GPU-less hosts. With `log`, it is
+// the GPU stand-in's block memory and logs the device calls the GPU build
+// would make (lib/device_calls.hpp).
+std::unique_ptr<BlockMemory> make_host_block_memory(DeviceCallLog* log = nullptr);
 
 struct BlockRingOptions {
     std::uint32_t frames_per_block = 256;  // frame times per block
@@ -65,6 +81,10 @@ struct BlockRingOptions {
     std::uint32_t payload_bytes = 8192;
     std::uint32_t blocks = 8;     // ring depth
     std::uint32_t lateness = 64;  // frame times a block waits for late frames
+    // A block whose frame times are over waits for synchronize_copies() to be
+    // handed out, so that one wait serves every block of a batch (the block
+    // sink's copy thread). false: place() waits for the copies itself.
+    bool batched = false;
 };
 
 struct Block {
@@ -99,8 +119,10 @@ class BlockRing {
     // Producer side (one thread). `index` is the frame's absolute index
     // (CodifTiming::index of its seconds and frame).
     // `payload_device` non-null: the payload is device memory read through it.
+    // `held`: the payload stays valid until synchronize_copies() returns, so
+    // it is copied without staging (BlockMemory::copy_in_held).
     void place(std::uint16_t thread, std::uint64_t index, Bytes payload,
-               const DeviceMemory* payload_device = nullptr);
+               const DeviceMemory* payload_device = nullptr, bool held = false);
     // Hand out every open block (end of run).
     void flush();
     // End of a run whose block memory failed: the open blocks are not handed
@@ -108,8 +130,9 @@ class BlockRing {
     // their frames count as abandoned. The consumer then sees the ring end.
     void abandon();
     // Producer: wait until every copy placed so far has landed (before the
-    // sources of those copies are reused).
-    void synchronize_copies() { memory_.synchronize(); }
+    // sources of those copies are reused), then hand out the blocks that
+    // were waiting for it (options.batched).
+    void synchronize_copies();
 
     // Consumer side (any one thread): the next full block, waiting up to
     // `timeout`; nullptr when none came (or the ring is flushed and empty).
@@ -125,6 +148,7 @@ class BlockRing {
   private:
     Block* open_block(std::uint64_t first_index);
     void hand_out_front();
+    void hand_out_closing();
 
     BlockRingOptions options_;
     BlockMemory& memory_;
@@ -139,7 +163,8 @@ class BlockRing {
     bool flushed_ = false;
 
     // Producer-only state.
-    std::deque<Block*> open_;  // by first_index, ascending
+    std::deque<Block*> open_;     // by first_index, ascending
+    std::deque<Block*> closing_;  // complete, their copies not yet waited for (batched)
     bool origin_set_ = false;
     std::uint64_t origin_ = 0;        // first_index of block 0: blocks align to it
     std::uint64_t handed_up_to_ = 0;  // every index below this is in a handed-out block

@@ -3,16 +3,23 @@
 // Two groups carry different data (sub-bands) of the same antenna, so each
 // (group, antenna) has its own ring.
 //
-// With the verbs source (frames arrive with a lease, lib/frame.hpp), copies
-// into the rings run on the sink's own copy thread, off the poll thread: the
-// poll thread holds the frame's receive slot and queues a job; the copy
-// thread places the payload (device to device when it is in GPU memory,
-// through pinned staging when it is in host memory), waits for the copies of
-// a batch to land, and releases the slots. A frame the source does not let
-// it hold (its hold limit) is copied into one of the sink's bounce slots
-// when its payload is in host memory, and counted as dropped from the rings
-// when it is in GPU memory. The mode is chosen by the first frame: without a
-// lease (pcap sources) everything is placed on the calling thread.
+// With the verbs source (frames arrive with a lease, lib/frame.hpp), nothing
+// of the block path runs on the poll thread but a table lookup and a queue
+// push: the poll thread holds the frame's receive slot and queues a job. The
+// copy thread owns the rings. It makes a stream's ring (device memory, CUDA
+// streams: the first job of a stream asks for it, so no frame waits and none
+// is lost), and works in batches: it takes every queued job (up to 64), makes
+// the NIC's writes visible to the device once for the batch
+// (DeviceMemory::flush_nic_writes: GPUDirect RDMA write ordering), places
+// the payloads (queued by the block memory and issued as one batch), waits
+// for them to land, and releases the slots. Memory for the rings of the
+// expected streams is made before the capture starts (prepare()).
+//
+// A frame the source does not let it hold (its hold limit) is copied into
+// one of the sink's bounce slots when its payload is in host memory, and
+// counted as dropped from the rings when it is in GPU memory. The mode is
+// chosen by the first frame: without a lease (pcap sources) everything is
+// placed on the calling thread.
 #pragma once
 
 #include <readerwriterqueue/readerwriterqueue.h>
@@ -50,6 +57,21 @@ class BlockSink {
     BlockSink(const BlockSink&) = delete;
     BlockSink& operator=(const BlockSink&) = delete;
 
+    struct Key {
+        Endpoint group;
+        std::uint32_t antenna = 0;
+    };
+    // Before the capture starts, on the calling thread: make the block
+    // memory (CUDA streams, pinned staging) and the blocks (device memory)
+    // of the rings these streams will need, so that nothing is allocated
+    // once frames flow. A ring's payload size comes with its first frame, so
+    // its blocks are made for `max_payload_bytes` (the capture's payload
+    // slot; 0: only the memory objects are made, the blocks with the ring). A stream that is not
+    // expected gets its memory on the copy thread, when its first frame comes (its frames wait in
+    // the queue meanwhile; none is lost uncounted). For sources that lease their frames (verbs): it
+    // also starts the copy thread, so the first frame finds it running.
+    void prepare(const std::vector<Key>& expected, std::uint32_t max_payload_bytes);
+
     // The Demux observer: place the frame's payload in its antenna's ring.
     FrameObserver observer();
     // End of run (the producer has stopped): the copy thread finishes its
@@ -61,21 +83,20 @@ class BlockSink {
     // Whether the copy thread ran (frames came with leases).
     bool threaded() const { return mode_ == Mode::threaded; }
     // Frames the copy thread could not take (GPU payload not holdable, no
-    // bounce slot free, queue full). Read after flush().
+    // bounce slot free, queue full, too many streams). Read after flush().
     std::uint64_t copy_dropped() const { return copy_dropped_; }
     // Frames whose copy failed or was never issued because an earlier copy
     // failed (the block memory is unusable). Read after flush().
     std::uint64_t copy_failed() const { return copy_failed_.load(); }
     // Whether a copy or synchronisation into the rings failed.
     bool failed() const { return failed_.load(); }
+    // Copy-thread batches (each: one flush of NIC writes per payload memory,
+    // one wait for the copies). Read after flush().
+    std::uint64_t batches() const { return batches_.load(); }
 
     // The ring of an antenna of a group (nullptr before its first frame).
-    // Producer thread, or after the producer has stopped.
+    // After the producer (and the copy thread) have stopped.
     BlockRing* ring(const Endpoint& group, std::uint32_t antenna);
-    struct Key {
-        Endpoint group;
-        std::uint32_t antenna = 0;
-    };
     std::vector<Key> keys() const;
 
     // For a consumer thread while the producer runs: the rings made so far,
@@ -92,7 +113,8 @@ class BlockSink {
                   const StreamStats& stream);
 
     struct Job {
-        BlockRing* ring = nullptr;
+        std::uint32_t stream = 0;  // the stream's id (its ring's index in rings_)
+        bool create = false;       // make the stream's ring (payload bytes, timing below)
         std::uint64_t index = 0;
         const std::uint8_t* payload = nullptr;
         const DeviceMemory* device = nullptr;
@@ -100,23 +122,44 @@ class BlockSink {
         std::uint64_t token = 0;
         std::uint32_t bytes = 0;
         std::uint16_t thread = 0;
+        CodifTiming timing;  // create only
+        Key key;             // create only
     };
     class Bounce;
     enum class Mode { undecided, inline_copy, threaded };
     void start_copier();
     void copier();
-    void queue(BlockRing& ring, const Frame& frame, std::size_t offset, std::size_t bytes,
+    void create_ring(const Job& job);
+    void fail(const char* where, const char* what);
+    void queue(std::uint32_t stream, const Frame& frame, std::size_t offset, std::size_t bytes,
                std::uint16_t thread, std::uint64_t index);
+    // The stream id of (group, antenna), or a new one; kMaxAntennas when the
+    // table is full. Producer thread; no allocation.
+    std::uint32_t stream_id(const Endpoint& group, std::uint32_t antenna, bool& is_new);
+    BlockRing* make_ring(const Key& key, std::uint32_t payload_bytes, const CodifTiming& timing);
 
     struct Antenna {
         std::unique_ptr<BlockMemory> memory;
         std::unique_ptr<BlockRing> ring;
     };
     BlockSinkOptions options_;
+    // Owned by the copy thread in threaded mode (the producer's in inline
+    // mode); read by others only after it stopped.
     std::map<std::pair<std::uint64_t, std::uint32_t>, Antenna> antennas_;
-    std::vector<std::uint8_t> scratch_;  // a payload that straddles the two pieces
+    std::map<std::pair<std::uint64_t, std::uint32_t>, std::unique_ptr<BlockMemory>> prepared_;
+    std::vector<BlockRing*> rings_;      // by stream id; kMaxAntennas, reserved up front
+    std::vector<std::uint8_t> scratch_;  // a payload that straddles the two pieces (inline)
+    // The producer's stream table: open addressing over a fixed array.
+    struct Slot {
+        std::uint64_t group = 0;
+        std::uint32_t antenna = 0;
+        std::uint32_t id = 0;
+        bool used = false;
+    };
+    std::vector<Slot> table_;
+    std::uint32_t next_id_ = 0;
     // Reserved up front and never reallocated: the consumer reads entries
-    // below published_ while the producer appends.
+    // below published_ while the copy thread (or producer) appends.
     std::vector<std::pair<Key, BlockRing*>> registry_;
     std::atomic<std::size_t> published_{0};
 
@@ -127,8 +170,8 @@ class BlockSink {
     std::atomic<bool> copier_stop_{false};
     std::uint64_t copy_dropped_ = 0;  // producer side
     std::atomic<std::uint64_t> copy_failed_{0};
+    std::atomic<std::uint64_t> batches_{0};
     std::atomic<bool> failed_{false};
-    void fail(const char* where, const char* what);
 };
 
 }  // namespace ibvcap

@@ -158,6 +158,18 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
         parts.push_back(std::move(part));
     }
 
+    if (request.blocks != nullptr) {
+        // Every ring the options let us foresee, with its blocks, made here:
+        // no device memory or CUDA stream is made once frames flow (the poll
+        // thread never, the copy thread only for a stream nobody listed).
+        std::vector<BlockSink::Key> expected;
+        for (const Endpoint& g : request.engine.groups) {
+            for (const std::uint32_t a : request.engine.antennas) {
+                expected.push_back({g, a});
+            }
+        }
+        request.blocks->prepare(expected, max_payload_bytes(request.engine));
+    }
     // Counters first, so that everything the rules steer is inside the window.
     for (auto& p : parts) {
         if (p->counters) {

@@ -26,10 +26,30 @@ class DeviceMemory {
         std::size_t bytes = 0;
     };
     virtual ~DeviceMemory() = default;
+    // GPUDirect RDMA: a completion the CPU has seen does not make the NIC's
+    // writes into GPU memory visible to the GPU's copy engines and kernels
+    // (CUDA runtime API, cudaDeviceFlushGPUDirectRDMAWrites, and the
+    // GPUDirect RDMA guide, "Synchronization and Memory Ordering"; NCCL
+    // flushes after every receive below compute capability 9.0). So every
+    // thread that reads payload slots calls this once per batch: after it
+    // has taken the batch's frames (all completed before), before it issues
+    // the batch's first read. Where the device orders the NIC's writes for
+    // its own reads ("owner" or better) it issues nothing. Throws like
+    // copy_to_host.
+    virtual void flush_nic_writes() const = 0;
     // Device → host; returns when every copy has landed. Throws
     // std::runtime_error on a device error; after one, every later call
     // throws at once without touching the device (StickyDeviceError).
     virtual void copy_to_host(std::span<const Copy> copies) const = 0;
+    // A host buffer that copy_to_host will write into again and again (a
+    // writer's staging buffer): the GPU build page-locks it
+    // (cudaHostRegister), so copies land by DMA instead of through the
+    // driver's own staging (CUDA runtime API, "API synchronization
+    // behavior": copies to pageable memory are staged). Best effort: false
+    // when the buffer stays pageable (copies still work). Call
+    // unpin_host_buffer before the buffer is freed, on the same object.
+    virtual bool pin_host_buffer(void* buffer, std::size_t bytes) const = 0;
+    virtual void unpin_host_buffer(void* buffer) const = 0;
 };
 
 // A device error may leave the device unusable for the rest of the process

@@ -86,6 +86,12 @@ std::unique_ptr<PayloadMemory> make_host_payload_memory() {
     return std::make_unique<HostPayloadMemory>();
 }
 
+std::uint32_t max_payload_bytes(const EngineOptions& options) {
+    constexpr auto kHeaders =
+        static_cast<std::uint32_t>(kPlainUdpPayloadOffset + kCodifHeaderBytes);
+    return options.max_frame_bytes > kHeaders ? options.max_frame_bytes - kHeaders : 0;
+}
+
 PayloadMemory::Region StandinDevicePayloadMemory::allocate(verbs::Device& device,
                                                            std::size_t bytes) {
     Region r = HostPayloadMemory().allocate(device, bytes);
@@ -99,6 +105,24 @@ std::string StandinDevicePayloadMemory::describe() const {
     return "host memory standing in for GPU memory (read only through batched copies)";
 }
 
+void StandinDevicePayloadMemory::flush_nic_writes() const {
+    sticky_.run([&] {
+        log_.record(DeviceCallLog::Call::flush);
+        log_.flushed();
+    });
+}
+
+// Host memory needs no page-locking here; the call is logged as the GPU
+// build's cudaHostRegister / cudaHostUnregister would be.
+bool StandinDevicePayloadMemory::pin_host_buffer(void*, std::size_t) const {
+    log_.record(DeviceCallLog::Call::pin);
+    return true;
+}
+
+void StandinDevicePayloadMemory::unpin_host_buffer(void*) const {
+    log_.record(DeviceCallLog::Call::pin);
+}
+
 void StandinDevicePayloadMemory::copy_to_host(std::span<const Copy> copies) const {
     sticky_.run([&] {
         if (batches_.load(std::memory_order_relaxed) >= fail_after_) {
@@ -107,6 +131,15 @@ void StandinDevicePayloadMemory::copy_to_host(std::span<const Copy> copies) cons
                 "cudaMemcpy2DAsync: an illegal memory access was "
                 "encountered (injected)");
         }
+        std::uint64_t bytes = 0;
+        for (const auto& c : copies) {
+            bytes += c.bytes;
+        }
+        // One batch is one call in the GPU build (plan_strided_copies, or a
+        // gather kernel for the block rings) and one stream synchronize.
+        log_.record(DeviceCallLog::Call::copy, copies.size(), bytes);
+        log_.record(DeviceCallLog::Call::synchronize);
+        log_.read();
         batches_.fetch_add(1, std::memory_order_relaxed);
         copies_.fetch_add(copies.size(), std::memory_order_relaxed);
         for (const auto& c : copies) {
@@ -900,6 +933,17 @@ void VerbsEngine::report_to(Ledger& ledger) const {
     }
     if (stats_.split_misaligned > 0) {
         ledger.add_source_counter({dev + "/split_misaligned", stats_.split_misaligned, false});
+        ledger.add_note(fmt::format(
+            "{}: {} frames had headers that did not end where the header slot ends (a VLAN tag "
+            "or IP options the ring was sized without; it expects {} VLAN tags){}: restart with "
+            "--vlan-tags N for N tags on the wire",
+            dev, stats_.split_misaligned, options_.vlan_tags,
+            std::any_of(qps_.begin(), qps_.end(),
+                        [](const auto& q) { return q->payload.host_view == nullptr; })
+                ? "; with payload in GPU memory their CODIF header is not "
+                  "read on the poll thread and they are counted as "
+                  "headers_split (loss)"
+                : ""));
     }
     if (stats_.other_port_events > 0) {
         ledger.add_source_counter({dev + "/other_port_events", stats_.other_port_events, false});

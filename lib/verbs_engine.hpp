@@ -14,11 +14,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "lib/demux.hpp"
+#include "lib/device_calls.hpp"
 #include "lib/igmp.hpp"
 #include "lib/ledger.hpp"
 #include "lib/netaddr.hpp"
@@ -54,15 +56,24 @@ std::unique_ptr<PayloadMemory> make_host_payload_memory();
 // The stand-in for GPU payload memory (tests, --gpu-standin): host memory
 // that the engine and everything after it reach only as device memory (no
 // host view), so the path that GPUDirect RDMA takes — frames held, payload
-// copied out in batches on the consumers' threads — runs without a GPU.
+// copied out in batches on the consumers' threads — runs without a GPU. It
+// behaves as a GPU whose write ordering is below "owner" (every read needs a
+// flush: the case that needs the most of the code) and logs each call the
+// GPU build would make (lib/device_calls.hpp); the block memory that
+// --gpu-standin pairs with it (make_host_block_memory(&log())) logs into the
+// same log.
 class StandinDevicePayloadMemory final : public PayloadMemory, public DeviceMemory {
   public:
     Region allocate(verbs::Device& device, std::size_t bytes) override;
     std::string describe() const override;
+    void flush_nic_writes() const override;
     void copy_to_host(std::span<const Copy> copies) const override;
+    bool pin_host_buffer(void* buffer, std::size_t bytes) const override;
+    void unpin_host_buffer(void* buffer) const override;
     // Calls of copy_to_host, and the copies in them (any thread).
     std::uint64_t batches() const { return batches_.load(); }
     std::uint64_t copies() const { return copies_.load(); }
+    DeviceCallLog& log() const { return log_; }
     // Tests: the batch after `batches` successful ones fails as a device
     // error would (a sticky CUDA error). Calls that reached the "device"
     // after that are device_calls_after_fault() (0 when the error sticks).
@@ -75,6 +86,7 @@ class StandinDevicePayloadMemory final : public PayloadMemory, public DeviceMemo
     std::uint64_t fail_after_ = ~std::uint64_t{0};
     mutable std::atomic<std::uint64_t> after_fault_{0};
     StickyDeviceError sticky_;
+    mutable DeviceCallLog log_;
 };
 
 struct EngineOptions {
@@ -96,6 +108,11 @@ struct EngineOptions {
     std::uint32_t hold_limit = 0;
     std::chrono::milliseconds drain_timeout{200};  // recovery: wait for flushes this long
 };
+
+// The largest CODIF payload (the bytes after the 64-byte CODIF header) a
+// frame of at most options.max_frame_bytes can carry: no VLAN tag, no IP
+// options. Sizes the block rings made before a capture (BlockSink::prepare).
+std::uint32_t max_payload_bytes(const EngineOptions& options);
 
 // What the poll loop did (the prototype's figures and the recovery record).
 struct EngineStats {

@@ -191,8 +191,27 @@ struct Writer::Lane {
     std::size_t staging_bytes = 0;
     std::vector<iovec> iov;
     std::vector<DeviceMemory::Copy> copies;
+    // Device memories `staging` is pinned with (DeviceMemory::pin_host_buffer),
+    // so device copies land in it by DMA; unpinned before it is freed.
+    std::vector<const DeviceMemory*> pinned_by;
 
     explicit Lane(std::size_t queue_capacity) : full(queue_capacity), free(queue_capacity) {}
+    ~Lane() { unpin_staging(); }
+    Lane(const Lane&) = delete;
+    Lane& operator=(const Lane&) = delete;
+
+    void pin_staging(const DeviceMemory& device) {
+        if (staging && std::find(pinned_by.begin(), pinned_by.end(), &device) == pinned_by.end()) {
+            device.pin_host_buffer(staging.get(), staging_bytes);  // best effort
+            pinned_by.push_back(&device);
+        }
+    }
+    void unpin_staging() {
+        for (const DeviceMemory* d : pinned_by) {
+            d->unpin_host_buffer(staging.get());
+        }
+        pinned_by.clear();
+    }
 };
 
 struct Writer::Output {
@@ -376,6 +395,10 @@ class WriterIo {
                 }
                 lane_.copies.push_back({place(i), pieces[i].ptr, pieces[i].len});
             }
+            // Every piece was completed by the NIC before it reached this
+            // buffer: one flush makes them all visible (DeviceMemory).
+            lane_.pin_staging(*device);
+            device->flush_nic_writes();
             device->copy_to_host(lane_.copies);
         }
     }
@@ -391,6 +414,7 @@ class WriterIo {
     void ensure_staging(std::size_t bytes) {
         const std::size_t need = bytes + 2 * kPage;
         if (lane_.staging_bytes < need) {
+            lane_.unpin_staging();
             lane_.staging.reset(page_alloc(need));
             lane_.staging_bytes = need;
         }

@@ -16,11 +16,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "formats/output.hpp"
@@ -948,22 +950,68 @@ class RecordingOwner final : public SlotOwner {
     std::vector<std::uint64_t> released_;
 };
 
+// Device memory as a GPU below "owner" write ordering would be read: every
+// batch must follow a flush on the reading thread; copies should land in
+// page-locked (pinned) buffers.
 class CountingDevice final : public DeviceMemory {
   public:
+    void flush_nic_writes() const override {
+        if (std::this_thread::get_id() == forbidden) {
+            ++on_forbidden_thread;
+        }
+        const std::lock_guard lock(mu_);
+        ++flushes;
+        flushed_[std::this_thread::get_id()] = true;
+    }
     void copy_to_host(std::span<const Copy> batch) const override {
         if (std::this_thread::get_id() == forbidden) {
             ++on_forbidden_thread;
         }
+        const std::lock_guard lock(mu_);
+        if (!std::exchange(flushed_[std::this_thread::get_id()], false)) {
+            ++unflushed_batches;
+        }
         ++batches;
         for (const auto& c : batch) {
+            const auto* d = static_cast<const std::uint8_t*>(c.dst);
+            const bool pinned = std::any_of(pins_.begin(), pins_.end(), [&](const auto& p) {
+                return d >= p.first && d + c.bytes <= p.first + p.second;
+            });
+            if (!pinned) {
+                ++unpinned_copies;
+            }
             std::memcpy(c.dst, c.src, c.bytes);
             ++copies;
         }
     }
+    bool pin_host_buffer(void* buffer, std::size_t bytes) const override {
+        const std::lock_guard lock(mu_);
+        pins_.emplace_back(static_cast<const std::uint8_t*>(buffer), bytes);
+        return true;
+    }
+    void unpin_host_buffer(void* buffer) const override {
+        const std::lock_guard lock(mu_);
+        const auto before = pins_.size();
+        std::erase_if(pins_, [&](const auto& p) { return p.first == buffer; });
+        unpins += static_cast<int>(before - pins_.size());
+    }
+    std::size_t pinned_now() const {
+        const std::lock_guard lock(mu_);
+        return pins_.size();
+    }
     mutable std::atomic<int> batches{0};
     mutable std::atomic<int> copies{0};
+    mutable std::atomic<int> flushes{0};
+    mutable std::atomic<int> unflushed_batches{0};
+    mutable std::atomic<int> unpinned_copies{0};
+    mutable std::atomic<int> unpins{0};
     mutable std::atomic<int> on_forbidden_thread{0};
     std::thread::id forbidden = std::this_thread::get_id();  // the producer's
+
+  private:
+    mutable std::mutex mu_;
+    mutable std::map<std::thread::id, bool> flushed_;
+    mutable std::vector<std::pair<const std::uint8_t*, std::size_t>> pins_;
 };
 
 struct SlotFrame {
@@ -1081,6 +1129,13 @@ TEST(Writer, DevicePayloadIsCopiedInBatchesAndNeverReadWithoutAHold) {
         EXPECT_EQ(device.copies, static_cast<int>(slots.size() - 1));
         // 128 KiB buffers of ~2 KB records: a few batches, not one per frame.
         EXPECT_LE(device.batches, 6) << direct;
+        // GPUDirect RDMA write ordering: every batch the disk thread read
+        // came after a flush of the NIC's writes on that thread.
+        EXPECT_EQ(device.unflushed_batches, 0) << direct;
+        EXPECT_GE(device.flushes, device.batches.load()) << direct;
+        // Into the lane's page-locked staging, unpinned before it was freed.
+        EXPECT_EQ(device.unpinned_copies, 0) << direct;
+        EXPECT_EQ(device.pinned_now(), 0u) << direct;
     }
 }
 
