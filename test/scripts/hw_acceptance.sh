@@ -55,6 +55,18 @@ count() { if [ -f "$2" ]; then grep -c -- "$1" "$2" || true; else echo 0; fi; }
 # jv FILE FILTER: one value (jq -r), "<missing FILE>" when the file is not JSON.
 jv() { jq -r "$2" "$1" 2>/dev/null || echo "<missing $1>"; }
 
+# What the script and this test need (jq: scripts/install-deps.sh; setsid and
+# timeout: util-linux and coreutils). Without one, every check would fail for
+# the same reason: say it once, count it, stop.
+for tool in jq setsid timeout awk; do
+  command -v "$tool" >/dev/null 2>&1 || bad "$tool is not installed (bash scripts/install-deps.sh)"
+done
+if [ "$FAILED" != 0 ]; then
+  echo
+  echo "$PASSED passed, $FAILED failed"
+  exit 1
+fi
+
 # ------------------------------------------------------------ a fake host
 
 # make_host DIR [DEVICES_VARIANT]: DIR/sys (mlx5_0 with ens1f0np0, mlx5_1 with
@@ -583,10 +595,12 @@ expect "wc/bad_wr_id: the steps themselves passed" "$(jv "$J" '[.steps[].status]
 expect "wc/bad_wr_id: the failures" "$(jv "$J" '.failures | join(";")')" \
   "split at 10k: mlx5: wc/bad_wr_id 2: completions whose wr_id names no posted receive slot (the engine identifies QP and slot by wr_id alone);no-split at 10k: mlx5: wc/bad_wr_id 2: completions whose wr_id names no posted receive slot (the engine identifies QP and slot by wr_id alone)"
 expect_has "wc/bad_wr_id: summary.txt" "$(cat "$X/cwd/badwr/summary.txt")" "  fail  split at 10k: wc/bad_wr_id 2: "
+# Still parsed correctly (docs/operations.md section 6), so not a failure; but
+# the generator sends no VLAN tag and no IP options, so it needs a look.
 hwa misaligned "$X" STUB_COUNTER=split_misaligned=1 -- "${LINK[@]}" "${FAST[@]}" --rates 10k --modes split --out misaligned
-expect "split_misaligned: exit 1" "$(rc_of misaligned)" 1
-expect_has "split_misaligned: the failure" "$(jv "$X/cwd/misaligned/summary.json" '.failures | join(";")')" \
-  "split at 10k: mlx5: split_misaligned 1: frames whose header did not fill SGE0 exactly"
+expect "split_misaligned: exit 0" "$(rc_of misaligned)" 0
+expect "split_misaligned: a warning" "$(jv "$X/cwd/misaligned/summary.json" '[.mlx5_findings[] | select(.severity == "warn") | .finding] | join(";")')" \
+  "split_misaligned 1: frames whose headers did not end where the header slot (SGE0) ends: a VLAN tag on the wire (add --capture-args '--vlan-tags 1'), or the NIC did not fill SGE0 before SGE1 (the generator sends neither tags nor IP options)"
 hwa recovery "$X" STUB_COUNTER=qp_recoveries=1 -- "${LINK[@]}" "${FAST[@]}" --rates 10k --modes split --out recovery
 expect "qp_recoveries: exit 0 (counted, not lost)" "$(rc_of recovery)" 0
 expect "qp_recoveries: a warning" "$(jv "$X/cwd/recovery/summary.json" '[.mlx5_findings[] | select(.severity == "warn") | .finding] | join(";")')" \
