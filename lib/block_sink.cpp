@@ -22,9 +22,8 @@ constexpr std::size_t kReleaseBatch = 256;
 // when it is made; every other call goes to the memory underneath.
 class ReservedBlockMemory final : public BlockMemory {
   public:
-    ReservedBlockMemory(std::unique_ptr<BlockMemory> inner, std::size_t blocks,
-                        std::size_t block_bytes)
-        : inner_(std::move(inner)), block_bytes_(block_bytes) {
+    ReservedBlockMemory(BlockMemory& inner, std::size_t blocks, std::size_t block_bytes)
+        : inner_(&inner), block_bytes_(block_bytes) {
         for (std::size_t i = 0; i < blocks && block_bytes > 0; ++i) {
             reserved_.push_back(inner_->allocate(block_bytes));
         }
@@ -52,7 +51,7 @@ class ReservedBlockMemory final : public BlockMemory {
     std::string describe() const override { return inner_->describe(); }
 
   private:
-    std::unique_ptr<BlockMemory> inner_;
+    BlockMemory* inner_;
     std::size_t block_bytes_;
     std::vector<std::uint8_t*> reserved_;
 };
@@ -117,9 +116,16 @@ void BlockSink::prepare(const std::vector<Key>& expected, std::uint32_t max_payl
             const std::size_t block_bytes = std::size_t{options_.ring.frames_per_block} *
                                             options_.ring.threads * max_payload_bytes;
             prepared_.emplace(key, std::make_unique<ReservedBlockMemory>(
-                                       options_.memory(), options_.ring.blocks, block_bytes));
+                                       shared_memory(), options_.ring.blocks, block_bytes));
         }
     }
+}
+
+BlockMemory& BlockSink::shared_memory() {
+    if (!memory_) {
+        memory_ = options_.memory();
+    }
+    return *memory_;
 }
 
 void BlockSink::fail(const char* where, const char* what) {
@@ -159,7 +165,7 @@ BlockRing* BlockSink::make_ring(const Key& k, std::uint32_t payload_bytes,
         a.memory = std::move(it->second);
         prepared_.erase(it);
     } else {
-        a.memory = options_.memory();
+        a.memory = std::make_unique<ReservedBlockMemory>(shared_memory(), 0, 0);
     }
     BlockRingOptions ro = options_.ring;
     ro.payload_bytes = payload_bytes;

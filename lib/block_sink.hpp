@@ -40,8 +40,11 @@ namespace ibvcap {
 
 struct BlockSinkOptions {
     BlockRingOptions ring;  // payload_bytes comes from each antenna's first frame
-    // Memory for one antenna's ring: device memory in the GPU build, host
-    // memory in the stand-in.
+    // Block memory: device memory in the GPU build, host memory in the
+    // stand-in.
+    // The sink makes one and every ring shares it (one stream, one staging
+    // area, one gather and one wait per batch, whatever the antenna count);
+    // only the copy thread (or, without one, the producer) uses it.
     std::function<std::unique_ptr<BlockMemory>()> memory;
     // Where the copy thread reports an exception (a device copy or
     // synchronisation that failed). It then issues no further copies: the
@@ -142,7 +145,10 @@ class BlockSink {
         std::unique_ptr<BlockMemory> memory;
         std::unique_ptr<BlockRing> ring;
     };
+    BlockMemory& shared_memory();  // made at its first use
     BlockSinkOptions options_;
+    // Declared before the rings' views of it, so destroyed after them.
+    std::unique_ptr<BlockMemory> memory_;
     // Owned by the copy thread in threaded mode (the producer's in inline
     // mode); read by others only after it stopped.
     std::map<std::pair<std::uint64_t, std::uint32_t>, Antenna> antennas_;

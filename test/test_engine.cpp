@@ -1506,8 +1506,9 @@ TEST(GpuStandin, ThePollThreadMakesNoDeviceCallAndEveryPayloadReadFollowsAFlush)
     EXPECT_EQ(log.on_watched(), 0u) << "device calls on the poll thread";
     EXPECT_EQ(log.unflushed_reads(), 0u) << "payload read with no flush of the NIC's writes";
     EXPECT_GT(log.calls(DeviceCallLog::Call::flush), 0u);
-    // The unexpected antenna's memory and blocks came on the copy thread.
-    EXPECT_EQ(log.calls(DeviceCallLog::Call::setup), 2u);
+    // One block memory serves every ring; the unexpected antenna's blocks
+    // came on the copy thread.
+    EXPECT_EQ(log.calls(DeviceCallLog::Call::setup), 1u);
     EXPECT_EQ(log.calls(DeviceCallLog::Call::allocate), 2u * bo.ring.blocks);
     ASSERT_EQ(sink.keys().size(), 2u);
     const Totals t = rig.ledger.totals();
@@ -1524,8 +1525,9 @@ TEST(GpuStandin, ThePollThreadMakesNoDeviceCallAndEveryPayloadReadFollowsAFlush)
 
 // Copies that keep up: however many frames wait for the copy thread, it
 // spends a bounded number of device calls per batch (one flush, one gather,
-// one wait per ring), not per frame. A burst of 1,200 frames of one antenna
-// queues behind a copy thread stopped at its first wait.
+// one wait, for every ring together: the rings share one block memory), not
+// per frame or per antenna. A burst of 1,200 frames of two antennas queues
+// behind a copy thread stopped at its first wait.
 TEST(GpuStandin, TheCopyThreadMakesAtMost20DeviceCallsPer1000Frames) {
     auto standin = std::make_unique<StandinDevicePayloadMemory>();
     StandinDevicePayloadMemory& device = *standin;
@@ -1536,13 +1538,11 @@ TEST(GpuStandin, TheCopyThreadMakesAtMost20DeviceCallsPer1000Frames) {
     BlockSinkOptions bo = sink_options();
     bo.memory = [&log, open] { return std::make_unique<GatedSyncMemory>(log, open); };
     BlockSink sink(bo);
-    sink.prepare({{kG1, test::kAntenna1}}, max_payload_bytes(eo));
+    sink.prepare({{kG1, test::kAntenna1}, {kG1, test::kAntenna2}}, max_payload_bytes(eo));
     rig.demux->add_observer(sink.observer());
     rig.engine->start();
     const std::uint64_t before = copy_thread_calls(log);
-    auto config = traffic({kG1}, 600);
-    config.antennas = {test::kAntenna1};
-    const auto frames = frames_of(config);  // 1,200: 600 frame times x 2 threads
+    const auto frames = frames_of(traffic({kG1}, 300));  // 1,200: 2 antennas x 2 threads
     for (std::size_t i = 0; i < frames.size(); ++i) {
         rig.nic->deliver(frames[i]);
         if (i % 64 == 63) {
@@ -1562,12 +1562,12 @@ TEST(GpuStandin, TheCopyThreadMakesAtMost20DeviceCallsPer1000Frames) {
         << log.calls(DeviceCallLog::Call::flush) << ", copy "
         << log.calls(DeviceCallLog::Call::copy) << ", synchronize "
         << log.calls(DeviceCallLog::Call::synchronize) << ", batches " << sink.batches();
-    // Before the gate: at most a batch with only the ring's creation and one
+    // Before the gate: at most a batch with only a ring's creation and one
     // with the first frames; after it, full batches of 256.
     EXPECT_LE(sink.batches(), 2 + (frames.size() + 255) / 256);
     // Every frame's payload went in a batch: copies counted, bytes whole.
     EXPECT_EQ(log.copies(), frames.size());
-    EXPECT_EQ(log.bytes(), frames.size() * config.payload_bytes);
+    EXPECT_EQ(log.bytes(), frames.size() * traffic({kG1}, 1).payload_bytes);
     EXPECT_EQ(log.unflushed_reads(), 0u);
 }
 
