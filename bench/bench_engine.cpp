@@ -29,15 +29,19 @@
 // CODIF and the NIC must have dropped nothing; anything else fails the run.
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/bench_traffic.hpp"
 #include "formats/codif.hpp"
+#include "lib/block_sink.hpp"
 #include "lib/demux.hpp"
+#include "lib/device_calls.hpp"
 #include "lib/generator.hpp"
 #include "lib/igmp.hpp"
 #include "lib/ledger.hpp"
@@ -175,5 +179,109 @@ void BM_Engine(benchmark::State& state) {
 
 BENCHMARK(BM_Engine)->ArgName("split")->Arg(1)->Arg(0)->UseManualTime()->Unit(
     benchmark::kMicrosecond);
+
+// The GPU path on its stand-in (issue 11: copies that keep up): payload slots
+// reachable only as device memory, every CODIF frame held and placed in its
+// (group, antenna) block ring by the sink's copy thread, which reads them in
+// batches. What is measured is the copy thread's device calls (the calls the
+// GPU build would make in the stand-in's place, lib/device_calls.hpp) per
+// 1,000 frames and the payload bytes per copy call; the goal is <= 20 calls
+// per 1,000 frames. 24 streams in 12 rings (6 antennas x 2 groups). Each pass
+// waits until the copy thread has given every slot back.
+void BM_GpuStandin(benchmark::State& state) {
+    FrameSet& set = frame_set();
+    sim::SimProvider provider;
+    sim::SimConfig config;
+    const auto nic = provider.add(config);
+    const auto device = provider.open(config.name, config.port);
+    StandinDevicePayloadMemory memory;
+    DeviceCallLog& log = memory.log();
+    Ledger ledger;
+    DemuxOptions d;
+    d.groups = traffic().groups;
+    Demux demux(d, ledger, nullptr);
+    EngineOptions o;
+    o.groups = d.groups;
+    BlockSinkOptions bo;
+    bo.ring.frames_per_block = 256;
+    bo.ring.threads = 2;
+    bo.ring.blocks = 8;
+    bo.memory = [&log] { return make_host_block_memory(&log); };
+    BlockSink sink(bo);
+    std::vector<BlockSink::Key> keys;
+    for (const Endpoint& g : d.groups) {
+        for (const std::uint32_t a : traffic().antennas) {
+            keys.push_back({g, a});
+        }
+    }
+    sink.prepare(keys, max_payload_bytes(o));
+    // Blocks are taken and given back at once, as a consumer that keeps up.
+    std::atomic<bool> stop{false};
+    std::thread consumer([&] {
+        while (!stop.load()) {
+            bool any = false;
+            for (std::size_t i = 0; i < sink.ring_count(); ++i) {
+                BlockRing& ring = sink.ring_at(i);
+                while (const Block* b = ring.acquire(std::chrono::milliseconds(0))) {
+                    ring.release(b);
+                    any = true;
+                }
+            }
+            if (!any) {
+                std::this_thread::sleep_for(std::chrono::microseconds(200));
+            }
+        }
+    });
+    demux.add_observer(sink.observer());
+    VerbsEngine engine(*device, o, demux, ledger, memory,
+                       [](const Endpoint&) { return std::make_unique<NoMembership>(); });
+    engine.start();
+    using C = DeviceCallLog::Call;
+    const auto copy_calls = [&] {
+        return log.calls(C::flush) + log.calls(C::copy) + log.calls(C::synchronize);
+    };
+    const std::uint64_t calls_before = copy_calls();
+    std::uint64_t fed = 0;
+    for (auto _ : state) {
+        set.advance();
+        for (std::size_t begin = 0; begin < set.count; begin += kBatch) {
+            const std::size_t end = std::min(set.count, begin + kBatch);
+            for (std::size_t i = begin; i < end; ++i) {
+                nic->deliver(set.frame(i));
+            }
+            const std::uint64_t want = fed + (end - begin);
+            while (engine.frames_published() < want && engine.poll_once() != 0) {
+            }
+            fed = want;
+            while (engine.slots_held() > 0) {
+                engine.poll_once();  // takes back what the copy thread released
+            }
+        }
+    }
+    engine.stop();
+    sink.flush();
+    stop.store(true);
+    consumer.join();
+    engine.report_to(ledger);
+    sink.report_to(ledger);
+    const Totals t = ledger.totals();
+    if (t.codif != fed || t.block_misses != 0 || log.on_watched() != 0 ||
+        log.unflushed_reads() != 0) {
+        state.SkipWithError(("frames " + std::to_string(t.codif) + " of " + std::to_string(fed) +
+                             ", block misses " + std::to_string(t.block_misses))
+                                .c_str());
+        return;
+    }
+    const double frames = static_cast<double>(fed);
+    const double calls = static_cast<double>(copy_calls() - calls_before);
+    state.SetItemsProcessed(static_cast<std::int64_t>(fed));
+    state.SetLabel("device payload stand-in, block sink copy thread");
+    state.counters["calls_per_1000_frames"] = 1000.0 * calls / frames;
+    state.counters["bytes_per_copy_call"] =
+        static_cast<double>(log.bytes()) / static_cast<double>(log.calls(C::copy));
+    state.counters["frames_per_batch"] = frames / static_cast<double>(sink.batches());
+}
+
+BENCHMARK(BM_GpuStandin)->Unit(benchmark::kMillisecond)->Iterations(20);
 
 }  // namespace

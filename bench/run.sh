@@ -168,6 +168,14 @@ if run_gbench bench_engine; then
   echo "split, with the simulated NIC's own work on the same core: $nic_mpps Mpps (a lower bound)"
   r=$(calc "$split_mpps / 20")
   result "engine Mpps (split, sim NIC)" "$split_mpps Mpps" "20 Mpps (goal, 13x100GbE)" "$r" ">= 1" "$(verdict "$r" 1)" "no split: $plain_mpps Mpps; with NIC work: $nic_mpps"
+  # Issue 11: the block sink's copy thread on the GPU stand-in. Calls per
+  # batch are bounded (one flush, gather, wait); per frame they depend on how
+  # many frames wait when the copy thread wakes (frames_per_batch).
+  gpu_calls=$(calc "$(best bench_engine BM_GpuStandin calls_per_1000_frames min)" %.1f)
+  gpu_bytes=$(calc "$(best bench_engine BM_GpuStandin bytes_per_copy_call max)" %.0f)
+  gpu_batch=$(calc "$(best bench_engine BM_GpuStandin frames_per_batch max)" %.1f)
+  r=$(calc "20 / $gpu_calls")
+  result "GPU stand-in copy-thread calls" "$gpu_calls /1000 frames" "20 /1000 frames (goal)" "$r" ">= 1" "$(verdict "$r" 1)" "$gpu_bytes bytes per copy call, $gpu_batch frames per batch"
 else
   result "engine Mpps (split, sim NIC)" "-" "20 Mpps (goal)" "-" ">= 1" FAIL "bench_engine failed"
 fi
