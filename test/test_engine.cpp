@@ -108,6 +108,16 @@ struct Rig {
         while (engine->poll_once() > 0) {
         }
     }
+    // The wire plays `frames`, polled after every `burst` of them and at the end.
+    void play(const std::vector<std::vector<std::uint8_t>>& frames, std::size_t burst) {
+        for (std::size_t i = 0; i < frames.size(); ++i) {
+            nic->deliver(frames[i]);
+            if (i % burst == burst - 1) {
+                poll_all();
+            }
+        }
+        poll_all();
+    }
     // Stop the engine and fold its counts, the NIC's counters (through the
     // sysfs reader, as in production) and the writers into the ledger.
     void finish() {
@@ -854,13 +864,7 @@ TEST(Engine, FramesTheBlockSinkCannotTakeAreLossInTheVerdict) {
     auto config = traffic({kG1}, 800);
     config.antennas = {test::kAntenna1};
     const auto frames = frames_of(config);  // 1600: more than 32 held + 1024 bounced
-    for (std::size_t i = 0; i < frames.size(); ++i) {
-        rig.nic->deliver(frames[i]);
-        if (i % 16 == 15) {
-            rig.poll_all();
-        }
-    }
-    rig.poll_all();
+    rig.play(frames, 16);
     open->store(true);
     sink.flush();
     rig.finish();
@@ -1234,13 +1238,7 @@ TEST(ThreadFaults, ADeviceCopyFailingOnADiskThreadFailsItsOutputAndStopsTheRunNo
             std::move(standin));
     rig.engine->start();
     const auto frames = frames_of(traffic({kG1}, 300));
-    for (std::size_t i = 0; i < frames.size(); ++i) {
-        rig.nic->deliver(frames[i]);
-        if (i % 16 == 15) {
-            rig.poll_all();
-        }
-    }
-    rig.poll_all();
+    rig.play(frames, 16);
     rig.finish();
     // Reported, with its cause, instead of std::terminate.
     ASSERT_TRUE(rig.faults.raised());
@@ -1492,13 +1490,7 @@ TEST(GpuStandin, ThePollThreadMakesNoDeviceCallAndEveryPayloadReadFollowsAFlush)
     rig.engine->start();
     log.watch(std::this_thread::get_id());
     const auto frames = frames_of(traffic({kG1}, 300));
-    for (std::size_t i = 0; i < frames.size(); ++i) {
-        rig.nic->deliver(frames[i]);
-        if (i % 16 == 15) {
-            rig.poll_all();
-        }
-    }
-    rig.poll_all();
+    rig.play(frames, 16);
     log.watch(std::thread::id{});
     sink.flush();
     rig.finish();
@@ -1543,13 +1535,7 @@ TEST(GpuStandin, TheCopyThreadMakesAtMost20DeviceCallsPer1000Frames) {
     rig.engine->start();
     const std::uint64_t before = copy_thread_calls(log);
     const auto frames = frames_of(traffic({kG1}, 300));  // 1,200: 2 antennas x 2 threads
-    for (std::size_t i = 0; i < frames.size(); ++i) {
-        rig.nic->deliver(frames[i]);
-        if (i % 64 == 63) {
-            rig.poll_all();
-        }
-    }
-    rig.poll_all();
+    rig.play(frames, 64);
     open->store(true);
     sink.flush();
     rig.finish();
