@@ -701,9 +701,18 @@ K=$WORK/h-ctrlc
 make_host "$K"
 # setsid: the script leads a process group of its own, as a terminal's
 # foreground job does, so that the group can be signalled as Ctrl-C does.
+# A shell that started this test in the background (cmd &) ignores SIGINT,
+# and a signal ignored when bash starts cannot be trapped: env resets it to
+# the default, as a terminal's foreground job has it.
+reset_int=()
+if env --default-signal=INT true 2>/dev/null; then
+  reset_int=(--default-signal=INT)
+elif (($(awk '$1 == "SigIgn:" { print "0x" $2 }' /proc/self/status) & 2)); then
+  bad "Ctrl-C: SIGINT is ignored here and env cannot reset it (coreutils 8.31 or later); run this test in the foreground"
+fi
 (
   cd "$K/cwd" &&
-    exec setsid env PATH="$K/tools:$PATH" IBVCAP_SYSFS_ROOT="$K/sys" IBVCAP_PROC_IGMP="$K/igmp" \
+    exec setsid env "${reset_int[@]}" PATH="$K/tools:$PATH" IBVCAP_SYSFS_ROOT="$K/sys" IBVCAP_PROC_IGMP="$K/igmp" \
       IBVCAP_BIN="$STUBS/ibvcap" STUB_DEVICES="$K/devices.txt" STUB_LOG="$K/stub.log" STUB_HANG=1 \
       bash "$SCRIPT" "${LINK[@]}" "${FAST[@]}" --grace 60 --rates 10k,20k --modes split --out run
 ) >"$WORK/ctrlc.out" 2>"$WORK/ctrlc.err" &
