@@ -104,15 +104,60 @@ TEST(Demux, SequenceAnomaliesAcrossAPeriodWrap) {
     EXPECT_FALSE(ledger.zero_loss());
 }
 
-// One row per way a frame can fail to be CODIF data.
+// One row per way a frame can fail to be CODIF data. The class is written
+// out (loss: malformed; not loss: non_codif), not computed by the code under
+// test. `fast_path`: once the stream is known the frame reaches the demux's
+// fast path (same stream key, same header parameters), which must reject it
+// for the same reason the slow path does.
 struct BadFrame {
     const char* name;
     Reason reason;
     std::function<Frame(std::vector<std::uint8_t>&)> make;
+    bool loss;
+    bool fast_path = false;
 };
 
 std::vector<std::uint8_t> good() {
     return make_frame(kAntenna1, kGroup1, 36001, make_header(1, 1));
+}
+
+// Whether `bad`, arriving after `known` (a good frame), reaches the fast
+// path's checks: it parses, its CODIF header decodes, and its stream key and
+// header parameters are those of `known` (Demux::Known::same_parameters).
+bool reaches_fast_path(const std::vector<std::uint8_t>& known, const Frame& bad) {
+    UdpPacket kp;
+    UdpPacket bp;
+    if (parse_udp_frame(known, known.size(), kp) != PacketError::none ||
+        parse_udp_frame(bad.head, bad.captured_bytes(), bp) != PacketError::none ||
+        bp.payload_bytes < kCodifHeaderBytes) {
+        return false;
+    }
+    std::array<std::uint8_t, kCodifHeaderBytes> raw;
+    bad.gather(bp.payload_offset, raw);
+    CodifHeader kh;
+    CodifHeader bh;
+    if (decode_codif(Bytes(known).subspan(kp.payload_offset, kCodifHeaderBytes), kh) !=
+            CodifError::none ||
+        decode_codif(raw, bh) != CodifError::none) {
+        return false;
+    }
+    return bp.dst_ip == kp.dst_ip && bp.dst_port == kp.dst_port && bp.src_ip == kp.src_ip &&
+           bh.threadid == kh.threadid && bh.framelength8 == kh.framelength8 &&
+           bh.totalsamples == kh.totalsamples && bh.period == kh.period && bh.nchan == kh.nchan &&
+           bh.nbits == kh.nbits && bh.complex == kh.complex && bh.layout == kh.layout;
+}
+
+// The stream's header, unchanged, in a UDP datagram of `udp_payload` bytes.
+Frame with_datagram(std::vector<std::uint8_t>& b, std::uint32_t udp_payload) {
+    UdpHeaderSpec spec;
+    spec.src_ip = kAntenna1;
+    spec.dst_ip = kGroup1;
+    spec.src_port = 5000;
+    spec.dst_port = 36001;
+    b.assign(kPlainUdpPayloadOffset + udp_payload, 0xab);
+    const std::size_t off = build_udp_headers(spec, udp_payload, b);
+    encode_codif(make_header(1, 1), MutableBytes(b).subspan(off, kCodifHeaderBytes));
+    return whole(b);
 }
 
 Frame set_byte(std::vector<std::uint8_t>& b, std::size_t at, std::uint8_t v) {
@@ -140,12 +185,13 @@ TEST_P(DemuxReason, CountedOnceUnderItsReason) {
     EXPECT_EQ(t.packets, 1u);
     EXPECT_EQ(t.codif, 0u);
     EXPECT_EQ(ledger.reason_count(GetParam().reason), 1u) << to_string(GetParam().reason);
-    EXPECT_EQ(is_malformed(GetParam().reason) ? t.malformed : t.non_codif, 1u);
+    EXPECT_EQ(t.malformed, GetParam().loss ? 1u : 0u);
+    EXPECT_EQ(t.non_codif, GetParam().loss ? 0u : 1u);
     expect_partition(ledger);
     // A good frame next to it: non-CODIF frames do not make a loss, malformed ones do.
     auto g = good();
     demux.on_frame(whole(g));
-    EXPECT_EQ(ledger.zero_loss(), !is_malformed(GetParam().reason));
+    EXPECT_EQ(ledger.zero_loss(), !GetParam().loss);
     EXPECT_TRUE(ledger.reconciles());
 }
 
@@ -161,7 +207,11 @@ TEST_P(DemuxReason, CountedTheSameWhenTheStreamIsAlreadyKnown) {
     demux.on_frame(whole(g));
     demux.on_frame(whole(g));  // a duplicate: through the fast path
     std::vector<std::uint8_t> bytes;
-    demux.on_frame(GetParam().make(bytes));
+    const Frame bad = GetParam().make(bytes);
+    EXPECT_EQ(reaches_fast_path(g, bad), GetParam().fast_path)
+        << "the row's frame " << (GetParam().fast_path ? "no longer reaches" : "now reaches")
+        << " the fast path: update the row";
+    demux.on_frame(bad);
     const Totals t = ledger.totals();
     EXPECT_EQ(t.packets, 3u);
     EXPECT_EQ(t.codif, 2u);
@@ -175,28 +225,34 @@ TEST_P(DemuxReason, CountedTheSameWhenTheStreamIsAlreadyKnown) {
 INSTANTIATE_TEST_SUITE_P(
     Table, DemuxReason,
     ::testing::Values(
-        BadFrame{"arp", Reason::not_ipv4, [](auto& b) { return set_byte(b, 13, 0x06); }},
+        // name, reason, frame, loss, fast path
+        BadFrame{"arp", Reason::not_ipv4, [](auto& b) { return set_byte(b, 13, 0x06); }, false},
         BadFrame{"igmp", Reason::not_udp,
                  [](auto& b) {
                      // protocol 2; the IPv4 header checksum is not checked by design
                      return set_byte(b, 23, 2);
-                 }},
+                 },
+                 false},
         BadFrame{"other_destination", Reason::other_destination,
                  [](auto& b) {
                      b = make_frame(kAntenna1, kGroup2, 36001, make_header(1, 1));
                      return whole(b);
-                 }},
+                 },
+                 false},
         BadFrame{"other_port", Reason::other_destination,
                  [](auto& b) {
                      b = make_frame(kAntenna1, kGroup1, 36002, make_header(1, 1));
                      return whole(b);
-                 }},
+                 },
+                 false},
         BadFrame{"unlisted_source", Reason::unlisted_source,
                  [](auto& b) {
                      b = make_frame(kAntenna2, kGroup1, 36001, make_header(1, 1));
                      return whole(b);
-                 }},
-        BadFrame{"no_sync", Reason::not_codif, [](auto& b) { return set_byte(b, 42 + 40, 0x00); }},
+                 },
+                 false},
+        BadFrame{"no_sync", Reason::not_codif, [](auto& b) { return set_byte(b, 42 + 40, 0x00); },
+                 false},
         BadFrame{"short_udp_payload", Reason::not_codif,
                  [](auto& b) {
                      UdpHeaderSpec spec;
@@ -206,16 +262,19 @@ INSTANTIATE_TEST_SUITE_P(
                      b.assign(42 + 32, 0xab);
                      build_udp_headers(spec, 32, b);
                      return whole(b);
-                 }},
+                 },
+                 false},
         BadFrame{"truncated_capture", Reason::truncated_capture,
                  [](auto& b) {
                      b = good();
                      Frame f = whole(b);
                      f.head = Bytes(b).first(30);  // snaplen 30: cut inside the IP header
                      return f;
-                 }},
+                 },
+                 true},
         BadFrame{"ip_fragment", Reason::ip_fragment,
-                 [](auto& b) { return set_byte(b, 20, 0x20); }},  // MF flag
+                 [](auto& b) { return set_byte(b, 20, 0x20); },  // MF flag
+                 true},
         BadFrame{"headers_split", Reason::headers_split,
                  [](auto& b) {
                      b = good();
@@ -223,13 +282,15 @@ INSTANTIATE_TEST_SUITE_P(
                      f.head = Bytes(b).first(40);
                      f.tail = Bytes(b).subspan(40);
                      return f;
-                 }},
+                 },
+                 true},
         BadFrame{"codif_zero_nchan", Reason::codif_zero_field,
                  [](auto& b) {
                      auto h = make_header(1, 1);
                      h.nchan = 0;
                      return with_header(b, h);
-                 }},
+                 },
+                 true},
         BadFrame{"codif_length_mismatch", Reason::codif_bad_length,
                  [](auto& b) {
                      b = good();
@@ -237,21 +298,32 @@ INSTANTIATE_TEST_SUITE_P(
                      b[42 + 28] = 0x00;
                      b[42 + 29] = 0x02;
                      return whole(b);
-                 }},
+                 },
+                 true},
+        // The stream's header unchanged, in a datagram of another length: the
+        // fast path must compare the length (a frame of the wrong length would
+        // break the fixed-size records of the .codif file).
+        BadFrame{"datagram_shorter_than_its_header", Reason::codif_bad_length,
+                 [](auto& b) { return with_datagram(b, kCodifHeaderBytes + 4096); }, true, true},
+        BadFrame{"datagram_longer_than_its_header", Reason::codif_bad_length,
+                 [](auto& b) { return with_datagram(b, kCodifHeaderBytes + 8192 + 8); }, true,
+                 true},
         BadFrame{"codif_bad_samples", Reason::codif_bad_samples,
                  [](auto& b) {
                      auto h = make_header(1, 1);
                      h.nchan = 3;  // 8192 bytes do not hold whole 3-channel samples
                      return with_header(b, h);
-                 }},
+                 },
+                 true},
         BadFrame{"codif_frame_beyond_period", Reason::codif_frame_beyond_period,
-                 [](auto& b) { return with_header(b, make_header(1, 1000)); }},
+                 [](auto& b) { return with_header(b, make_header(1, 1000)); }, true, true},
         BadFrame{"codif_no_frames_per_period", Reason::codif_no_frames_per_period,
                  [](auto& b) {
                      auto h = make_header(1, 1);
                      h.totalsamples = 1000 * 256 + 1;
                      return with_header(b, h);
-                 }}),
+                 },
+                 true}),
     [](const auto& row) { return std::string(row.param.name); });
 
 TEST(Demux, StreamParametersChangingMidStreamAreMalformed) {
