@@ -235,18 +235,16 @@ void Demux::on_frame(const Frame& frame) {
     CodifHeader header;
     CodifError derr = CodifError::none;
     const bool decoded = packet.payload_bytes >= kCodifHeaderBytes;
-    if (decoded && frame.tail_device != nullptr &&
-        packet.payload_offset + kCodifHeaderBytes > frame.head.size()) {
-        // The CODIF header runs into the payload slot, and that is GPU
-        // memory, which this (the poll) thread never reads: a VLAN tag or IP
-        // options the header slot was not sized for (the engine's
-        // split_misaligned count and note name --vlan-tags).
-        ledger_.count_reason(Reason::headers_split);
-        return;
-    }
     if (decoded) {
         std::array<std::uint8_t, kCodifHeaderBytes> raw_header;
-        frame.gather(packet.payload_offset, raw_header);
+        if (!frame.gather(packet.payload_offset, raw_header)) {
+            // The CODIF header runs into the payload slot, and that is GPU
+            // memory: a VLAN tag or IP options the header slot was not sized
+            // for (the engine's split_misaligned count and note name
+            // --vlan-tags).
+            ledger_.count_reason(Reason::headers_split);
+            return;
+        }
         derr = decode_codif(raw_header, header);
         if (derr == CodifError::none) {
             if (const Known* k = find_known(packet, header.threadid);

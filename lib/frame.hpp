@@ -145,24 +145,25 @@ struct Frame {
     }
 
     // Copy `out.size()` bytes starting at `offset` across both pieces. The caller
-    // has checked offset + out.size() <= captured_bytes().
-    void gather(std::size_t offset, MutableBytes out) const {
+    // has checked offset + out.size() <= captured_bytes(). False, and nothing
+    // read, when some of them lie in device memory (`tail_device`): the
+    // thread that parses frames (the poll thread) never touches the device.
+    [[nodiscard]] bool gather(std::size_t offset, MutableBytes out) const {
         std::size_t done = 0;
         if (offset < head.size()) {
             done = std::min(out.size(), head.size() - offset);
+        }
+        if (done < out.size() && tail_device != nullptr) {
+            return false;
+        }
+        if (done > 0) {
             std::memcpy(out.data(), head.data() + offset, done);
         }
         if (done < out.size()) {
             const std::size_t tail_offset = offset + done - head.size();
-            if (tail_device != nullptr) {
-                // Rare (headers spilling into SGE1): one small device copy.
-                const DeviceMemory::Copy c{out.data() + done, tail.data() + tail_offset,
-                                           out.size() - done};
-                tail_device->copy_to_host({&c, 1});
-            } else {
-                std::memcpy(out.data() + done, tail.data() + tail_offset, out.size() - done);
-            }
+            std::memcpy(out.data() + done, tail.data() + tail_offset, out.size() - done);
         }
+        return true;
     }
 
     // The pieces covering [offset, offset + len) of the frame: up to two spans.

@@ -133,7 +133,9 @@ bool reaches_fast_path(const std::vector<std::uint8_t>& known, const Frame& bad)
         return false;
     }
     std::array<std::uint8_t, kCodifHeaderBytes> raw;
-    bad.gather(bp.payload_offset, raw);
+    if (!bad.gather(bp.payload_offset, raw)) {
+        return false;
+    }
     CodifHeader kh;
     CodifHeader bh;
     if (decode_codif(Bytes(known).subspan(kp.payload_offset, kCodifHeaderBytes), kh) !=

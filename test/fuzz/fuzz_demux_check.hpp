@@ -83,7 +83,8 @@ class DemuxCheck {
                    frame.captured_bytes());
         FUZZ_CHECK(packet.payload_bytes >= kCodifHeaderBytes);
         std::uint8_t raw[kCodifHeaderBytes];
-        frame.gather(packet.payload_offset, MutableBytes(raw, kCodifHeaderBytes));
+        // An observed frame's CODIF header was read: it lies in host memory.
+        FUZZ_CHECK(frame.gather(packet.payload_offset, MutableBytes(raw, kCodifHeaderBytes)));
         CodifHeader decoded;
         FUZZ_CHECK(decode_codif(Bytes(raw, kCodifHeaderBytes), decoded) == CodifError::none);
         FUZZ_CHECK(decoded == header);
