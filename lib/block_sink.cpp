@@ -94,6 +94,7 @@ BlockSink::BlockSink(BlockSinkOptions options) : options_(std::move(options)) {
     }
     registry_.reserve(kMaxAntennas);
     rings_.assign(kMaxAntennas, nullptr);
+    requested_.assign(kMaxAntennas, 0);
     table_.assign(kMaxAntennas * 2, Slot{});  // at most half full: short probes
 }
 
@@ -101,23 +102,26 @@ BlockSink::~BlockSink() {
     stop_copying();
 }
 
+BlockSink::MapKey BlockSink::map_key(const Endpoint& group, std::uint32_t antenna) {
+    return {(std::uint64_t{group.ip} << 16) | group.port, antenna};
+}
+
 void BlockSink::prepare(const std::vector<Key>& expected, std::uint32_t max_payload_bytes) {
-    // The source leases its frames (the verbs engine): the copy thread, its
-    // queue and its bounce slots exist before the first frame, not made by
-    // the poll thread when it comes.
-    if (mode_ == Mode::undecided) {
-        mode_ = Mode::threaded;
-        start_copier();
-    }
     for (const Key& k : expected) {
-        const std::pair<std::uint64_t, std::uint32_t> key{
-            (std::uint64_t{k.group.ip} << 16) | k.group.port, k.antenna};
+        const MapKey key = map_key(k.group, k.antenna);
         if (prepared_.size() < kMaxAntennas && !prepared_.contains(key)) {
             const std::size_t block_bytes = std::size_t{options_.ring.frames_per_block} *
                                             options_.ring.threads * max_payload_bytes;
             prepared_.emplace(key, std::make_unique<ReservedBlockMemory>(
                                        shared_memory(), options_.ring.blocks, block_bytes));
         }
+    }
+    // The source leases its frames (the verbs engine): the copy thread, its
+    // queue and its bounce slots exist before the first frame, not made by
+    // the poll thread when it comes. Started last: it reads prepared_.
+    if (mode_ == Mode::undecided) {
+        mode_ = Mode::threaded;
+        start_copier();
     }
 }
 
@@ -134,8 +138,8 @@ void BlockSink::fail(const char* where, const char* what) {
     }
 }
 
-std::uint32_t BlockSink::stream_id(const Endpoint& group, std::uint32_t antenna, bool& is_new) {
-    const std::uint64_t g = (std::uint64_t{group.ip} << 16) | group.port;
+std::uint32_t BlockSink::stream_id(const Endpoint& group, std::uint32_t antenna) {
+    const std::uint64_t g = map_key(group, antenna).first;
     const std::size_t mask = table_.size() - 1;  // a power of two
     std::size_t h = static_cast<std::size_t>((g * 0x9E3779B97F4A7C15ull) ^ antenna) & mask;
     for (std::size_t probe = 0; probe < table_.size(); ++probe, h = (h + 1) & mask) {
@@ -145,11 +149,9 @@ std::uint32_t BlockSink::stream_id(const Endpoint& group, std::uint32_t antenna,
                 return kMaxAntennas;
             }
             slot = Slot{g, antenna, next_id_++, true};
-            is_new = true;
             return slot.id;
         }
         if (slot.group == g && slot.antenna == antenna) {
-            is_new = false;
             return slot.id;
         }
     }
@@ -158,8 +160,7 @@ std::uint32_t BlockSink::stream_id(const Endpoint& group, std::uint32_t antenna,
 
 BlockRing* BlockSink::make_ring(const Key& k, std::uint32_t payload_bytes,
                                 const CodifTiming& timing) {
-    const std::pair<std::uint64_t, std::uint32_t> key{
-        (std::uint64_t{k.group.ip} << 16) | k.group.port, k.antenna};
+    const MapKey key = map_key(k.group, k.antenna);
     Antenna a;
     if (auto it = prepared_.find(key); it != prepared_.end()) {
         a.memory = std::move(it->second);
@@ -335,8 +336,7 @@ void BlockSink::on_frame(const Frame& frame, const UdpPacket& packet, const Codi
             start_copier();
         }
     }
-    bool is_new = false;
-    const std::uint32_t id = stream_id(stream.group, stream.antenna, is_new);
+    const std::uint32_t id = stream_id(stream.group, stream.antenna);
     if (id >= kMaxAntennas) {
         ++copy_dropped_;  // more streams than rings (the demux's own limit is lower)
         return;
@@ -345,9 +345,11 @@ void BlockSink::on_frame(const Frame& frame, const UdpPacket& packet, const Codi
     const std::size_t bytes = static_cast<std::size_t>(header.payload_bytes());
     const std::uint64_t index = stream.timing.index(header.seconds, header.frame);
     if (mode_ == Mode::threaded) {
-        if (is_new) {
+        if (requested_[id] == 0) {
             // The copy thread makes the ring (device memory: never on the
-            // poll thread) before it takes this stream's first frame.
+            // poll thread) before it takes this stream's first frame. With
+            // no room in the queue this frame is dropped (counted once) and
+            // the next one asks again.
             Job create;
             create.stream = id;
             create.create = true;
@@ -355,13 +357,15 @@ void BlockSink::on_frame(const Frame& frame, const UdpPacket& packet, const Codi
             create.timing = stream.timing;
             create.key = Key{stream.group, stream.antenna};
             if (!jobs_->try_enqueue(create)) {
-                ++copy_dropped_;  // (the queue is sized far beyond this)
+                ++copy_dropped_;
+                return;
             }
+            requested_[id] = 1;
         }
         queue(id, frame, offset, bytes, header.threadid, index);
         return;
     }
-    if (is_new) {
+    if (rings_[id] == nullptr && !failed_.load()) {
         // First frame of the antenna: its ring is sized for this payload (a new
         // antenna allocates once; never per frame).
         scratch_.resize(std::max(scratch_.size(), bytes));
@@ -432,7 +436,7 @@ void BlockSink::flush() {
 }
 
 BlockRing* BlockSink::ring(const Endpoint& group, std::uint32_t antenna) {
-    const auto it = antennas_.find({(std::uint64_t{group.ip} << 16) | group.port, antenna});
+    const auto it = antennas_.find(map_key(group, antenna));
     return it == antennas_.end() ? nullptr : it->second.ring.get();
 }
 

@@ -6,14 +6,13 @@
 // With the verbs source (frames arrive with a lease, lib/frame.hpp), nothing
 // of the block path runs on the poll thread but a table lookup and a queue
 // push: the poll thread holds the frame's receive slot and queues a job. The
-// copy thread owns the rings. It makes a stream's ring (device memory, CUDA
-// streams: the first job of a stream asks for it, so no frame waits and none
-// is lost), and works in batches: it takes every queued job (up to 64), makes
-// the NIC's writes visible to the device once for the batch
-// (DeviceMemory::flush_nic_writes: GPUDirect RDMA write ordering), places
-// the payloads (queued by the block memory and issued as one batch), waits
-// for them to land, and releases the slots. Memory for the rings of the
-// expected streams is made before the capture starts (prepare()).
+// copy thread owns the rings. It makes a stream's ring when the stream is not
+// one prepare() made memory for (the first job of a stream asks for it, so
+// no frame waits and none is lost), and works in batches: it takes every
+// queued job (up to 256) and places the payloads, which the block memory all
+// rings share queues; the first ring's wait then flushes the NIC's writes
+// (DeviceMemory::flush_nic_writes: GPUDirect RDMA write ordering), issues
+// them as one batch and waits for them to land; then the slots go back.
 //
 // A frame the source does not let it hold (its hold limit) is copied into
 // one of the sink's bounce slots when its payload is in host memory, and
@@ -65,14 +64,15 @@ class BlockSink {
         std::uint32_t antenna = 0;
     };
     // Before the capture starts, on the calling thread: make the block
-    // memory (CUDA streams, pinned staging) and the blocks (device memory)
-    // of the rings these streams will need, so that nothing is allocated
-    // once frames flow. A ring's payload size comes with its first frame, so
-    // its blocks are made for `max_payload_bytes` (the capture's payload
-    // slot; 0: only the memory objects are made, the blocks with the ring). A stream that is not
-    // expected gets its memory on the copy thread, when its first frame comes (its frames wait in
-    // the queue meanwhile; none is lost uncounted). For sources that lease their frames (verbs): it
-    // also starts the copy thread, so the first frame finds it running.
+    // memory (CUDA stream, pinned staging) and the blocks (device memory) of
+    // the rings these streams will need, so that nothing is allocated once
+    // frames flow. A ring's payload size comes with its first frame, so its
+    // blocks are made for `max_payload_bytes` (the capture's payload slot;
+    // 0: blocks come with the ring). A stream that is not expected gets its
+    // blocks on the copy thread when its first frame comes (its frames wait
+    // in the queue meanwhile; none is lost uncounted). For sources that
+    // lease their frames (verbs): it also starts the copy thread, so the
+    // first frame finds it running.
     void prepare(const std::vector<Key>& expected, std::uint32_t max_payload_bytes);
 
     // The Demux observer: place the frame's payload in its antenna's ring.
@@ -138,7 +138,9 @@ class BlockSink {
                std::uint16_t thread, std::uint64_t index);
     // The stream id of (group, antenna), or a new one; kMaxAntennas when the
     // table is full. Producer thread; no allocation.
-    std::uint32_t stream_id(const Endpoint& group, std::uint32_t antenna, bool& is_new);
+    std::uint32_t stream_id(const Endpoint& group, std::uint32_t antenna);
+    using MapKey = std::pair<std::uint64_t, std::uint32_t>;  // (group ip:port, antenna)
+    static MapKey map_key(const Endpoint& group, std::uint32_t antenna);
     BlockRing* make_ring(const Key& key, std::uint32_t payload_bytes, const CodifTiming& timing);
 
     struct Antenna {
@@ -151,8 +153,8 @@ class BlockSink {
     std::unique_ptr<BlockMemory> memory_;
     // Owned by the copy thread in threaded mode (the producer's in inline
     // mode); read by others only after it stopped.
-    std::map<std::pair<std::uint64_t, std::uint32_t>, Antenna> antennas_;
-    std::map<std::pair<std::uint64_t, std::uint32_t>, std::unique_ptr<BlockMemory>> prepared_;
+    std::map<MapKey, Antenna> antennas_;
+    std::map<MapKey, std::unique_ptr<BlockMemory>> prepared_;
     std::vector<BlockRing*> rings_;      // by stream id; kMaxAntennas, reserved up front
     std::vector<std::uint8_t> scratch_;  // a payload that straddles the two pieces (inline)
     // The producer's stream table: open addressing over a fixed array.
@@ -164,6 +166,7 @@ class BlockSink {
     };
     std::vector<Slot> table_;
     std::uint32_t next_id_ = 0;
+    std::vector<std::uint8_t> requested_;  // by stream id: its ring's creation is queued
     // Reserved up front and never reallocated: the consumer reads entries
     // below published_ while the copy thread (or producer) appends.
     std::vector<std::pair<Key, BlockRing*>> registry_;
