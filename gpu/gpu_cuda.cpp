@@ -504,8 +504,15 @@ class SlotReader final : public DeviceMemory {
   public:
     explicit SlotReader(int gpu) : gpu_(gpu) {
         select_gpu(gpu);
-        flush_ = needs_rdma_write_flush(
-            runtime_attribute_value(gpu, cudaDevAttrGPUDirectRDMAWritesOrdering).value_or(0));
+        // As the start-up line says (describe_rdma_write_ordering): flushed
+        // when the ordering is below owner and the GPU can flush; a GPU that
+        // cannot is only warned about (a flush would fail every batch).
+        flush_ =
+            needs_rdma_write_flush(
+                runtime_attribute_value(gpu, cudaDevAttrGPUDirectRDMAWritesOrdering).value_or(0)) &&
+            can_flush_rdma_writes(
+                runtime_attribute_value(gpu, cudaDevAttrGPUDirectRDMAFlushWritesOptions)
+                    .value_or(0));
         max_pitch_ =
             static_cast<std::size_t>(runtime_attribute_value(gpu, cudaDevAttrMaxPitch).value_or(0));
     }
