@@ -70,6 +70,34 @@ class BlockMemory {
     virtual bool host_visible() const = 0;  // can the CPU read the blocks
     virtual std::string describe() const = 0;
 };
+// A BlockMemory that passes every call on to another, owned or not:
+// decorators (reserved blocks, test gates and faults) override only what
+// they change.
+class ForwardingBlockMemory : public BlockMemory {
+  public:
+    explicit ForwardingBlockMemory(BlockMemory& inner) : inner_(&inner) {}
+    explicit ForwardingBlockMemory(std::unique_ptr<BlockMemory> inner)
+        : owned_(std::move(inner)), inner_(owned_.get()) {}
+    std::uint8_t* allocate(std::size_t bytes) override { return inner_->allocate(bytes); }
+    void copy_in(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
+        inner_->copy_in(dst, src, bytes);
+    }
+    void copy_in_held(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
+        inner_->copy_in_held(dst, src, bytes);
+    }
+    void copy_in_device(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes,
+                        const DeviceMemory& from) override {
+        inner_->copy_in_device(dst, src, bytes, from);
+    }
+    void synchronize() override { inner_->synchronize(); }
+    bool host_visible() const override { return inner_->host_visible(); }
+    std::string describe() const override { return inner_->describe(); }
+
+  private:
+    std::unique_ptr<BlockMemory> owned_;
+    BlockMemory* inner_;
+};
+
 // Host memory: the stand-in for tests and GPU-less hosts. With `log`, it is
 // the GPU stand-in's block memory and logs the device calls the GPU build
 // would make (lib/device_calls.hpp).

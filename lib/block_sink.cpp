@@ -20,12 +20,12 @@ constexpr std::size_t kReleaseBatch = 256;
 
 // Blocks made before the capture (BlockSink::prepare), handed to the ring
 // when it is made; every other call goes to the memory underneath.
-class ReservedBlockMemory final : public BlockMemory {
+class ReservedBlockMemory final : public ForwardingBlockMemory {
   public:
     ReservedBlockMemory(BlockMemory& inner, std::size_t blocks, std::size_t block_bytes)
-        : inner_(&inner), block_bytes_(block_bytes) {
+        : ForwardingBlockMemory(inner), block_bytes_(block_bytes) {
         for (std::size_t i = 0; i < blocks && block_bytes > 0; ++i) {
-            reserved_.push_back(inner_->allocate(block_bytes));
+            reserved_.push_back(inner.allocate(block_bytes));
         }
     }
     std::uint8_t* allocate(std::size_t bytes) override {
@@ -34,24 +34,10 @@ class ReservedBlockMemory final : public BlockMemory {
             reserved_.pop_back();
             return b;
         }
-        return inner_->allocate(bytes);
+        return ForwardingBlockMemory::allocate(bytes);
     }
-    void copy_in(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
-        inner_->copy_in(dst, src, bytes);
-    }
-    void copy_in_held(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
-        inner_->copy_in_held(dst, src, bytes);
-    }
-    void copy_in_device(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes,
-                        const DeviceMemory& from) override {
-        inner_->copy_in_device(dst, src, bytes, from);
-    }
-    void synchronize() override { inner_->synchronize(); }
-    bool host_visible() const override { return inner_->host_visible(); }
-    std::string describe() const override { return inner_->describe(); }
 
   private:
-    BlockMemory* inner_;
     std::size_t block_bytes_;
     std::vector<std::uint8_t*> reserved_;
 };

@@ -57,8 +57,11 @@ std::unique_ptr<PayloadMemory> make_host_payload_memory();
 // that the engine and everything after it reach only as device memory (no
 // host view), so the path that GPUDirect RDMA takes — frames held, payload
 // copied out in batches on the consumers' threads — runs without a GPU. It
-// behaves as a GPU whose write ordering is below "owner" (every read needs a
-// flush: the case that needs the most of the code) and logs each call the
+// behaves as a GPU whose write ordering is below "owner", so every read needs
+// a flush: cudaGPUDirectRDMAWritesOrderingNone in the CUDA headers'
+// driver_types.h, which GPUs below compute capability 9.0 report (NCCL
+// src/graph/paths.cc flushes for them; docs/gpu.md). That is the case that
+// needs the most of the code. It logs each call the
 // GPU build would make (lib/device_calls.hpp); the block memory that
 // --gpu-standin pairs with it (make_host_block_memory(&log())) logs into the
 // same log.

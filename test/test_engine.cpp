@@ -110,6 +110,7 @@ struct Rig {
     }
     // The wire plays `frames`, polled after every `burst` of them and at the end.
     void play(const std::vector<std::vector<std::uint8_t>>& frames, std::size_t burst) {
+        burst = std::max<std::size_t>(burst, 1);
         for (std::size_t i = 0; i < frames.size(); ++i) {
             nic->deliver(frames[i]);
             if (i % burst == burst - 1) {
@@ -239,10 +240,7 @@ TEST(Engine, VlanTaggedFramesOnAnUntaggedRingAreCountedAndStillParsed) {
     auto config = traffic({kG1}, 10);
     config.vlan_id = 5;
     const auto frames = frames_of(config);
-    for (const auto& f : frames) {
-        rig.nic->deliver(f);
-    }
-    rig.poll_all();
+    rig.play(frames, frames.size());
     rig.finish();
     EXPECT_EQ(rig.engine->stats().split_misaligned, frames.size());
     EXPECT_EQ(rig.ledger.totals().codif, frames.size());
@@ -821,23 +819,23 @@ TEST(Engine, SplitModeFeedsTheBlockRingsWithExactlyWhatWasSent) {
 
 // Block memory whose copies wait until the test opens the gate: a copy
 // thread that gets no CPU, made certain.
-class GatedBlockMemory final : public BlockMemory {
+class GatedBlockMemory final : public ForwardingBlockMemory {
   public:
     explicit GatedBlockMemory(std::shared_ptr<std::atomic<bool>> open)
-        : inner_(make_host_block_memory()), open_(std::move(open)) {}
-    std::uint8_t* allocate(std::size_t bytes) override { return inner_->allocate(bytes); }
+        : ForwardingBlockMemory(make_host_block_memory()), open_(std::move(open)) {}
     void copy_in(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
         wait();
-        inner_->copy_in(dst, src, bytes);
+        ForwardingBlockMemory::copy_in(dst, src, bytes);
+    }
+    void copy_in_held(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
+        wait();
+        ForwardingBlockMemory::copy_in_held(dst, src, bytes);
     }
     void copy_in_device(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes,
                         const DeviceMemory& from) override {
         wait();
-        inner_->copy_in_device(dst, src, bytes, from);
+        ForwardingBlockMemory::copy_in_device(dst, src, bytes, from);
     }
-    void synchronize() override { inner_->synchronize(); }
-    bool host_visible() const override { return true; }
-    std::string describe() const override { return "gated host memory"; }
 
   private:
     void wait() const {
@@ -845,7 +843,6 @@ class GatedBlockMemory final : public BlockMemory {
             std::this_thread::sleep_for(std::chrono::microseconds(100));
         }
     }
-    std::unique_ptr<BlockMemory> inner_;
     std::shared_ptr<std::atomic<bool>> open_;
 };
 
@@ -1182,32 +1179,35 @@ TEST(PayloadRegion, TheRegistrationGoesBeforeTheMemory) {
 
 // Block memory whose copy number `fail_at` throws, as a CUDA copy does on a
 // device error; counts the calls that reached it from then on.
-class FailingBlockMemory final : public BlockMemory {
+class FailingBlockMemory final : public ForwardingBlockMemory {
   public:
     explicit FailingBlockMemory(std::uint64_t fail_at, std::atomic<std::uint64_t>& after)
-        : inner_(make_host_block_memory()), fail_at_(fail_at), after_(after) {}
-    std::uint8_t* allocate(std::size_t bytes) override { return inner_->allocate(bytes); }
+        : ForwardingBlockMemory(make_host_block_memory()), fail_at_(fail_at), after_(after) {}
     void copy_in(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
+        counted_copy([&] { ForwardingBlockMemory::copy_in(dst, src, bytes); });
+    }
+    void copy_in_held(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
+        counted_copy([&] { ForwardingBlockMemory::copy_in_held(dst, src, bytes); });
+    }
+    void copy_in_device(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes,
+                        const DeviceMemory& from) override {
+        sticky_.run([&] { ForwardingBlockMemory::copy_in_device(dst, src, bytes, from); });
+    }
+    void synchronize() override {
+        sticky_.run([&] { ForwardingBlockMemory::synchronize(); });
+    }
+
+  private:
+    template <class F>
+    void counted_copy(F&& copy) {
         sticky_.run([&] {
             if (++calls_ >= fail_at_) {
                 ++after_;
                 throw std::runtime_error("cudaMemcpyAsync: unspecified launch failure (injected)");
             }
-            inner_->copy_in(dst, src, bytes);
+            copy();
         });
     }
-    void copy_in_device(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes,
-                        const DeviceMemory& from) override {
-        sticky_.run([&] { inner_->copy_in_device(dst, src, bytes, from); });
-    }
-    void synchronize() override {
-        sticky_.run([&] { inner_->synchronize(); });
-    }
-    bool host_visible() const override { return true; }
-    std::string describe() const override { return "failing host memory"; }
-
-  private:
-    std::unique_ptr<BlockMemory> inner_;
     std::uint64_t fail_at_;
     std::uint64_t calls_ = 0;
     std::atomic<std::uint64_t>& after_;
@@ -1433,32 +1433,18 @@ TEST(ThreadFaults, TheCaptureRunnerStopsOnAWorkerFaultAsOnADeviceFault) {
 // The GPU stand-in's block memory whose copy thread stops at its first wait
 // until the test opens the gate: a burst queues behind it, as it does behind
 // a copy thread that is late at line rate.
-class GatedSyncMemory final : public BlockMemory {
+class GatedSyncMemory final : public ForwardingBlockMemory {
   public:
     GatedSyncMemory(DeviceCallLog& log, std::shared_ptr<std::atomic<bool>> open)
-        : inner_(make_host_block_memory(&log)), open_(std::move(open)) {}
-    std::uint8_t* allocate(std::size_t bytes) override { return inner_->allocate(bytes); }
-    void copy_in(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
-        inner_->copy_in(dst, src, bytes);
-    }
-    void copy_in_held(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
-        inner_->copy_in_held(dst, src, bytes);
-    }
-    void copy_in_device(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes,
-                        const DeviceMemory& from) override {
-        inner_->copy_in_device(dst, src, bytes, from);
-    }
+        : ForwardingBlockMemory(make_host_block_memory(&log)), open_(std::move(open)) {}
     void synchronize() override {
         while (!open_->load()) {
             std::this_thread::sleep_for(std::chrono::microseconds(100));
         }
-        inner_->synchronize();
+        ForwardingBlockMemory::synchronize();
     }
-    bool host_visible() const override { return true; }
-    std::string describe() const override { return "gated GPU stand-in memory"; }
 
   private:
-    std::unique_ptr<BlockMemory> inner_;
     std::shared_ptr<std::atomic<bool>> open_;
 };
 
@@ -1569,10 +1555,7 @@ TEST(GpuStandin, AHeaderSpillingIntoDevicePayloadIsCountedNotReadOnThePollThread
     auto config = traffic({kG1}, 10);
     config.vlan_id = 5;
     const auto frames = frames_of(config);
-    for (const auto& f : frames) {
-        rig.nic->deliver(f);
-    }
-    rig.poll_all();
+    rig.play(frames, frames.size());
     log.watch(std::thread::id{});
     rig.finish();
     EXPECT_EQ(log.on_watched(), 0u);
