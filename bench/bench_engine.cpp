@@ -97,22 +97,42 @@ class NoMembership final : public GroupMembership {
     void rejoin() override {}
 };
 
+// What both benchmarks wire the engine to, as run_verbs_capture does for one
+// device: the simulated NIC, its device, and a demux with its ledger (no
+// writer) for the traffic's groups.
+struct SimWire {
+    sim::SimProvider provider;
+    std::shared_ptr<sim::SimHardware> nic;
+    std::unique_ptr<verbs::Device> device;
+    Ledger ledger;
+    Demux demux;
+
+    explicit SimWire(const sim::SimConfig& config)
+        : nic(provider.add(config)),
+          device(provider.open(config.name, config.port)),
+          demux(demux_options(), ledger, nullptr) {}
+    static DemuxOptions demux_options() {
+        DemuxOptions d;
+        d.groups = traffic().groups;
+        return d;
+    }
+    static EngineOptions engine_options() {
+        EngineOptions o;
+        o.groups = traffic().groups;
+        return o;
+    }
+};
+
 void BM_Engine(benchmark::State& state) {
     const bool split = state.range(0) != 0;
     FrameSet& set = frame_set();
 
-    sim::SimProvider provider;
     sim::SimConfig config;
     config.skip_payload_dma = true;  // only SGE1 is skipped: without the split all is copied
-    const auto nic = provider.add(config);
-    const auto device = provider.open(config.name, config.port);
+    SimWire wire(config);
+    auto& [provider, nic, device, ledger, demux] = wire;
     const auto memory = make_host_payload_memory();
-    Ledger ledger;
-    DemuxOptions d;
-    d.groups = traffic().groups;
-    Demux demux(d, ledger, nullptr);
-    EngineOptions o;
-    o.groups = d.groups;
+    EngineOptions o = SimWire::engine_options();
     o.split = split;
     VerbsEngine engine(*device, o, demux, ledger, *memory,
                        [](const Endpoint&) { return std::make_unique<NoMembership>(); });
@@ -190,18 +210,11 @@ BENCHMARK(BM_Engine)->ArgName("split")->Arg(1)->Arg(0)->UseManualTime()->Unit(
 // waits until the copy thread has given every slot back.
 void BM_GpuStandin(benchmark::State& state) {
     FrameSet& set = frame_set();
-    sim::SimProvider provider;
-    sim::SimConfig config;
-    const auto nic = provider.add(config);
-    const auto device = provider.open(config.name, config.port);
+    SimWire wire{sim::SimConfig{}};
+    auto& [provider, nic, device, ledger, demux] = wire;
     StandinDevicePayloadMemory memory;
     DeviceCallLog& log = memory.log();
-    Ledger ledger;
-    DemuxOptions d;
-    d.groups = traffic().groups;
-    Demux demux(d, ledger, nullptr);
-    EngineOptions o;
-    o.groups = d.groups;
+    const EngineOptions o = SimWire::engine_options();
     BlockSinkOptions bo;
     bo.ring.frames_per_block = 256;
     bo.ring.threads = 2;
@@ -209,7 +222,7 @@ void BM_GpuStandin(benchmark::State& state) {
     bo.memory = [&log] { return make_host_block_memory(&log); };
     BlockSink sink(bo);
     std::vector<BlockSink::Key> keys;
-    for (const Endpoint& g : d.groups) {
+    for (const Endpoint& g : o.groups) {
         for (const std::uint32_t a : traffic().antennas) {
             keys.push_back({g, a});
         }
