@@ -1,7 +1,7 @@
 // Parse + demux + ledger per 8298-byte CODIF packet, on one core (issue 6:
 // goal <= 40 ns/packet). See bench/README.md.
 //
-// A realistic set of frames is generated once in memory (lib/generator.hpp:
+// A realistic set of frames is generated once in memory (lib/traffic/generator.hpp:
 // 6 antennas x 2 CODIF threads x 2 groups = 24 streams, 8192-byte payloads in
 // Eth/IPv4/UDP, untagged), then fed to Demux::on_frame with a Ledger and no
 // writer, as often as the benchmark asks. Between passes over the set every
@@ -25,10 +25,10 @@
 
 #include "bench/bench_traffic.hpp"
 #include "formats/codif.hpp"
-#include "lib/demux.hpp"
-#include "lib/generator.hpp"
-#include "lib/ledger.hpp"
+#include "lib/demux/demux.hpp"
+#include "lib/ledger/ledger.hpp"
 #include "lib/netaddr.hpp"
+#include "lib/traffic/generator.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The verbs engine (lib/verbs_engine.hpp) on the simulated NIC, packets/s on
+// The verbs engine (lib/sources/verbs/engine.hpp) on the simulated NIC, packets/s on
 // one core, split and non-split (issue 6: goal >= 20 Mpps split). See
 // bench/README.md.
 //
@@ -39,15 +39,15 @@
 
 #include "bench/bench_traffic.hpp"
 #include "formats/codif.hpp"
-#include "lib/block_sink.hpp"
-#include "lib/demux.hpp"
+#include "lib/demux/demux.hpp"
 #include "lib/device_calls.hpp"
-#include "lib/generator.hpp"
-#include "lib/igmp.hpp"
-#include "lib/ledger.hpp"
+#include "lib/ledger/ledger.hpp"
 #include "lib/netaddr.hpp"
-#include "lib/sim_nic.hpp"
-#include "lib/verbs_engine.hpp"
+#include "lib/sinks/block_sink.hpp"
+#include "lib/sources/igmp.hpp"
+#include "lib/sources/verbs/engine.hpp"
+#include "lib/traffic/generator.hpp"
+#include "test/sim/sim_nic.hpp"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 
 #include "formats/codif.hpp"
-#include "lib/generator.hpp"
 #include "lib/netaddr.hpp"
+#include "lib/traffic/generator.hpp"
 
 namespace ibvcap::bench {
 

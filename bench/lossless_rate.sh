@@ -92,7 +92,7 @@ set_volume() {
   send=(--antennas 6 --threads 2 -c "$per_stream" --payload "$payload")
 }
 set_volume "$packets"
-# tcpdump gets the kernel filter ibvcap sets for its GROUP:PORTs (lib/pcap_live.hpp),
+# tcpdump gets the kernel filter ibvcap sets for its GROUP:PORTs (lib/sources/pcap_live.hpp),
 # so that neither sees the IGMP reports on the link (a report the kernel repeats
 # after the previous trial's leave would otherwise count as an extra frame).
 filter="udp and ((dst host 239.17.0.1 and dst port 36001) or (dst host 239.17.0.2 and dst port 36001))"

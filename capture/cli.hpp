@@ -8,7 +8,7 @@
 
 #include "formats/output.hpp"
 #include "lib/netaddr.hpp"
-#include "lib/pipeline.hpp"
+#include "lib/run/common.hpp"
 
 namespace ibvcap::cli {
 

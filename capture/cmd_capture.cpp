@@ -10,11 +10,11 @@
 
 #include "capture/cli.hpp"
 #include "gpu/gpu.hpp"
-#include "lib/block_consumer.hpp"
-#include "lib/capture_run.hpp"
-#include "lib/devices.hpp"
-#include "lib/igmp.hpp"
-#include "lib/pcap_live.hpp"
+#include "lib/host/devices.hpp"
+#include "lib/run/verbs_capture.hpp"
+#include "lib/sinks/block_consumer.hpp"
+#include "lib/sources/igmp.hpp"
+#include "lib/sources/pcap_live.hpp"
 
 namespace ibvcap::cli {
 

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include "capture/cli.hpp"
-#include "lib/capture_run.hpp"
-#include "lib/devices.hpp"
+#include "lib/host/devices.hpp"
+#include "lib/run/verbs_capture.hpp"
 
 namespace ibvcap::cli {
 

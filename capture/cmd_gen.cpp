@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "capture/cli.hpp"
-#include "lib/devices.hpp"
-#include "lib/pipeline.hpp"
-#include "lib/sender.hpp"
+#include "lib/host/devices.hpp"
+#include "lib/run/common.hpp"
+#include "lib/traffic/sender.hpp"
 
 namespace ibvcap::cli {
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "capture/cli.hpp"
-#include "lib/pipeline.hpp"
+#include "lib/run/common.hpp"
 
 namespace ibvcap::cli {
 

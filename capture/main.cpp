@@ -8,7 +8,7 @@
 
 #include "capture/cli.hpp"
 #include "gpu/gpu_info.hpp"
-#include "lib/pipeline.hpp"
+#include "lib/run/common.hpp"
 
 namespace {
 

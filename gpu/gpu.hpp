@@ -29,9 +29,9 @@
 #include <vector>
 
 #include "gpu/gpu_info.hpp"
-#include "lib/block_ring.hpp"
-#include "lib/devices.hpp"
-#include "lib/verbs_engine.hpp"
+#include "lib/host/devices.hpp"
+#include "lib/sinks/block_ring.hpp"
+#include "lib/sources/verbs/engine.hpp"
 
 struct CUstream_st;  // the CUDA runtime's stream object (cudaStream_t = CUstream_st*)
 
@@ -127,7 +127,7 @@ void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes);
 void copy_to_device(void* device_dst, const void* host_src, std::size_t bytes);
 
 // ---------------------------------------------------------------------------
-// The example consumer. A block (lib/block_ring.hpp) is frames_per_block frame
+// The example consumer. A block (lib/sinks/block_ring.hpp) is frames_per_block frame
 // times × threads CODIF threads of payload_bytes each, slot (f, t) at byte
 // ((f * threads) + t) * payload_bytes of Block::data (device memory here), and
 // the presence bitmap Block::present (host memory) has bit f * threads + t,
@@ -175,7 +175,7 @@ void zero_missing_and_power(const Block& block, const BlockRingOptions& options,
                             Stream stream = nullptr);
 
 // Checks every present slot of the block against the generator's pattern for
-// `antenna` (lib/pattern.hpp: thread t, frame index block.first_index + f) on
+// `antenna` (lib/traffic/pattern.hpp: thread t, frame index block.first_index + f) on
 // the GPU; returns the number of bytes that differ (0: intact). Synchronous:
 // waits for `stream`.
 std::uint64_t verify_pattern(const Block& block, const BlockRingOptions& options,

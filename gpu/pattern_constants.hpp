@@ -1,8 +1,8 @@
-// The generator's payload pattern (lib/pattern.hpp) in a form both the host
+// The generator's payload pattern (lib/traffic/pattern.hpp) in a form both the host
 // compiler and nvcc can use: constexpr functions with no dependency on the
 // rest of lib/, marked __host__ __device__ under nvcc. The device kernels
 // (gpu/kernels.cu) verify payloads with these; test/test_gpu.cpp checks on the
-// host that they agree with lib/pattern.cpp bit for bit, so the two copies of
+// host that they agree with lib/traffic/pattern.cpp bit for bit, so the two copies of
 // the formula cannot drift apart unnoticed.
 //
 // Payload word i (little-endian 64-bit) = key + i * kStep, where

@@ -5,7 +5,7 @@
 // no report and unfinished files ([thread.thread.constr]). The run loops
 // watch raised() and stop the run as a device fault stops it: the producers
 // stop, the files are finished, held slots are released, the report is
-// written, and the exit code is 1 (lib/pipeline.hpp apply_faults).
+// written, and the exit code is 1 (lib/run/common.hpp apply_faults).
 #pragma once
 
 #include <atomic>

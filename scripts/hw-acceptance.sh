@@ -468,7 +468,7 @@ evaluate_step() {
   if ledger_file "$dir/truth.json"; then truth=$dir/truth.json; fi
   # The capture's own last word: its errors are "ibvcap capture: WHAT"
   # (capture/main.cpp, capture/cli.cpp finish_run), after the summary, whose
-  # first line "ibvcap capture: verbs from DEV:PORT(IF)" (lib/report.cpp) is not one.
+  # first line "ibvcap capture: verbs from DEV:PORT(IF)" (lib/ledger/report.cpp) is not one.
   # Else what this script said of it (run_step).
   cap_msg=$({ grep -h '^ibvcap capture: ' "$dir/capture.log" 2>/dev/null || true; } |
     { grep -Ev '^ibvcap capture: (verbs|pcap) from ' || true; } | tail -n 1)
@@ -490,7 +490,7 @@ evaluate_step() {
     def brief: "packets \(.packets) missing \(.missing) dup \(.duplicates) ooo \(.out_of_order) first \(.first | pos) last \(.last | pos)";
     $m[0] as $m | $r[0] as $r | $t[0] as $t
     # The counters and notes that show how mlx5 behaved (docs/operations.md
-    # section 13); names as lib/verbs_engine.cpp and lib/nic_counters.cpp make
+    # section 13); names as lib/sources/verbs/engine.cpp and lib/host/nic_counters.cpp make
     # them: DEV/flow/LABEL/matched, DEV/wc/bad_wr_id, DEV/hw_counters/out_of_buffer.
     | def sum_of($re): [$r.source_counters[]? | select(.name | test($re)) | .value]
                        | if length == 0 then null else add end;

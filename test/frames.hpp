@@ -16,7 +16,7 @@
 
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
-#include "lib/pattern.hpp"
+#include "lib/traffic/pattern.hpp"
 
 namespace ibvcap::test {
 

@@ -5,9 +5,9 @@
 #include <set>
 
 #include "frames.hpp"
-#include "lib/block_ring.hpp"
-#include "lib/generator.hpp"
-#include "lib/pattern.hpp"
+#include "lib/sinks/block_ring.hpp"
+#include "lib/traffic/generator.hpp"
+#include "lib/traffic/pattern.hpp"
 
 namespace ibvcap {
 namespace {

@@ -5,7 +5,7 @@
 #include <array>
 
 #include "frames.hpp"
-#include "lib/demux.hpp"
+#include "lib/demux/demux.hpp"
 
 namespace ibvcap {
 namespace {

@@ -14,11 +14,11 @@
 #include <thread>
 
 #include "frames.hpp"
-#include "lib/block_consumer.hpp"
-#include "lib/capture_run.hpp"
-#include "lib/nic_counters.hpp"
-#include "lib/sim_nic.hpp"
-#include "lib/verbs_engine.hpp"
+#include "lib/host/nic_counters.hpp"
+#include "lib/run/verbs_capture.hpp"
+#include "lib/sinks/block_consumer.hpp"
+#include "lib/sources/verbs/engine.hpp"
+#include "test/sim/sim_nic.hpp"
 
 namespace ibvcap {
 namespace {
@@ -720,9 +720,9 @@ TEST(Engine, PinningToACpuThatDoesNotExistEndsTheRunWithAnError) {
 }  // namespace
 }  // namespace ibvcap
 
-#include "lib/block_sink.hpp"
 #include "lib/device_calls.hpp"
-#include "lib/pattern.hpp"
+#include "lib/sinks/block_sink.hpp"
+#include "lib/traffic/pattern.hpp"
 
 namespace ibvcap {
 namespace {
@@ -1007,7 +1007,7 @@ bool has_note(const Ledger& ledger, const std::string& part) {
 }
 
 // The simulated NIC reports what mlx5 reports in a raw-packet completion's
-// qpn field: the flow tag, 0 (lib/sim_nic.hpp). An engine that matched
+// qpn field: the flow tag, 0 (test/sim/sim_nic.hpp). An engine that matched
 // completions by QP number would count every one bad_wr_id and deliver
 // nothing, as the first run on a real ConnectX host would have.
 TEST(Engine, CompletionsAreMatchedByWrIdAloneAsMlx5Reports) {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "frames.hpp"
-#include "lib/sim_nic.hpp"
-#include "lib/verbs_engine.hpp"
+#include "lib/sources/verbs/engine.hpp"
+#include "test/sim/sim_nic.hpp"
 
 namespace ibvcap {
 namespace {
@@ -20,7 +20,7 @@ namespace {
 constexpr std::uint32_t kDepth = 16;
 const Endpoint kG1{test::kGroup1, 36001};
 
-// The wr_id layout the engine posts (lib/verbs_engine.cpp make_wr_id):
+// The wr_id layout the engine posts (lib/sources/verbs/engine.cpp make_wr_id):
 // QP index (16 bits) | ring generation (16 bits) | slot (32 bits).
 std::uint64_t wr_id(std::uint64_t qp, std::uint64_t generation, std::uint64_t slot) {
     return (qp << 48) | (generation << 32) | slot;

@@ -1,5 +1,5 @@
-// Unit tests for the CODIF traffic generator (lib/generator.hpp) and its payload
-// pattern (lib/pattern.hpp).
+// Unit tests for the CODIF traffic generator (lib/traffic/generator.hpp) and its payload
+// pattern (lib/traffic/pattern.hpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,9 +17,9 @@
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
 #include "frames.hpp"
-#include "lib/generator.hpp"
 #include "lib/netaddr.hpp"
-#include "lib/pattern.hpp"
+#include "lib/traffic/generator.hpp"
+#include "lib/traffic/pattern.hpp"
 
 namespace ibvcap {
 namespace {
@@ -33,7 +33,7 @@ constexpr std::uint32_t ip(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::
 }
 
 // ---------------------------------------------------------------------------
-// lib/pattern.hpp, against a reference written from the header comment.
+// lib/traffic/pattern.hpp, against a reference written from the header comment.
 
 std::uint64_t ref_splitmix64(std::uint64_t x) {
     std::uint64_t z = x + 0x9E3779B97F4A7C15ull;

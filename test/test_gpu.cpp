@@ -2,7 +2,7 @@
 //   * Sizes, Pci, Peermem, Modes, Messages, Pattern: the logic that needs no
 //     GPU (64 KiB sizing, PCIe topology from fake sysfs trees, the payload
 //     mode fallback chain, the messages, the device pattern formula against
-//     lib/pattern.cpp). They run and pass on every host and in both builds.
+//     lib/traffic/pattern.cpp). They run and pass on every host and in both builds.
 //   * Device: allocation, copies, the kernels against host references, and
 //     registration on the simulated NIC. Each starts with
 //     `if (!gpu_available()) GTEST_SKIP()`; ctest gives them the label `gpu`
@@ -23,10 +23,10 @@
 #include "gpu/gpu.hpp"
 #include "gpu/gpu_logic.hpp"
 #include "gpu/pattern_constants.hpp"
-#include "lib/block_ring.hpp"
-#include "lib/generator.hpp"
-#include "lib/pattern.hpp"
-#include "lib/sim_nic.hpp"
+#include "lib/sinks/block_ring.hpp"
+#include "lib/traffic/generator.hpp"
+#include "lib/traffic/pattern.hpp"
+#include "test/sim/sim_nic.hpp"
 
 namespace ibvcap::gpu {
 namespace {

@@ -1,5 +1,5 @@
-// Host-facing modules: RDMA devices and netdevs from sysfs (lib/devices.hpp),
-// NIC drop counters (lib/nic_counters.hpp) and IGMP membership (lib/igmp.hpp).
+// Host-facing modules: RDMA devices and netdevs from sysfs (lib/host/devices.hpp),
+// NIC drop counters (lib/host/nic_counters.hpp) and IGMP membership (lib/sources/igmp.hpp).
 // sysfs is faked in a temporary tree; the membership tests join groups on the
 // loopback interface, which sends nothing off the machine.
 #include <arpa/inet.h>
@@ -16,10 +16,10 @@
 #include <system_error>
 #include <vector>
 
-#include "lib/devices.hpp"
-#include "lib/igmp.hpp"
+#include "lib/host/devices.hpp"
+#include "lib/host/nic_counters.hpp"
 #include "lib/netaddr.hpp"
-#include "lib/nic_counters.hpp"
+#include "lib/sources/igmp.hpp"
 
 namespace ibvcap {
 namespace {

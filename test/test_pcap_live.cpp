@@ -25,8 +25,8 @@
 #include <thread>
 
 #include "frames.hpp"
-#include "lib/generator.hpp"
-#include "lib/pcap_live.hpp"
+#include "lib/sources/pcap_live.hpp"
+#include "lib/traffic/generator.hpp"
 
 namespace ibvcap {
 namespace {

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "frames.hpp"
-#include "lib/pcap_file_source.hpp"
-#include "lib/pipeline.hpp"
+#include "lib/run/common.hpp"
+#include "lib/sources/pcap_file.hpp"
 
 namespace ibvcap {
 namespace {

@@ -1,5 +1,5 @@
-// Unit tests for the live multicast sender (lib/sender.hpp) and the generator's
-// early end at a slot boundary (lib/generator.hpp). Datagrams go only to the
+// Unit tests for the live multicast sender (lib/traffic/sender.hpp) and the generator's
+// early end at a slot boundary (lib/traffic/generator.hpp). Datagrams go only to the
 // loopback interface, from 127.0.0.x sources (local on lo), to groups on a
 // port the receiving socket was given by the kernel; every run is a few
 // thousand datagrams at most. No timing is asserted: the pacing schedule is
@@ -27,9 +27,9 @@
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
 #include "frames.hpp"
-#include "lib/generator.hpp"
 #include "lib/netaddr.hpp"
-#include "lib/sender.hpp"
+#include "lib/traffic/generator.hpp"
+#include "lib/traffic/sender.hpp"
 
 namespace ibvcap {
 namespace {

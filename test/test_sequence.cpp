@@ -1,4 +1,4 @@
-// Unit tests for the per-stream CODIF sequence tracker (lib/sequence.hpp, DESIGN §8).
+// Unit tests for the per-stream CODIF sequence tracker (lib/ledger/sequence.hpp, DESIGN §8).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "lib/sequence.hpp"
+#include "lib/ledger/sequence.hpp"
 
 namespace ibvcap {
 namespace {

@@ -1,4 +1,4 @@
-// The simulated NIC (lib/sim_nic.hpp): verbs semantics the capture engine
+// The simulated NIC (test/sim/sim_nic.hpp): verbs semantics the capture engine
 // relies on, checked exactly.
 #include <gtest/gtest.h>
 
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "formats/packet.hpp"
-#include "lib/sim_nic.hpp"
 #include "test/frames.hpp"
+#include "test/sim/sim_nic.hpp"
 
 namespace ibvcap {
 namespace {
@@ -440,7 +440,7 @@ TEST_F(SimNic, Sge0IsFilledCompletelyBeforeSge1) {
         EXPECT_EQ(wcs[0].status, WcStatus::success);
         EXPECT_EQ(wcs[0].wr_id, 7u);
         EXPECT_EQ(wcs[0].byte_len, size);
-        EXPECT_EQ(wcs[0].qp_num, 0u);  // the flow tag, not the QP (lib/sim_nic.hpp)
+        EXPECT_EQ(wcs[0].qp_num, 0u);  // the flow tag, not the QP (test/sim/sim_nic.hpp)
 
         const std::size_t in0 = std::min<std::size_t>(size, kLen0);
         const std::size_t in1 = size - in0;
@@ -1193,7 +1193,7 @@ TEST(SimNicThreads, DeliverAndPollOnTwoThreadsLoseNothing) {
     EXPECT_EQ(hw->ordering_violations(), 0u);
 }
 
-// --- mlx5 as it really behaves (lib/sim_nic.hpp cites each source) ------------------
+// --- mlx5 as it really behaves (test/sim/sim_nic.hpp cites each source) ------------------
 
 // rdma-core providers/mlx5/cq.c: mlx5_cq_read_wc_qp_num and mlx5_cq_read_flow_tag
 // read the same sop_drop_qpn bits, so a successful raw-packet receive reports

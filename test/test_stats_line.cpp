@@ -1,4 +1,4 @@
-// The live stats line (lib/stats_line.hpp): the rates between two snapshots,
+// The live stats line (lib/run/stats_line.hpp): the rates between two snapshots,
 // the formatting, the ticker's first tick and -q; then the line as both
 // sources print it, once a second: the verbs capture runner on the simulated
 // NIC, and libpcap on the loopback interface.
@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "frames.hpp"
-#include "lib/capture_run.hpp"
-#include "lib/generator.hpp"
-#include "lib/pcap_live.hpp"
-#include "lib/sim_nic.hpp"
-#include "lib/stats_line.hpp"
+#include "lib/run/stats_line.hpp"
+#include "lib/run/verbs_capture.hpp"
+#include "lib/sources/pcap_live.hpp"
+#include "lib/traffic/generator.hpp"
+#include "test/sim/sim_nic.hpp"
 
 namespace ibvcap {
 namespace {

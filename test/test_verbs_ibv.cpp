@@ -1,4 +1,4 @@
-// The libibverbs provider (lib/verbs_ibv.cpp). Hosts without RDMA devices (CI,
+// The libibverbs provider (lib/sources/verbs/ibv.cpp). Hosts without RDMA devices (CI,
 // most developer machines) can still check what does not need a device: the
 // provider lists what is present and refuses a missing device with ENODEV,
 // and the pure parts — status and event mapping, the flow-rule layout that
@@ -20,8 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "lib/verbs.hpp"
-#include "lib/verbs_ibv_detail.hpp"
+#include "lib/sources/verbs/ibv_detail.hpp"
+#include "lib/sources/verbs/seam.hpp"
 
 namespace {
 

@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "frames.hpp"
-#include "lib/demux.hpp"
-#include "lib/ledger.hpp"
-#include "lib/report.hpp"
+#include "lib/demux/demux.hpp"
+#include "lib/ledger/ledger.hpp"
+#include "lib/ledger/report.hpp"
 
 namespace ibvcap {
 namespace {
@@ -419,7 +419,7 @@ TEST(VerdictSums, AddedCountsAccumulate) {
 }
 
 // The same count in the first of two devices' ledgers, merged as the capture
-// runner merges them (lib/capture_run.cpp).
+// runner merges them (lib/run/verbs_capture.cpp).
 struct DeviceCase {
     const char* name;
     std::function<void(Feed&)> inject;                 // into device 0 only

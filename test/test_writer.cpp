@@ -1,4 +1,4 @@
-// Unit tests for the threaded writer (lib/writer.hpp) and the output framing
+// Unit tests for the threaded writer (lib/sinks/writer.hpp) and the output framing
 // (formats/output.hpp).
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -27,7 +27,7 @@
 
 #include "formats/output.hpp"
 #include "frames.hpp"
-#include "lib/writer.hpp"
+#include "lib/sinks/writer.hpp"
 
 namespace ibvcap {
 namespace {

@@ -1,4 +1,4 @@
-// Fuzz target: the whole per-frame path (lib/demux.hpp Demux::on_frame with a
+// Fuzz target: the whole per-frame path (lib/demux/demux.hpp Demux::on_frame with a
 // Ledger and no writer): packet parsing, CODIF decoding and validation, stream
 // assignment, sequence tracking, and lib/frame.hpp gather/slice on frames that
 // arrive in two pieces.

@@ -8,8 +8,8 @@
 
 #include "formats/codif.hpp"
 #include "fuzz_common.hpp"
-#include "lib/demux.hpp"
-#include "lib/ledger.hpp"
+#include "lib/demux/demux.hpp"
+#include "lib/ledger/ledger.hpp"
 
 namespace ibvcap::fuzz {
 

@@ -9,9 +9,9 @@
 int ibvcap_fuzz_codif(const std::uint8_t* data, std::size_t size);
 // fuzz_packet.cpp: formats/packet.hpp parse_udp_frame on one (possibly split) frame.
 int ibvcap_fuzz_packet(const std::uint8_t* data, std::size_t size);
-// fuzz_demux.cpp: lib/demux.hpp Demux::on_frame on a sequence of frames.
+// fuzz_demux.cpp: lib/demux/demux.hpp Demux::on_frame on a sequence of frames.
 int ibvcap_fuzz_demux(const std::uint8_t* data, std::size_t size);
-// fuzz_pcap_file.cpp: lib/pcap_file_source.hpp on the input as a capture file.
+// fuzz_pcap_file.cpp: lib/sources/pcap_file.hpp on the input as a capture file.
 int ibvcap_fuzz_pcap_file(const std::uint8_t* data, std::size_t size);
 
 // A libFuzzer program (IBVCAP_FUZZ_MAIN) gets its LLVMFuzzerTestOneInput from

@@ -1,4 +1,4 @@
-// Fuzz target: the offline source (lib/pcap_file_source.hpp) on the input as a
+// Fuzz target: the offline source (lib/sources/pcap_file.hpp) on the input as a
 // pcap or pcapng file, read into a Demux with a Ledger and no writer. Classic
 // pcap is read from a mapping by ibvcap's own record walk, and then once more
 // through libpcap: both must agree (frames, end, error message, CODIF count).
@@ -22,7 +22,7 @@
 #include "fuzz_common.hpp"
 #include "fuzz_demux_check.hpp"
 #include "fuzz_entries.hpp"
-#include "lib/pcap_file_source.hpp"
+#include "lib/sources/pcap_file.hpp"
 
 namespace {
 

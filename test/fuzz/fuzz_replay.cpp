@@ -759,7 +759,7 @@ TEST(FuzzRegression, CodifTimingNextPastFrame32) {
         codif_input(huge_period_header(std::uint64_t{1} << 33, 100, 0xFFFFFFFFu), 1, 0, 100, 0));
 }
 
-// lib/sequence.cpp SequenceTracker::observe: the loop
+// lib/ledger/sequence.cpp SequenceTracker::observe: the loop
 // `for (i = newest_ + 1; i <= index; ++i)` never ended when index was 2^64-1.
 // Two valid CODIF frames of one stream with totalsamples 2^64-1 (frames per
 // period 2^64-1) at (2 s, frame 0) and (2 s, frame 1) have indices 2^64-2 and

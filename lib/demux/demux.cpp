@@ -1,0 +1,331 @@
+#include "lib/demux/demux.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <stdexcept>
+
+namespace ibvcap {
+
+namespace {
+constexpr std::size_t format_slot(OutputFormat f) {
+    return f == OutputFormat::raw ? 0 : f == OutputFormat::codif ? 1 : 2;
+}
+}  // namespace
+
+Demux::Demux(DemuxOptions options, Ledger& ledger, Writer* writer)
+    : options_(std::move(options)), ledger_(ledger), writer_(writer) {
+    if (!options_.formats.empty() && writer_ == nullptr) {
+        throw std::invalid_argument("Demux: output formats given without a writer");
+    }
+    groups_ = options_.groups;
+    for (const auto ip : options_.antennas) {
+        antenna_index(ip);
+    }
+    for (const auto f : options_.formats) {
+        if (f == OutputFormat::pcap) {
+            if (pcap_output_ == nullptr) {
+                const auto header = pcap_file_header();
+                pcap_output_ = writer_->add_output(f, run_output_path(options_, f), "", "", header);
+            }
+        } else {
+            per_antenna_formats_[format_slot(f)] = true;
+        }
+    }
+    antenna_lookup_.reserve(options_.max_antennas);
+    stream_lookup_.reserve(options_.max_streams);
+    ledger_.streams().reserve(options_.max_streams);
+    known_.reserve(options_.max_streams);
+    known_table_.assign(64, 0);
+}
+
+namespace {
+std::size_t known_hash(std::uint32_t dst_ip, std::uint16_t dst_port, std::uint32_t src_ip,
+                       std::uint16_t thread) {
+    // One multiply (Fibonacci hashing); the table index takes the high bits.
+    const std::uint64_t x =
+        (std::uint64_t{src_ip} << 32 | (dst_ip ^ (std::uint32_t{dst_port} << 16))) ^ thread;
+    return static_cast<std::size_t>((x * 0x9e3779b97f4a7c15ull) >> 32);
+}
+}  // namespace
+
+const Demux::Known* Demux::find_known(const UdpPacket& p, std::uint16_t thread) const {
+    const std::size_t mask = known_table_.size() - 1;
+    for (std::size_t i = known_hash(p.dst_ip, p.dst_port, p.src_ip, thread) & mask;;
+         i = (i + 1) & mask) {
+        const std::uint32_t slot = known_table_[i];
+        if (slot == 0) {
+            return nullptr;
+        }
+        const Known& k = known_[slot - 1];
+        if (k.dst_ip == p.dst_ip && k.src_ip == p.src_ip && k.dst_port == p.dst_port &&
+            k.thread == thread) {
+            return &k;
+        }
+    }
+}
+
+void Demux::add_known(const UdpPacket& p, const CodifHeader& h, std::size_t stream,
+                      const Route* r) {
+    if (known_.size() >= options_.max_streams || find_known(p, h.threadid) != nullptr) {
+        return;
+    }
+    Known& k = known_.emplace_back();
+    k.dst_ip = p.dst_ip;
+    k.src_ip = p.src_ip;
+    k.dst_port = p.dst_port;
+    k.thread = h.threadid;
+    k.period = h.period;
+    k.nchan = h.nchan;
+    k.nbits = h.nbits;
+    k.complex = h.complex;
+    k.layout = h.layout;
+    k.framelength8 = h.framelength8;
+    k.totalsamples = h.totalsamples;
+    k.frames_per_period = codif_frames_per_period(h);
+    k.stream = stream;
+    k.route = r;
+    if (2 * known_.size() > known_table_.size()) {
+        // Registration time (a new stream), never per frame: rebuild doubled.
+        known_table_.assign(known_table_.size() * 2, 0);
+        for (std::size_t n = 0; n + 1 < known_.size(); ++n) {
+            place_known(n);
+        }
+    }
+    place_known(known_.size() - 1);
+}
+
+void Demux::place_known(std::size_t n) {
+    const Known& k = known_[n];
+    const std::size_t mask = known_table_.size() - 1;
+    std::size_t i = known_hash(k.dst_ip, k.dst_port, k.src_ip, k.thread) & mask;
+    while (known_table_[i] != 0) {
+        i = (i + 1) & mask;
+    }
+    known_table_[i] = static_cast<std::uint32_t>(n + 1);
+}
+
+std::string Demux::output_path(const DemuxOptions& options, OutputFormat format,
+                               const Endpoint& group, std::uint32_t antenna) {
+    return fmt::format("{}/{}_{}_{}_{}.{}", options.output_dir, options.prefix,
+                       format_ipv4(group.ip), group.port, format_ipv4(antenna),
+                       file_extension(format));
+}
+
+std::string Demux::run_output_path(const DemuxOptions& options, OutputFormat format) {
+    return fmt::format("{}/{}.{}", options.output_dir, options.prefix, file_extension(format));
+}
+
+int Demux::group_index(std::uint32_t ip, std::uint16_t port) {
+    for (std::size_t i = 0; i < groups_.size(); ++i) {
+        if (groups_[i].ip == ip && groups_[i].port == port) {
+            return static_cast<int>(i);
+        }
+    }
+    if (!options_.groups.empty()) {
+        return -1;
+    }
+    if (groups_.size() >= options_.max_groups) {
+        return -2;
+    }
+    groups_.push_back(Endpoint{ip, port});
+    return static_cast<int>(groups_.size() - 1);
+}
+
+int Demux::antenna_index(std::uint32_t ip) {
+    if (const auto it = antenna_lookup_.find(ip); it != antenna_lookup_.end()) {
+        return it->second;
+    }
+    if (!options_.antennas.empty() && antennas_.size() >= options_.antennas.size()) {
+        return -1;  // the list is registered in the constructor: this one is not in it
+    }
+    if (antennas_.size() >= options_.max_antennas) {
+        return -2;
+    }
+    antennas_.push_back(ip);
+    const int index = static_cast<int>(antennas_.size() - 1);
+    antenna_lookup_.emplace(ip, index);
+    return index;
+}
+
+Demux::Route& Demux::route(int group, int antenna) {
+    const auto key =
+        (static_cast<std::uint32_t>(group) << 16) | static_cast<std::uint32_t>(antenna);
+    if (const auto it = routes_.find(key); it != routes_.end()) {
+        return it->second;
+    }
+    Route r;
+    const Endpoint& g = groups_[static_cast<std::size_t>(group)];
+    const std::uint32_t a = antennas_[static_cast<std::size_t>(antenna)];
+    for (const auto f : {OutputFormat::raw, OutputFormat::codif, OutputFormat::codifhdr}) {
+        if (per_antenna_formats_[format_slot(f)]) {
+            r.outputs[format_slot(f)] = writer_->add_output(f, output_path(options_, f, g, a),
+                                                            g.to_string(), format_ipv4(a));
+        }
+    }
+    return routes_.emplace(key, r).first->second;
+}
+
+StreamStats* Demux::stream(int group, int antenna, const CodifHeader& header) {
+    const std::uint64_t key = (std::uint64_t(static_cast<std::uint32_t>(group)) << 48) |
+                              (std::uint64_t(static_cast<std::uint32_t>(antenna)) << 16) |
+                              header.threadid;
+    auto& streams = ledger_.streams();
+    if (const auto it = stream_lookup_.find(key); it != stream_lookup_.end()) {
+        return &streams[it->second];
+    }
+    if (streams.size() >= options_.max_streams) {
+        return nullptr;
+    }
+    StreamStats& s = streams.emplace_back();
+    s.group = groups_[static_cast<std::size_t>(group)];
+    s.antenna = antennas_[static_cast<std::size_t>(antenna)];
+    s.thread = header.threadid;
+    s.station = header.stationid;
+    s.layout = header.layout;
+    s.timing.period = header.period;
+    s.timing.frames_per_period = codif_frames_per_period(header);
+    s.frame_bytes = static_cast<std::uint32_t>(header.frame_bytes());
+    stream_lookup_.emplace(key, streams.size() - 1);
+    return &s;
+}
+
+void Demux::write_codif(const Route& r, const Frame& frame, const UdpPacket& packet) {
+    // The writer holds the frame's receive slot when the source allows it
+    // (the zero-copy hand-off) and copies otherwise.
+    if (r.outputs[0] != nullptr) {
+        writer_->write_frame(r.outputs[0], {}, frame, 0,
+                             static_cast<std::size_t>(frame.captured_bytes()));
+    }
+    if (r.outputs[1] != nullptr) {
+        writer_->write_frame(r.outputs[1], {}, frame, packet.payload_offset, packet.payload_bytes);
+    }
+    if (r.outputs[2] != nullptr) {
+        writer_->write_frame(r.outputs[2], {}, frame, packet.payload_offset, kCodifHeaderBytes);
+    }
+}
+
+void Demux::on_frame(const Frame& frame) {
+    const std::uint64_t captured = frame.captured_bytes();
+    ledger_.count_frame(frame.wire_bytes);
+    UdpPacket packet;
+    const PacketError perr = parse_udp_frame(frame.head, captured, packet);
+    if (pcap_output_ != nullptr) {
+        // --pcap-snaplen headers: a UDP frame is cut after its CODIF header
+        // (the original length is kept, as tcpdump -s does); others go whole.
+        std::uint64_t keep = captured;
+        if (options_.pcap_headers_only && perr == PacketError::none) {
+            keep = std::min<std::uint64_t>(captured, packet.payload_offset + kCodifHeaderBytes);
+        }
+        const auto record = pcap_record_header(frame.timestamp_ns, static_cast<std::uint32_t>(keep),
+                                               frame.wire_bytes);
+        writer_->write_frame(pcap_output_, record, frame, 0, static_cast<std::size_t>(keep));
+    }
+    if (perr != PacketError::none) {
+        // A frame cut short by the capture length is reported as such, not as
+        // whatever header the cut happened to fall in.
+        ledger_.count_reason(is_malformed(perr) && captured < frame.wire_bytes
+                                 ? Reason::truncated_capture
+                                 : reason_for(perr));
+        return;
+    }
+    // The fast path: a known stream with unchanged parameters. Everything the
+    // slow path would check is implied by the stream's first frame, except
+    // the per-frame fields compared here (length, frame number).
+    CodifHeader header;
+    CodifError derr = CodifError::none;
+    const bool decoded = packet.payload_bytes >= kCodifHeaderBytes;
+    if (decoded) {
+        std::array<std::uint8_t, kCodifHeaderBytes> raw_header;
+        if (!frame.gather(packet.payload_offset, raw_header)) {
+            // The CODIF header runs into the payload slot, and that is GPU
+            // memory: a VLAN tag or IP options the header slot was not sized
+            // for (the engine's split_misaligned count and note name
+            // --vlan-tags).
+            ledger_.count_reason(Reason::headers_split);
+            return;
+        }
+        derr = decode_codif(raw_header, header);
+        if (derr == CodifError::none) {
+            if (const Known* k = find_known(packet, header.threadid);
+                k != nullptr && k->same_parameters(header) &&
+                header.frame_bytes() == packet.payload_bytes &&
+                header.frame < k->frames_per_period) {
+                accept(ledger_.streams()[k->stream], *k->route, frame, packet, header);
+                return;
+            }
+        }
+    }
+    // Filters first, then the CODIF checks, and only then register the group
+    // and antenna: a stray UDP sender must not use up the limits.
+    if (!options_.groups.empty() && group_index(packet.dst_ip, packet.dst_port) < 0) {
+        ledger_.count_reason(Reason::other_destination);
+        return;
+    }
+    if (!options_.antennas.empty() && antenna_index(packet.src_ip) < 0) {
+        ledger_.count_reason(Reason::unlisted_source);
+        return;
+    }
+    if (!decoded) {
+        ledger_.count_reason(Reason::not_codif);
+        return;
+    }
+    if (derr != CodifError::none) {
+        ledger_.count_reason(derr == CodifError::bad_sync ? Reason::not_codif : reason_for(derr));
+        return;
+    }
+    if (const CodifError verr = validate_codif(header, packet.payload_bytes);
+        verr != CodifError::none) {
+        ledger_.count_reason(reason_for(verr));
+        return;
+    }
+    if (codif_frames_per_period(header) == 0) {
+        ledger_.count_reason(Reason::codif_no_frames_per_period);
+        return;
+    }
+    const int group = group_index(packet.dst_ip, packet.dst_port);
+    const int antenna = antenna_index(packet.src_ip);
+    if (group < 0 || antenna < 0) {
+        ledger_.count_reason(Reason::too_many_streams);
+        return;
+    }
+    StreamStats* s = stream(group, antenna, header);
+    if (s == nullptr) {
+        ledger_.count_reason(Reason::too_many_streams);
+        return;
+    }
+    if (s->timing.period != header.period ||
+        s->timing.frames_per_period != codif_frames_per_period(header) ||
+        s->frame_bytes != header.frame_bytes()) {
+        ledger_.count_reason(Reason::stream_params_changed);
+        return;
+    }
+    static const Route kNoRoute;
+    const Route& r = writer_ != nullptr ? route(group, antenna) : kNoRoute;
+    add_known(packet, header, static_cast<std::size_t>(s - ledger_.streams().data()), &r);
+    accept(*s, r, frame, packet, header);
+}
+
+void Demux::accept(StreamStats& s, const Route& r, const Frame& frame, const UdpPacket& packet,
+                   const CodifHeader& header) {
+    const std::uint64_t index = s.timing.index(header.seconds, header.frame);
+    const auto kind = s.sequence.observe(index);
+    s.bytes += frame.wire_bytes;
+    if (header.invalid) {
+        ++s.invalid;
+    }
+    if (index == s.sequence.newest()) {
+        s.last = {header.seconds, header.frame};
+    }
+    if (index == s.sequence.lowest() && kind != SequenceTracker::Kind::duplicate) {
+        s.first = {header.seconds, header.frame};
+    }
+    if (writer_ != nullptr) {
+        write_codif(r, frame, packet);
+    }
+    for (const auto& observe : observers_) {
+        observe(frame, packet, header, s);
+    }
+}
+
+}  // namespace ibvcap

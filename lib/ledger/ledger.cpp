@@ -1,0 +1,235 @@
+#include "lib/ledger/ledger.hpp"
+
+#include <fmt/format.h>
+
+namespace ibvcap {
+
+namespace {
+constexpr std::array<std::string_view, kReasonCount> kReasonNames = {
+    "not_ipv4",
+    "not_udp",
+    "other_destination",
+    "unlisted_source",
+    "not_codif",
+    "truncated_capture",
+    "truncated_ethernet",
+    "too_many_vlans",
+    "truncated_ipv4",
+    "bad_ip_version",
+    "bad_ip_header_length",
+    "bad_ip_total_length",
+    "ip_fragment",
+    "truncated_udp",
+    "bad_udp_length",
+    "headers_split",
+    "codif_zero_field",
+    "codif_bad_length",
+    "codif_bad_samples",
+    "codif_frame_beyond_period",
+    "codif_no_frames_per_period",
+    "stream_params_changed",
+    "too_many_streams",
+};
+}  // namespace
+
+std::string_view to_string(Reason reason) {
+    const auto i = static_cast<std::size_t>(reason);
+    return i < kReasonNames.size() ? kReasonNames[i] : "unknown";
+}
+
+bool is_malformed(Reason reason) {
+    return reason >= Reason::truncated_capture;
+}
+
+Reason reason_for(PacketError error) {
+    switch (error) {
+        case PacketError::not_ipv4:
+            return Reason::not_ipv4;
+        case PacketError::not_udp:
+            return Reason::not_udp;
+        case PacketError::truncated_ethernet:
+            return Reason::truncated_ethernet;
+        case PacketError::too_many_vlans:
+            return Reason::too_many_vlans;
+        case PacketError::truncated_ipv4:
+            return Reason::truncated_ipv4;
+        case PacketError::bad_ip_version:
+            return Reason::bad_ip_version;
+        case PacketError::bad_ip_header_length:
+            return Reason::bad_ip_header_length;
+        case PacketError::bad_ip_total_length:
+            return Reason::bad_ip_total_length;
+        case PacketError::ip_fragment:
+            return Reason::ip_fragment;
+        case PacketError::truncated_udp:
+            return Reason::truncated_udp;
+        case PacketError::bad_udp_length:
+            return Reason::bad_udp_length;
+        case PacketError::headers_split:
+            return Reason::headers_split;
+        case PacketError::none:
+            break;
+    }
+    return Reason::truncated_ethernet;  // unreachable for error != none
+}
+
+Reason reason_for(CodifError error) {
+    switch (error) {
+        case CodifError::zero_nchan:
+        case CodifError::zero_nbits:
+        case CodifError::zero_period:
+        case CodifError::zero_framelength:
+            return Reason::codif_zero_field;
+        case CodifError::short_buffer:
+        case CodifError::bad_framelength:
+        case CodifError::length_mismatch:
+            return Reason::codif_bad_length;
+        case CodifError::samples_not_integral:
+            return Reason::codif_bad_samples;
+        case CodifError::frame_beyond_period:
+            return Reason::codif_frame_beyond_period;
+        case CodifError::bad_sync:
+        case CodifError::none:
+            break;
+    }
+    return Reason::not_codif;
+}
+
+void Ledger::merge(const Ledger& other) {
+    if (!merged_) {
+        // This ledger's own outputs are judged now, before frames from others arrive.
+        merged_parts_reconcile_ = outputs_.empty() || reconciles();
+        merged_ = true;
+    }
+    merged_parts_reconcile_ = merged_parts_reconcile_ && other.reconciles();
+    packets_ += other.packets_;
+    bytes_ += other.bytes_;
+    wc_errors_ += other.wc_errors_;
+    payload_mismatches_ += other.payload_mismatches_;
+    block_misses_ += other.block_misses_;
+    for (std::size_t i = 0; i < kReasonCount; ++i) {
+        reasons_[i] += other.reasons_[i];
+    }
+    streams_.insert(streams_.end(), other.streams_.begin(), other.streams_.end());
+    outputs_.insert(outputs_.end(), other.outputs_.begin(), other.outputs_.end());
+    source_counters_.insert(source_counters_.end(), other.source_counters_.begin(),
+                            other.source_counters_.end());
+    notes_.insert(notes_.end(), other.notes_.begin(), other.notes_.end());
+    if (incomplete_.empty()) {
+        incomplete_ = other.incomplete_;
+    }
+}
+
+Totals Ledger::totals() const {
+    Totals t;
+    t.packets = packets_;
+    t.bytes = bytes_;
+    for (const auto& s : streams_) {
+        t.codif += s.packets();
+        t.missing += s.sequence.missing();
+        t.duplicates += s.sequence.duplicates();
+        t.out_of_order += s.sequence.out_of_order();
+        t.too_late += s.sequence.too_late();
+        t.invalid += s.invalid;
+    }
+    for (std::size_t i = 0; i < kReasonCount; ++i) {
+        (is_malformed(static_cast<Reason>(i)) ? t.malformed : t.non_codif) += reasons_[i];
+    }
+    for (const auto& c : source_counters_) {
+        if (c.is_drop) {
+            t.nic_drops += c.value;
+        }
+    }
+    t.wc_errors = wc_errors_;
+    t.payload_mismatches = payload_mismatches_;
+    t.block_misses = block_misses_;
+    for (const auto& o : outputs_) {
+        t.written += o.packets;
+        t.write_drops += o.dropped;
+    }
+    return t;
+}
+
+bool Ledger::reconciles() const {
+    const Totals t = totals();
+    if (t.packets != t.codif + t.malformed + t.non_codif) {
+        return false;
+    }
+    for (const auto& s : streams_) {
+        if (!s.sequence.reconciles()) {
+            return false;
+        }
+    }
+    if (merged_) {
+        return merged_parts_reconcile_;
+    }
+    // Each output must account for every record routed to it: per-run outputs
+    // (pcap) see every frame, per-antenna outputs every frame of their streams.
+    for (const auto& o : outputs_) {
+        std::uint64_t expected = 0;
+        if (o.antenna.empty()) {
+            expected = t.packets;
+        } else {
+            for (const auto& s : streams_) {
+                if (s.group.to_string() == o.group && format_ipv4(s.antenna) == o.antenna) {
+                    expected += s.packets();
+                }
+            }
+        }
+        if (o.packets + o.dropped != expected) {
+            return false;
+        }
+    }
+    return true;
+}
+
+std::vector<std::string> Ledger::loss_reasons() const {
+    const Totals t = totals();
+    std::vector<std::string> why;
+    if (t.codif == 0) {
+        why.emplace_back("no CODIF frames were received");
+    }
+    if (t.missing > 0) {
+        why.push_back(fmt::format("{} frames missing from the CODIF sequences", t.missing));
+    }
+    if (t.too_late > 0) {
+        why.push_back(fmt::format("{} frames arrived too late to classify", t.too_late));
+    }
+    if (t.malformed > 0) {
+        why.push_back(fmt::format("{} malformed frames", t.malformed));
+    }
+    if (t.nic_drops > 0) {
+        why.push_back(fmt::format("{} frames dropped before capture (NIC/kernel)", t.nic_drops));
+    }
+    if (t.wc_errors > 0) {
+        why.push_back(fmt::format("{} work-completion errors", t.wc_errors));
+    }
+    if (t.payload_mismatches > 0) {
+        why.push_back(fmt::format("{} payload bytes differ from the generator's pattern",
+                                  t.payload_mismatches));
+    }
+    if (t.write_drops > 0) {
+        why.push_back(fmt::format("{} records not written", t.write_drops));
+    }
+    if (t.block_misses > 0) {
+        why.push_back(fmt::format("{} frames are in no block of the block rings", t.block_misses));
+    }
+    for (const auto& o : outputs_) {
+        if (!o.error.empty()) {
+            why.push_back(fmt::format("{}: {}", o.path, o.error));
+        }
+    }
+    if (!incomplete_.empty()) {
+        why.push_back("the run ended early: " + incomplete_);
+    }
+    if (!reconciles()) {
+        why.emplace_back("the counts do not reconcile");
+    }
+    return why;
+}
+
+bool Ledger::zero_loss() const {
+    return loss_reasons().empty();
+}
+
+}  // namespace ibvcap

@@ -1,0 +1,185 @@
+// The loss ledger: every frame a source delivers is counted exactly once, as a
+// CODIF frame of some stream or under a named reason (DESIGN §4.1).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "formats/codif.hpp"
+#include "formats/packet.hpp"
+#include "lib/ledger/sequence.hpp"
+#include "lib/netaddr.hpp"
+
+namespace ibvcap {
+
+// Why a frame is not counted as CODIF data of a stream. The first group is
+// "not telescope data" (non_codif); the rest are damaged or unusable frames
+// (malformed), which make the verdict "loss".
+enum class Reason : std::uint8_t {
+    // non_codif
+    not_ipv4,
+    not_udp,
+    other_destination,  // UDP to a GROUP:PORT that was not asked for
+    unlisted_source,    // source IP not in the --antenna list
+    not_codif,          // UDP datagram without a CODIF sync word
+    // malformed
+    truncated_capture,  // fewer bytes captured than were on the wire (snaplen)
+    truncated_ethernet,
+    too_many_vlans,
+    truncated_ipv4,
+    bad_ip_version,
+    bad_ip_header_length,
+    bad_ip_total_length,
+    ip_fragment,
+    truncated_udp,
+    bad_udp_length,
+    headers_split,
+    codif_zero_field,   // nchan, nbits, period or frame length of 0
+    codif_bad_length,   // CODIF frame length disagrees with the datagram
+    codif_bad_samples,  // payload is not a whole number of samples
+    codif_frame_beyond_period,
+    codif_no_frames_per_period,  // total samples do not give whole frames per period
+    stream_params_changed,       // a stream's period, frames per period or frame length changed
+    too_many_streams,
+    count_
+};
+inline constexpr std::size_t kReasonCount = static_cast<std::size_t>(Reason::count_);
+std::string_view to_string(Reason reason);
+bool is_malformed(Reason reason);
+Reason reason_for(PacketError error);  // error != none
+Reason reason_for(CodifError error);   // error != none, != bad_sync
+
+struct FramePosition {
+    std::uint32_t seconds = 0;
+    std::uint32_t frame = 0;
+};
+
+struct StreamStats {
+    Endpoint group;
+    std::uint32_t antenna = 0;  // source IPv4, host byte order
+    std::uint16_t thread = 0;
+    std::uint16_t station = 0;
+    CodifLayout layout = CodifLayout::v2;
+    CodifTiming timing;
+    std::uint32_t frame_bytes = 0;  // CODIF header + payload
+    std::uint64_t bytes = 0;        // wire bytes of the stream's frames
+    std::uint64_t invalid = 0;      // frames whose header has the invalid flag set
+    SequenceTracker sequence;
+    FramePosition first;  // lowest (seconds, frame) received
+    FramePosition last;   // newest (seconds, frame) received
+
+    std::uint64_t packets() const { return sequence.received(); }
+};
+
+// One output file as the writers report it.
+struct OutputStats {
+    std::string path;
+    std::string format;
+    std::string group;          // empty for per-run outputs (pcap)
+    std::string antenna;        // empty for per-run outputs
+    std::uint64_t packets = 0;  // records written and durable in the file
+    std::uint64_t bytes = 0;    // file bytes, format framing included
+    std::uint64_t dropped = 0;  // records that were meant for it but are not in it
+    std::uint64_t files = 1;    // files opened (more than one with -G/-C rotation)
+    std::string error;          // empty unless the output failed
+};
+
+// A NIC- or kernel-side counter, read at the start and the end of a run.
+struct SourceCounter {
+    std::string name;
+    std::uint64_t value = 0;  // delta over the run
+    bool is_drop = false;     // counts frames lost before they reached ibvcap
+};
+
+struct Totals {
+    std::uint64_t packets = 0;  // frames the source delivered
+    std::uint64_t bytes = 0;    // their wire bytes
+    std::uint64_t codif = 0;    // of those, CODIF frames of a stream
+    std::uint64_t missing = 0;
+    std::uint64_t duplicates = 0;
+    std::uint64_t out_of_order = 0;
+    std::uint64_t too_late = 0;
+    std::uint64_t invalid = 0;
+    std::uint64_t malformed = 0;
+    std::uint64_t non_codif = 0;
+    std::uint64_t nic_drops = 0;
+    std::uint64_t wc_errors = 0;
+    std::uint64_t written = 0;             // records written, all outputs together
+    std::uint64_t write_drops = 0;         // records not written, all outputs together
+    std::uint64_t payload_mismatches = 0;  // bytes off the generator's pattern (--gpu-verify)
+    // Frames captured but in no block of the block rings (--gpu, --gpu-standin):
+    // the consumer never sees them, so they are loss for it.
+    std::uint64_t block_misses = 0;
+};
+
+class Ledger {
+  public:
+    explicit Ledger(std::size_t max_streams = 65536) { streams_.reserve(max_streams); }
+
+    // Per-frame entry points (demux thread; no allocation).
+    void count_frame(std::uint64_t wire_bytes) {
+        ++packets_;
+        bytes_ += wire_bytes;
+    }
+    void count_reason(Reason reason) { ++reasons_[static_cast<std::size_t>(reason)]; }
+
+    std::vector<StreamStats>& streams() { return streams_; }
+    const std::vector<StreamStats>& streams() const { return streams_; }
+    std::uint64_t reason_count(Reason reason) const {
+        return reasons_[static_cast<std::size_t>(reason)];
+    }
+
+    // End-of-run inputs.
+    void set_outputs(std::vector<OutputStats> outputs) { outputs_ = std::move(outputs); }
+    void add_source_counter(SourceCounter counter) {
+        source_counters_.push_back(std::move(counter));
+    }
+    void add_wc_errors(std::uint64_t n) { wc_errors_ += n; }
+    // Payload bytes that differ from the generator's pattern (--gpu-verify).
+    void add_payload_mismatches(std::uint64_t bytes) { payload_mismatches_ += bytes; }
+    // Frames the block rings could not place (lib/sinks/block_sink.cpp report_to).
+    void add_block_misses(std::uint64_t frames) { block_misses_ += frames; }
+    void add_note(std::string note) { notes_.push_back(std::move(note)); }
+    // The run ended before its source was exhausted (read error, device
+    // fatal): what was counted is true, but nothing proves the rest arrived.
+    void set_incomplete(std::string why) { incomplete_ = std::move(why); }
+
+    const std::vector<OutputStats>& outputs() const { return outputs_; }
+    const std::vector<SourceCounter>& source_counters() const { return source_counters_; }
+    const std::vector<std::string>& notes() const { return notes_; }
+
+    // Fold another ledger in (one ledger per device poll thread, merged for
+    // the report when the threads have stopped).
+    void merge(const Ledger& other);
+
+    Totals totals() const;
+    // Every frame is in exactly one place, every stream's sequence adds up, and
+    // every output's records are written or counted as dropped.
+    bool reconciles() const;
+    // "zero-loss" only when nothing at all was lost and the counts reconcile.
+    bool zero_loss() const;
+    // Human reasons the verdict is "loss" (empty when zero-loss).
+    std::vector<std::string> loss_reasons() const;
+
+  private:
+    std::uint64_t packets_ = 0;
+    std::uint64_t bytes_ = 0;
+    std::uint64_t wc_errors_ = 0;
+    std::uint64_t payload_mismatches_ = 0;
+    std::uint64_t block_misses_ = 0;
+    std::array<std::uint64_t, kReasonCount> reasons_{};
+    std::vector<StreamStats> streams_;
+    std::vector<OutputStats> outputs_;
+    std::vector<SourceCounter> source_counters_;
+    std::vector<std::string> notes_;
+    std::string incomplete_;
+    // Set once other ledgers are merged in: their outputs were checked
+    // against their own frames, which the merged totals can no longer split.
+    bool merged_ = false;
+    bool merged_parts_reconcile_ = true;
+};
+
+}  // namespace ibvcap

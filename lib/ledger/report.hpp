@@ -1,0 +1,43 @@
+// The run report: the ledger as JSON (DESIGN §7; docs/formats.md lists every
+// key) and as the human summary printed at the end of a run.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "lib/ledger/ledger.hpp"
+
+namespace ibvcap {
+
+// One poll thread's figures (the prototype's: busy waits, polls per packet,
+// packets per poll).
+struct PollFigures {
+    std::string device;
+    std::uint64_t polls = 0;
+    std::uint64_t busy_waits = 0;  // polls that found nothing
+    std::uint64_t frames = 0;
+    int cpu = -1;  // the core the thread was pinned to, -1 when not pinned
+};
+
+struct RunInfo {
+    std::string command;  // "read", "capture"
+    std::string source;   // "verbs", "pcap", "file"
+    std::string input;    // file or interface
+    double duration_s = 0;
+    bool interrupted = false;
+    std::string error;                 // the run ended early on this error
+    std::vector<PollFigures> polling;  // live verbs captures
+    std::uint64_t watchdog_alarms = 0;
+};
+
+nlohmann::json report_json(const Ledger& ledger, const RunInfo& run);
+// Writes the JSON atomically (temporary file, then rename). Throws
+// std::system_error naming the path on failure.
+void write_report(const std::string& path, const nlohmann::json& report);
+// `streams_table`: print one line per stream (off with -q).
+void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, bool streams_table);
+
+}  // namespace ibvcap

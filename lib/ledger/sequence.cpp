@@ -1,0 +1,56 @@
+#include "lib/ledger/sequence.hpp"
+
+namespace ibvcap {
+
+SequenceTracker::Kind SequenceTracker::observe(std::uint64_t index) {
+    ++received_;
+    if (!started_) {
+        started_ = true;
+        lowest_ = newest_ = index;
+        set(index);
+        return Kind::first;
+    }
+    if (index > newest_) {
+        const std::uint64_t gap = index - newest_ - 1;
+        // Forget the indices the window slides past; they become the slots of
+        // newest_+1 .. index. Once the gap covers the window, clear all of it.
+        if (gap + 1 >= kWindow) {
+            seen_.fill(0);
+        } else {
+            // Counted by offset so that index = UINT64_MAX cannot loop forever.
+            for (std::uint64_t k = 1; k <= gap + 1; ++k) {
+                clear(newest_ + k);
+            }
+        }
+        missing_ += gap;
+        newest_ = index;
+        set(index);
+        return gap == 0 ? Kind::in_order : Kind::gap;
+    }
+    // index <= newest_: a duplicate, or a late frame.
+    if (newest_ - index >= kWindow) {
+        ++out_of_order_;
+        ++too_late_;
+        return Kind::late;
+    }
+    if (index < lowest_) {
+        // Earlier than anything seen: the stream's start moves back, and the
+        // frames between the new start and the old one are now missing.
+        missing_ += lowest_ - index - 1;
+        lowest_ = index;
+        ++out_of_order_;
+        set(index);
+        return Kind::late;
+    }
+    if (test(index)) {
+        ++duplicates_;
+        return Kind::duplicate;
+    }
+    // A late frame filling a gap counted as missing when a later frame arrived.
+    --missing_;
+    ++out_of_order_;
+    set(index);
+    return Kind::late;
+}
+
+}  // namespace ibvcap

@@ -1,0 +1,82 @@
+// The live stats line of `ibvcap capture` (issue 6): once a second, on stderr,
+// what the last second looked like:
+//
+//   ibvcap stats: 12:00:03  98,311 pkt/s  6.53 Gb/s  drops 0  slots held 512  ...
+//       ...  writer backlog 12.0 MiB
+// (one line, cut in two here; docs/operations.md §1 has each field).
+//
+// Every field is always there, in this order; a figure the source cannot know
+// live is "-" ("- Gb/s", "slots held -", "writer backlog -"). Whole lines
+// ending in '\n', also on a terminal: other threads (the writer's error
+// lines, the watchdog) print to stderr too, and a line overwritten in place
+// with '\r' would mix with them.
+//
+// The write is an ordinary blocking write to the stream: with --source pcap
+// it happens on the capture thread, so a stderr pipe that nobody reads stalls
+// the capture once the pipe is full (-q, or stderr to a file, avoids that).
+//
+// The sources (lib/run/verbs_capture.cpp, lib/sources/pcap_live.cpp) take a snapshot in the
+// once-a-second tick they already have, never on a poll thread's per-packet
+// path; StatsTicker keeps the previous snapshot and prints the rates between
+// the two.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+namespace ibvcap {
+
+class NicCounters;
+
+// Running totals at one moment. Counters count from the start of the run.
+struct StatsSnapshot {
+    std::chrono::steady_clock::time_point time{};       // for the rates
+    std::chrono::system_clock::time_point wall{};       // for the line's clock (local time)
+    std::uint64_t packets = 0;                          // frames delivered
+    std::optional<std::uint64_t> bytes;                 // their bytes on the wire (unknown: "-")
+    std::uint64_t drops = 0;                            // drops the source knows of while it runs
+    std::optional<std::uint64_t> slots_held;            // receive slots a writer holds (verbs only)
+    std::optional<std::uint64_t> writer_backlog_bytes;  // queued for the disk (no writer: "-")
+};
+
+// Sets time and wall to now.
+void stamp_now(StatsSnapshot& s);
+
+// The line for the interval from `prev` to `now`, without the '\n'. Rates
+// are the growth over the elapsed time: a counter that went backwards, or an
+// interval of zero or less, gives a rate of 0, never a negative one.
+std::string format_stats_line(const StatsSnapshot& prev, const StatsSnapshot& now);
+
+// The growth of the NIC and netdev drop counters read so far (the ones the
+// report counts as drops), for the snapshot's `drops`. Call it on the thread
+// that calls counters.snapshot().
+std::uint64_t nic_drops_so_far(const NicCounters& counters);
+
+// 1234567 → "1,234,567".
+std::string group_thousands(std::uint64_t value);
+
+// Keeps the previous snapshot; prints one line per tick after the first.
+// Not synchronised: one thread (the source's 1 Hz tick) calls it.
+class StatsTicker {
+  public:
+    // `out` null: quiet (-q), nothing is printed.
+    explicit StatsTicker(std::FILE* out) : out_(out) {}
+
+    // Whether a tick prints anything; when not, the caller need not build
+    // snapshots at all.
+    bool enabled() const { return out_ != nullptr; }
+
+    // The first tick is the baseline (the start of the run) and prints
+    // nothing; each later one prints the line from the previous tick to this
+    // one and flushes it. Returns whether a line was printed.
+    bool tick(const StatsSnapshot& now);
+
+  private:
+    std::FILE* out_;
+    std::optional<StatsSnapshot> prev_;
+};
+
+}  // namespace ibvcap

@@ -1,0 +1,164 @@
+// Writer threads: the producer (demux) appends records into large per-output
+// buffers; full buffers travel to a disk thread through a bounded
+// single-producer/single-consumer queue and come back through another.
+//
+// A record is bytes copied into the buffer (pcap record headers, CODIF
+// headers) and, with the zero-copy hand-off, references to a frame that
+// still sits in its NIC receive slot (Frame::hold()): the disk thread writes
+// those bytes straight from the slot (pwritev), or gathers them into its
+// aligned staging buffer for O_DIRECT, or copies them out of GPU memory in
+// one batch per buffer, and then passes the slots back for re-posting. The
+// poll thread never copies a payload it can hold.
+//
+// Several disk threads (Options::threads): each is a lane with its own pool
+// of buffers and queues; outputs are spread over the lanes round-robin as
+// they are added, so one output is always written by one thread, in order.
+//
+// The pool of buffers is allocated up front (plus one per output, added when
+// the output is). When it is empty the producer either waits (offline sources:
+// the file will still be there) or drops the record and counts it (live
+// sources: a stalled producer loses packets at the NIC instead, silently).
+// Files are opened by the disk thread, so the producer never blocks on the
+// filesystem.
+//
+// A write error (disk full, I/O error) stops that output: the file is cut back
+// to the last whole record so it stays valid, later records for it are counted
+// as dropped, and the error is reported.
+//
+// O_DIRECT (Options::direct_io): every write is whole 4 KiB pages from an
+// aligned buffer at an aligned offset. The last partial page of each buffer
+// is written padded and rewritten with the next buffer, so every record
+// counted as written is on disk; the file is cut to its true length at close
+// (and at a write error, to the last whole record).
+//
+// Rotation (tcpdump's -G, -C, -W): the producer decides, per record, that the
+// record starts a new file (its timestamp entered a new period of `seconds`,
+// or it would take the file past `bytes`); files are named
+// STEM.NNNNNN.EXT. With `files` = W, the file index runs modulo W and the
+// oldest file is overwritten (tcpdump's ring buffer; with -G tcpdump would
+// stop instead, which a capture must not).
+#pragma once
+
+#include <readerwriterqueue/readerwriterqueue.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "formats/bytes.hpp"
+#include "formats/output.hpp"
+#include "lib/fault.hpp"
+#include "lib/frame.hpp"
+#include "lib/ledger/ledger.hpp"
+
+namespace ibvcap {
+
+class Writer {
+  public:
+    struct Rotation {
+        std::uint64_t seconds = 0;  // -G: a new file when a record's time enters a new period
+        std::uint64_t bytes = 0;    // -C: a new file before a record would pass this size
+        std::uint32_t files = 0;    // -W: keep this many, overwriting the oldest (0: all)
+        bool active() const { return seconds > 0 || bytes > 0 || files > 0; }
+    };
+    struct Options {
+        // 0: chosen for the mode. O_DIRECT: 4 MiB (large writes to the disk).
+        // Buffered: 512 KiB, so that the kernel's copy into the page cache
+        // still finds the buffer in the CPU cache: with 4 MiB buffers the
+        // live pcap source lost frames at 80k packets/s of 8298-byte frames
+        // on the development VM, with 512 KiB none at 120k.
+        std::size_t buffer_bytes = 0;
+        std::size_t buffers = 0;  // in flight, on top of one parked per output (0: 256 MiB worth)
+        std::size_t max_outputs = 4096;
+        bool block_when_full = true;  // false: drop and count (live sources)
+        // When this becomes true (a second Ctrl-C), buffers still queued are
+        // not written but counted as dropped; the write in progress finishes,
+        // so every file still holds whole records. Null: never.
+        const std::atomic<bool>* abandon = nullptr;
+        bool direct_io = false;            // O_DIRECT (--direct-io)
+        unsigned threads = 1;              // disk threads (--disk-threads)
+        std::vector<int> cpus;             // disk thread i runs on cpus[i % size] (empty: any)
+        Rotation rotation;                 // -G, -C, -W
+        std::size_t max_pieces = 4096;     // held frames per buffer (then the buffer is sent)
+        std::size_t min_hold_bytes = 512;  // smaller slices are copied, not held
+        // Where a disk thread reports an exception (a device copy that
+        // failed, memory exhausted): the output it was writing fails with
+        // the cause, the thread goes on draining (so held slots come back),
+        // and the run stops (lib/fault.hpp). Null: only the output fails.
+        Faults* faults = nullptr;
+    };
+    struct Output;  // opaque to callers
+    using OutputId = Output*;
+
+    // Throws std::invalid_argument for unusable options, std::runtime_error
+    // (one line naming the CPU) when a disk thread cannot be pinned.
+    explicit Writer(const Options& options);
+    ~Writer();
+    Writer(const Writer&) = delete;
+    Writer& operator=(const Writer&) = delete;
+
+    // Producer thread. `preamble` is written at the start of the file (the pcap
+    // file header) and of every rotated file. The file is created even if no
+    // record ever arrives. Each output adds one buffer to its lane's pool (it
+    // parks a partly filled one), so this allocates: call it when a stream
+    // first appears, never per record. Throws std::length_error past
+    // max_outputs.
+    OutputId add_output(OutputFormat format, std::string path, std::string group,
+                        std::string antenna, Bytes preamble = {});
+
+    // Append one record made of up to four pieces, all copied. Never
+    // allocates; may wait for a free buffer only in block_when_full mode.
+    // `timestamp_ns` drives -G rotation (0: the record never starts a period).
+    void write(OutputId output, std::span<const Bytes> pieces, std::uint64_t timestamp_ns = 0);
+
+    // Append one record: `prefix` (copied) then bytes [offset, offset + len)
+    // of `frame` (the caller has checked the range). The frame's bytes are
+    // held, not copied, when the frame allows it (Frame::hold) and the slice
+    // is at least min_hold_bytes; bytes in device memory that cannot be held
+    // are not read on this thread: the record is dropped and counted.
+    void write_frame(OutputId output, Bytes prefix, const Frame& frame, std::size_t offset,
+                     std::size_t len);
+
+    // Producer thread: hand over every partial buffer, wait for the disk
+    // threads to finish, close the files. Idempotent.
+    void finish();
+
+    // After finish(): what each output holds.
+    std::vector<OutputStats> stats() const;
+    bool any_failed() const;
+
+    // Any thread, while the run goes on: bytes handed to the disk thread(s)
+    // and not yet written (the stats line's "writer backlog").
+    std::uint64_t backlog_bytes() const { return backlog_.load(std::memory_order_relaxed); }
+    // Any thread: frames held by queued buffers and not yet released.
+    std::uint64_t frames_held() const { return held_.load(std::memory_order_relaxed); }
+
+    // The name of file `index` of a rotated output whose base path is `path`:
+    // "dir/a.codif" → "dir/a.000007.codif".
+    static std::string rotated_path(const std::string& path, std::uint64_t index);
+
+    struct Buffer;  // opaque to callers
+    struct Lane;
+
+  private:
+    Buffer* take_free_buffer(Lane& lane);
+    void submit(Output& out);
+    bool begin_record(Output& out, std::size_t bytes, std::size_t pieces,
+                      std::uint64_t timestamp_ns);
+    void flush_held(std::size_t min_holds);
+
+    Options options_;
+    std::vector<std::unique_ptr<Lane>> lanes_;
+    std::deque<Output> outputs_;    // stable addresses; grown by the producer only
+    std::vector<Output*> holding_;  // outputs whose current buffer holds frames
+    bool finished_ = false;
+    std::atomic<std::uint64_t> backlog_{0};
+    std::atomic<std::uint64_t> held_{0};
+};
+
+}  // namespace ibvcap

@@ -1,0 +1,166 @@
+#include "lib/sources/igmp.hpp"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+
+#include "lib/host/devices.hpp"
+#include "lib/netaddr.hpp"
+
+namespace ibvcap {
+
+namespace {
+
+// The fix for a failed join, by errno.
+std::string join_hint(int err, const std::string& interface, std::uint32_t address) {
+    switch (err) {
+        case ENODEV:
+        case ENXIO:
+            return fmt::format(
+                "interface {0} is gone or has no IPv4 configuration (ip link show {0}; ip addr)",
+                interface);
+        case EADDRNOTAVAIL:
+            return fmt::format("address {} is not on interface {} (ip -4 addr show {})",
+                               format_ipv4(address), interface, interface);
+        case ENOBUFS:
+            return "the kernel's membership limit was reached (sysctl "
+                   "net.ipv4.igmp_max_memberships)";
+        case EMFILE:
+        case ENFILE:
+            return "out of file descriptors (raise ulimit -n)";
+        case ENOMEM:
+            return "out of kernel memory";
+        case EPERM:
+        case EACCES:
+            return "not permitted (a security policy blocks multicast joins)";
+        default:
+            return "unexpected error";
+    }
+}
+
+[[noreturn]] void throw_join_error(int err, std::uint32_t group, const std::string& interface,
+                                   std::uint32_t address) {
+    throw std::system_error(err, std::generic_category(),
+                            fmt::format("cannot join {} on {}: {}", format_ipv4(group), interface,
+                                        join_hint(err, interface, address)));
+}
+
+ip_mreqn make_mreq(std::uint32_t group, std::uint32_t address, int ifindex) {
+    ip_mreqn mreq{};
+    mreq.imr_multiaddr.s_addr = htonl(group);
+    mreq.imr_address.s_addr = htonl(address);
+    mreq.imr_ifindex = ifindex;
+    return mreq;
+}
+
+}  // namespace
+
+MulticastMembership::MulticastMembership(std::uint32_t group, std::string interface,
+                                         std::uint32_t interface_address)
+    : group_(group), interface_(std::move(interface)), interface_address_(interface_address) {
+    if (!is_multicast(group_)) {
+        throw std::invalid_argument(fmt::format(
+            "cannot join {}: not a multicast address (224.0.0.0/4)", format_ipv4(group_)));
+    }
+}
+
+MulticastMembership::MulticastMembership(std::uint32_t group, const NetInterface& interface)
+    : MulticastMembership(group, interface.name,
+                          interface.ipv4.empty() ? 0 : interface.ipv4.front()) {}
+
+MulticastMembership::~MulticastMembership() {
+    leave();
+}
+
+MulticastMembership::MulticastMembership(MulticastMembership&& other) noexcept
+    : group_(other.group_),
+      interface_(std::move(other.interface_)),
+      interface_address_(other.interface_address_),
+      ifindex_(other.ifindex_),
+      fd_(std::exchange(other.fd_, -1)) {}
+
+MulticastMembership& MulticastMembership::operator=(MulticastMembership&& other) noexcept {
+    if (this != &other) {
+        leave();
+        group_ = other.group_;
+        interface_ = std::move(other.interface_);
+        interface_address_ = other.interface_address_;
+        ifindex_ = other.ifindex_;
+        fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+}
+
+void MulticastMembership::join() {
+    if (joined()) {
+        return;
+    }
+    const unsigned index = ::if_nametoindex(interface_.c_str());
+    if (index == 0) {
+        throw std::system_error(
+            ENODEV, std::generic_category(),
+            fmt::format("cannot join {} on {}: no interface named {}; it is gone or was never "
+                        "there (ip link)",
+                        format_ipv4(group_), interface_, interface_));
+    }
+    ifindex_ = static_cast<int>(index);
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        throw_join_error(errno, group_, interface_, interface_address_);
+    }
+    const ip_mreqn mreq = make_mreq(group_, interface_address_, ifindex_);
+    if (::setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mreq, sizeof mreq) != 0) {
+        const int err = errno;
+        ::close(fd);
+        throw_join_error(err, group_, interface_, interface_address_);
+    }
+    fd_ = fd;
+}
+
+void MulticastMembership::leave() noexcept {
+    if (!joined()) {
+        return;
+    }
+    // Closing the socket would drop the membership too; the explicit drop
+    // makes the kernel send the IGMP leave now. Its errors (the interface is
+    // gone, so the membership went with it) change nothing.
+    const ip_mreqn mreq = make_mreq(group_, interface_address_, ifindex_);
+    (void)::setsockopt(fd_, IPPROTO_IP, IP_DROP_MEMBERSHIP, &mreq, sizeof mreq);
+    ::close(fd_);
+    fd_ = -1;
+}
+
+void MulticastMembership::rejoin() {
+    leave();
+    join();
+}
+
+namespace {
+class KernelMembership final : public GroupMembership {
+  public:
+    KernelMembership(const Endpoint& group, const std::string& interface, std::uint32_t address)
+        : membership_(group.ip, interface, address) {
+        membership_.join();
+    }
+    void rejoin() override { membership_.rejoin(); }
+
+  private:
+    MulticastMembership membership_;
+};
+}  // namespace
+
+std::unique_ptr<GroupMembership> kernel_membership(const Endpoint& group,
+                                                   const std::string& interface,
+                                                   std::uint32_t address) {
+    return std::make_unique<KernelMembership>(group, interface, address);
+}
+
+}  // namespace ibvcap

@@ -1,0 +1,203 @@
+#include "lib/sources/pcap_file.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <stdexcept>
+
+#include "formats/bytes.hpp"
+
+namespace ibvcap {
+
+namespace {
+
+// libpcap's limit for Ethernet captures (MAXIMUM_SNAPLEN in pcap-int.h).
+constexpr std::uint32_t kMaxSnaplen = 262144;
+constexpr std::size_t kFileHeaderBytes = 24;
+constexpr std::size_t kRecordHeaderBytes = 16;
+
+// Held frames need no release: the mapping outlives the writers.
+class MappingOwner final : public SlotOwner {
+  public:
+    void release(std::span<const std::uint64_t>) override {}
+};
+MappingOwner mapping_owner;
+
+}  // namespace
+
+PcapFileSource::PcapFileSource(const std::string& path, bool mapped) : path_(path) {
+    char errbuf[PCAP_ERRBUF_SIZE] = {};
+    // Nanosecond precision: libpcap scales microsecond files up, so timestamps
+    // of either kind arrive in nanoseconds.
+    pcap_ =
+        pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, errbuf);
+    if (pcap_ == nullptr) {
+        throw std::runtime_error(fmt::format("cannot read {}: {}", path, errbuf));
+    }
+    const int link = pcap_datalink(pcap_);
+    if (link != DLT_EN10MB) {
+        const char* name = pcap_datalink_val_to_name(link);
+        pcap_close(pcap_);
+        pcap_ = nullptr;
+        throw std::runtime_error(fmt::format(
+            "cannot read {}: link type {} ({}) is not Ethernet; capture with tcpdump -i "
+            "<interface> rather than -i any",
+            path, link, name != nullptr ? name : "unknown"));
+    }
+    if (!mapped) {
+        return;
+    }
+    // libpcap accepted the file; map it when it is a classic pcap file.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return;  // libpcap reads it
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        static_cast<std::uint64_t>(st.st_size) >= kFileHeaderBytes) {
+        const auto bytes = static_cast<std::size_t>(st.st_size);
+        void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p != MAP_FAILED) {
+            const auto* base = static_cast<const std::uint8_t*>(p);
+            const std::uint32_t magic = load_le32(base);
+            const bool swapped = magic == 0xd4c3b2a1u || magic == 0x4d3cb2a1u;
+            const auto u16 = [&](std::size_t at) {
+                return swapped ? static_cast<unsigned>(base[at] << 8 | base[at + 1])
+                               : static_cast<unsigned>(base[at + 1] << 8 | base[at]);
+            };
+            // Version 2.4 only: older files swap the length fields, which
+            // libpcap sorts out; they stay with libpcap.
+            const bool known = (magic == 0xa1b2c3d4u || magic == 0xa1b23c4du || swapped) &&
+                               u16(4) == 2 && u16(6) == 4;
+            if (known) {
+                ::madvise(p, bytes, MADV_SEQUENTIAL);
+                ::madvise(p, bytes, MADV_WILLNEED);
+                map_ = base;
+                map_bytes_ = bytes;
+                swapped_ = swapped;
+                nanoseconds_ = magic == 0xa1b23c4du || magic == 0x4d3cb2a1u;
+                // The snapshot length libpcap derived from the header (it
+                // decides truncation and the wording of errors).
+                snapshot_ = static_cast<std::uint32_t>(std::max(pcap_snapshot(pcap_), 0));
+            } else {
+                ::munmap(p, bytes);
+            }
+        }
+    }
+    ::close(fd);
+}
+
+PcapFileSource::~PcapFileSource() {
+    if (map_ != nullptr) {
+        ::munmap(const_cast<std::uint8_t*>(map_), map_bytes_);
+    }
+    if (pcap_ != nullptr) {
+        pcap_close(pcap_);
+    }
+}
+
+PcapFileSource::Result PcapFileSource::run_mapped(Demux& demux, std::uint64_t max_frames,
+                                                  const std::atomic<bool>& stop) {
+    Result result;
+    auto field = [this](const std::uint8_t* p) { return swapped_ ? load_be32(p) : load_le32(p); };
+    std::size_t at = kFileHeaderBytes;
+    FrameLease lease{&mapping_owner, 0, 0, true, false};
+    for (;;) {
+        if (stop.load(std::memory_order_relaxed) ||
+            (max_frames != 0 && result.frames >= max_frames)) {
+            return result;
+        }
+        const std::size_t left = map_bytes_ - at;
+        if (left == 0) {
+            result.complete = true;
+            return result;
+        }
+        // Nothing in the file is trusted: every length is checked against the
+        // limit and against what is left, with libpcap's messages.
+        if (left < kRecordHeaderBytes) {
+            result.error = fmt::format(
+                "{}: truncated dump file; tried to read {} header bytes, only got {} (after {} "
+                "frames)",
+                path_, kRecordHeaderBytes, left, result.frames);
+            return result;
+        }
+        const std::uint8_t* h = map_ + at;
+        const std::uint32_t caplen = field(h + 8);
+        if (caplen > kMaxSnaplen) {
+            result.error = caplen > snapshot_
+                               ? fmt::format(
+                                     "{}: invalid packet capture length {}, bigger than snaplen of "
+                                     "{} (after {} frames)",
+                                     path_, caplen, snapshot_, result.frames)
+                               : fmt::format(
+                                     "{}: invalid packet capture length {}, bigger than maximum of "
+                                     "{} (after {} frames)",
+                                     path_, caplen, kMaxSnaplen, result.frames);
+            return result;
+        }
+        // libpcap reads the first min(caplen, snapshot) bytes, then discards
+        // the rest; a short file fails at whichever read comes up short.
+        const std::size_t body = left - kRecordHeaderBytes;
+        const std::uint32_t first = std::min(caplen, snapshot_);
+        if (body < first || body < caplen) {
+            result.error = fmt::format(
+                "{}: truncated dump file; tried to read {} captured bytes, only got {} (after "
+                "{} frames)",
+                path_, body < first ? first : caplen, body, result.frames);
+            return result;
+        }
+        Frame frame;
+        // A record longer than the file's snapshot length: its first
+        // snapshot bytes are the frame, the rest is skipped (as libpcap does).
+        frame.head = Bytes(h + kRecordHeaderBytes, std::min(caplen, snapshot_));
+        frame.wire_bytes = field(h + 12);
+        const std::uint64_t frac = field(h + 4);
+        frame.timestamp_ns =
+            std::uint64_t{field(h)} * 1'000'000'000u + (nanoseconds_ ? frac : frac * 1000u);
+        lease.holds = 0;
+        frame.lease = &lease;
+        demux.on_frame(frame);
+        at += kRecordHeaderBytes + caplen;
+        ++result.frames;
+    }
+}
+
+PcapFileSource::Result PcapFileSource::run(Demux& demux, std::uint64_t max_frames,
+                                           const std::atomic<bool>& stop) {
+    if (map_ != nullptr) {
+        return run_mapped(demux, max_frames, stop);
+    }
+    Result result;
+    for (;;) {
+        if (stop.load(std::memory_order_relaxed) ||
+            (max_frames != 0 && result.frames >= max_frames)) {
+            return result;
+        }
+        pcap_pkthdr* header = nullptr;
+        const u_char* data = nullptr;
+        const int rc = pcap_next_ex(pcap_, &header, &data);
+        if (rc == PCAP_ERROR_BREAK) {  // -2: end of file
+            result.complete = true;
+            return result;
+        }
+        if (rc != 1) {
+            result.error =
+                fmt::format("{}: {} (after {} frames)", path_, pcap_geterr(pcap_), result.frames);
+            return result;
+        }
+        Frame frame;
+        frame.head = Bytes(data, header->caplen);
+        frame.wire_bytes = header->len;
+        frame.timestamp_ns = static_cast<std::uint64_t>(header->ts.tv_sec) * 1'000'000'000u +
+                             static_cast<std::uint64_t>(header->ts.tv_usec);  // ns here
+        demux.on_frame(frame);
+        ++result.frames;
+    }
+}
+
+}  // namespace ibvcap

@@ -1,0 +1,60 @@
+// Offline source: a pcap or pcapng file, frame by frame, into the
+// demultiplexer.
+//
+// libpcap opens and checks every file. A classic pcap file (the format ibvcap
+// and tcpdump -w write) that is a regular file is then read from a read-only
+// mapping instead: frames reach the demux where they lie in the page cache,
+// with a lease, so the writers write them from there (pwritev) and no byte is
+// copied in user space. libpcap cannot do that (it copies every record into
+// its own buffer, which the next record overwrites). The record walk mirrors
+// libpcap's (sf-pcap.c): the same limits, the same truncation handling, the
+// same error messages; a test compares the two on damaged files. pcapng and
+// anything else stay with libpcap.
+#pragma once
+
+#include <pcap/pcap.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "lib/demux/demux.hpp"
+
+namespace ibvcap {
+
+class PcapFileSource {
+  public:
+    // Opens the file; throws std::runtime_error with a one-line message naming
+    // the file and the cause (missing, unreadable, not a capture, not Ethernet).
+    // `mapped`: read classic pcap files from a mapping (false: always libpcap).
+    explicit PcapFileSource(const std::string& path, bool mapped = true);
+    ~PcapFileSource();
+    PcapFileSource(const PcapFileSource&) = delete;
+    PcapFileSource& operator=(const PcapFileSource&) = delete;
+
+    struct Result {
+        std::uint64_t frames = 0;
+        bool complete = false;  // reached the end of the file
+        std::string error;      // a read error (truncated or corrupt file)
+    };
+    // Deliver frames until the end of the file, an error, `max_frames` (0 = no
+    // limit), or `stop` becomes true. Frames before an error are delivered.
+    Result run(Demux& demux, std::uint64_t max_frames, const std::atomic<bool>& stop);
+
+    // Whether this file is read from a mapping.
+    bool is_mapped() const { return map_ != nullptr; }
+
+  private:
+    Result run_mapped(Demux& demux, std::uint64_t max_frames, const std::atomic<bool>& stop);
+
+    std::string path_;
+    pcap_t* pcap_ = nullptr;
+    // The mapping (classic pcap only).
+    const std::uint8_t* map_ = nullptr;
+    std::size_t map_bytes_ = 0;
+    bool swapped_ = false;
+    bool nanoseconds_ = false;
+    std::uint32_t snapshot_ = 0;
+};
+
+}  // namespace ibvcap

@@ -1,0 +1,265 @@
+// The verbs capture engine for one device (DESIGN §2, §4.2, §4.6): one
+// completion queue shared by every QP of the device, one raw-packet QP per
+// GROUP:PORT (or per group and antenna with hardware demux), a receive ring
+// per QP whose work requests scatter each frame into a header slot (SGE0, host
+// memory) and a payload slot (SGE1, host or GPU memory), and a poll loop that
+// hands frames to the demultiplexer and re-posts their slots in batches.
+//
+// Written once against the verbs seam (lib/sources/verbs/seam.hpp): the same code runs on
+// libibverbs and on the simulated NIC.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lib/demux/demux.hpp"
+#include "lib/device_calls.hpp"
+#include "lib/ledger/ledger.hpp"
+#include "lib/netaddr.hpp"
+#include "lib/sources/igmp.hpp"
+#include "lib/sources/verbs/seam.hpp"
+
+namespace ibvcap {
+
+// Where payload slots live. The default is host memory; the GPU path plugs in
+// device memory registered for GPUDirect RDMA (issue: GPU payload path).
+class PayloadMemory {
+  public:
+    virtual ~PayloadMemory() = default;
+    // Memory for `bytes` bytes the NIC can write, registered on `device`.
+    // `host_view` is where the CPU can read it (nullptr for GPU memory).
+    struct Region {
+        std::uint64_t nic_address = 0;  // address the SGEs carry
+        std::uint8_t* host_view = nullptr;
+        // For memory the CPU cannot read (host_view null): the region's start
+        // as the device sees it, and how to copy out of it. Frames then carry
+        // their payload as device memory (Frame::tail_device).
+        std::uint8_t* device_view = nullptr;
+        const DeviceMemory* device = nullptr;
+        // Declared before `mr`, so destroyed after it: the registration
+        // goes (ibv_dereg_mr) before the memory it covers is freed.
+        std::shared_ptr<void> owner;  // keeps the allocation alive
+        std::unique_ptr<verbs::MemoryRegion> mr;
+    };
+    virtual Region allocate(verbs::Device& device, std::size_t bytes) = 0;
+    virtual std::string describe() const = 0;
+};
+std::unique_ptr<PayloadMemory> make_host_payload_memory();
+
+// The stand-in for GPU payload memory (tests, --gpu-standin): host memory
+// that the engine and everything after it reach only as device memory (no
+// host view), so the path that GPUDirect RDMA takes — frames held, payload
+// copied out in batches on the consumers' threads — runs without a GPU. It
+// behaves as a GPU whose write ordering is below "owner", so every read needs
+// a flush: cudaGPUDirectRDMAWritesOrderingNone in the CUDA headers'
+// driver_types.h, which GPUs below compute capability 9.0 report (NCCL
+// src/graph/paths.cc flushes for them; docs/gpu.md). That is the case that
+// needs the most of the code. It logs each call the
+// GPU build would make (lib/device_calls.hpp); the block memory that
+// --gpu-standin pairs with it (make_host_block_memory(&log())) logs into the
+// same log.
+class StandinDevicePayloadMemory final : public PayloadMemory, public DeviceMemory {
+  public:
+    Region allocate(verbs::Device& device, std::size_t bytes) override;
+    std::string describe() const override;
+    void flush_nic_writes() const override;
+    void copy_to_host(std::span<const Copy> copies) const override;
+    bool pin_host_buffer(void* buffer, std::size_t bytes) const override;
+    void unpin_host_buffer(void* buffer) const override;
+    // Calls of copy_to_host, and the copies in them (any thread).
+    std::uint64_t batches() const { return batches_.load(); }
+    std::uint64_t copies() const { return copies_.load(); }
+    DeviceCallLog& log() const { return log_; }
+    // Tests: the batch after `batches` successful ones fails as a device
+    // error would (a sticky CUDA error). Calls that reached the "device"
+    // after that are device_calls_after_fault() (0 when the error sticks).
+    void fail_after(std::uint64_t batches) { fail_after_ = batches; }
+    std::uint64_t device_calls_after_fault() const { return after_fault_.load(); }
+
+  private:
+    mutable std::atomic<std::uint64_t> batches_{0};
+    mutable std::atomic<std::uint64_t> copies_{0};
+    std::uint64_t fail_after_ = ~std::uint64_t{0};
+    mutable std::atomic<std::uint64_t> after_fault_{0};
+    StickyDeviceError sticky_;
+    mutable DeviceCallLog log_;
+};
+
+struct EngineOptions {
+    std::vector<Endpoint> groups;
+    std::vector<std::uint32_t> antennas;   // with hw_demux: one QP and rule per (group, antenna)
+    bool hw_demux = false;                 // needs `antennas`
+    bool split = true;                     // two SGEs: headers to host, payload to payload memory
+    std::uint32_t vlan_tags = 0;           // tags expected on the wire: SGE0 grows 4 bytes per tag
+    std::uint32_t ring_depth = 4096;       // receive WRs per QP
+    std::uint32_t max_frame_bytes = 9022;  // MTU 9000 + Ethernet header + two VLAN tags
+    std::uint32_t poll_batch = 64;
+    std::uint32_t repost_batch = 32;
+    bool flow_counters = true;  // a count action on each rule, when the device has them
+    // The zero-copy hand-off: consumers (writers, the block-ring copy thread)
+    // may hold a frame's slot past on_frame(); it is re-posted when released.
+    // At most hold_limit slots of a QP are held at once (0: half the ring),
+    // so the NIC always has the rest posted; beyond it consumers copy.
+    bool zero_copy = true;
+    std::uint32_t hold_limit = 0;
+    std::chrono::milliseconds drain_timeout{200};  // recovery: wait for flushes this long
+};
+
+// The largest CODIF payload (the bytes after the 64-byte CODIF header) a
+// frame of at most options.max_frame_bytes can carry: no VLAN tag, no IP
+// options. Sizes the block rings made before a capture (BlockSink::prepare).
+std::uint32_t max_payload_bytes(const EngineOptions& options);
+
+// What the poll loop did (the prototype's figures and the recovery record).
+struct EngineStats {
+    std::uint64_t polls = 0;        // calls to poll the CQ
+    std::uint64_t empty_polls = 0;  // busy waits: polls that returned nothing
+    std::uint64_t completions = 0;
+    std::uint64_t frames = 0;             // successful completions handed to the demux
+    std::uint64_t bad_wr_id = 0;          // completions whose wr_id names no posted slot
+    std::uint64_t stale_completions = 0;  // from a ring generation before a recovery
+    std::uint64_t stale_frames = 0;       // of those, frames (dropped: their slot was reused)
+    std::uint64_t bad_byte_len = 0;       // byte_len larger than the slot
+    std::uint64_t held = 0;               // frames a consumer held (zero-copy hand-offs)
+    std::uint64_t hold_refused = 0;       // frames offered while the hold limit was reached
+    std::uint64_t bad_release = 0;        // released tokens naming no held slot
+    std::uint64_t split_misaligned = 0;   // headers not ending where SGE0 ends
+    std::uint64_t wc_by_status[6] = {};   // indexed by verbs::WcStatus
+    std::uint64_t recoveries = 0;         // QP resets after an error
+    std::uint64_t flow_matched = 0;       // packets the rules' counters saw (when they have them)
+    std::uint64_t port_down_events = 0;
+    std::uint64_t rejoins = 0;
+    std::uint64_t other_port_events = 0;  // port events of a port this engine does not use
+    std::uint64_t uncounted_rules = 0;    // rules made without the count action the device refused
+    bool device_fatal = false;
+};
+
+class VerbsEngine {
+  public:
+    // Builds the plan on `device`: CQ, QPs, rings, memory. Throws
+    // std::system_error (with the verbs layer's hint) or std::invalid_argument.
+    VerbsEngine(verbs::Device& device, EngineOptions options, Demux& demux, Ledger& ledger,
+                PayloadMemory& payload, MembershipFactory memberships);
+    ~VerbsEngine();
+    VerbsEngine(const VerbsEngine&) = delete;
+    VerbsEngine& operator=(const VerbsEngine&) = delete;
+
+    // DESIGN §4.2 order: post every receive WR and move the QPs to RTR, then
+    // create the flow rules, then join the groups.
+    void start();
+    // One poll batch: completions → demux → re-post; QPs in error recovered.
+    // Returns the number of completions handled. The poll thread calls this
+    // in a loop; tests call it directly.
+    std::size_t poll_once();
+    // Busy-poll until `stop`; handles async events between batches.
+    void run(const std::atomic<bool>& stop);
+    // An asynchronous event (from the device's event queue).
+    void handle_event(const verbs::AsyncEvent& event);
+    // Drain what the CQ holds and handle pending events without waiting.
+    void drain();
+    // DESIGN §4.2 stop order: leave the groups, drain, destroy the flows
+    // (before their QPs). Idempotent; the destructor calls it.
+    void stop();
+
+    const EngineStats& stats() const { return stats_; }
+    // Another thread's view, once a second while the poll thread runs: for
+    // each QP whose rules counted arrivals since the last call but which
+    // delivered nothing in that time, a line saying so (a starved ring or a
+    // stuck QP). Reads the rules' counters (an ioctl each), so never call it
+    // from the poll loop, nor after the run has been halted.
+    std::vector<std::string> watchdog();
+
+    // Frames handed to the demux so far; safe to read from another thread
+    // (published once per poll batch).
+    std::uint64_t frames_published() const { return published_.load(std::memory_order_relaxed); }
+    // Their bytes on the wire (the stats line's Gb/s), published likewise.
+    std::uint64_t bytes_published() const {
+        return bytes_published_.load(std::memory_order_relaxed);
+    }
+    // Receive slots whose frames a consumer (a writer) still holds, so they
+    // are not re-posted yet; any thread (published once per poll batch).
+    std::uint64_t slots_held() const { return held_published_.load(std::memory_order_relaxed); }
+    const EngineOptions& options() const { return options_; }
+    std::size_t queue_pairs() const;
+    std::uint32_t header_bytes() const { return header_bytes_; }
+    // Per-QP matched − completed, when the rules carry counters: packets the
+    // NIC steered to the QP but never delivered (a per-group view of
+    // out_of_buffer). Entries: (label, value).
+    // After stop(), the values read just before the rules were destroyed.
+    std::vector<SourceCounter> flow_counters();
+    std::vector<std::uint32_t> qp_numbers() const;
+    // What the completion timestamps are (what stamps the pcap records).
+    verbs::TimestampFormat timestamps() const { return timestamps_; }
+    // The ledger entries for what the engine counted (work-completion errors
+    // by status, recoveries, wr_id and byte_len rejections).
+    void report_to(Ledger& ledger) const;
+
+  private:
+    struct Qp;
+    class Releases;
+    void take_releases();
+    void post_all(Qp& qp);
+    void flush_reposts(Qp& qp);
+    void recover(Qp& qp);
+    // The CQ and a QP per plan entry, with the first timestamp format the
+    // device takes (device ticks, wall clock, none).
+    void create_queues(std::uint32_t cq_depth);
+    std::unique_ptr<verbs::Flow> create_flow(Qp& q, const verbs::FlowMatch& match, bool& counters);
+    void handle(const verbs::Completion& c);
+    std::uint64_t timestamp_ns(const verbs::Completion& c);
+    void resync_clock();
+    std::vector<SourceCounter> read_flow_counters();
+    // The receive WR of a slot (SGE0 header slot + SGE1 payload slot, or one SGE).
+    verbs::RecvRequest request_for(const Qp& q, std::uint64_t slot) const;
+    std::uint8_t* header_slot(const Qp& q, std::uint64_t slot) const;
+    std::uint64_t payload_offset(std::uint64_t slot) const;
+    // What the QP's rules counted, when they carry counters (an ioctl each).
+    std::optional<std::uint64_t> rule_matches(Qp& q);
+
+    verbs::Device& device_;
+    EngineOptions options_;
+    Demux& demux_;
+    Ledger& ledger_;
+    PayloadMemory& payload_;
+    MembershipFactory membership_factory_;
+
+    std::uint32_t header_bytes_ = 0;   // SGE0 length
+    std::uint32_t header_stride_ = 0;  // bytes between header slots
+    std::uint32_t payload_bytes_ = 0;  // SGE1 (or the single SGE) length
+    std::unique_ptr<std::uint8_t[], void (*)(void*)> header_arena_{nullptr, nullptr};
+    std::unique_ptr<verbs::MemoryRegion> header_mr_;
+    std::unique_ptr<verbs::CompletionQueue> cq_;
+    // Declared after the CQ so they go first; each Qp owns its flows, which
+    // it destroys before its queue pair (Qp's member order).
+    std::vector<std::unique_ptr<Qp>> qps_;
+    std::vector<std::unique_ptr<GroupMembership>> memberships_;
+    std::vector<verbs::Completion> batch_;
+    std::vector<SourceCounter> final_flow_counters_;
+    EngineStats stats_;
+    std::atomic<std::uint64_t> published_{0};
+    std::atomic<std::uint64_t> held_published_{0};
+    std::atomic<std::uint64_t> bytes_published_{0};
+    std::uint64_t bytes_ = 0;
+    std::unique_ptr<Releases> releases_;
+    std::vector<std::uint64_t> released_;  // the poll thread's side of the swap
+    std::uint64_t held_total_ = 0;
+    std::uint32_t hold_limit_ = 0;
+    bool started_ = false;
+    bool stopped_ = false;
+    // Completion timestamps: device ticks ↔ host ns.
+    verbs::TimestampFormat timestamps_ = verbs::TimestampFormat::none;
+    std::uint64_t clock_ticks0_ = 0;
+    std::uint64_t clock_ns0_ = 0;
+    std::uint64_t clock_khz_ = 0;
+    std::uint64_t batch_realtime_ns_ = 0;
+    std::chrono::steady_clock::time_point last_clock_sync_{};
+};
+
+}  // namespace ibvcap

@@ -1,0 +1,123 @@
+// Synthetic CODIF traffic for tests, demos and benchmarks.
+//
+// Streams are (group, antenna, thread); every stream walks frame slots
+// 0..frames-1 in step, interleaved in the order group, antenna, thread. Each
+// slot is sent as is, or (chosen by a seeded hash, so a run is reproducible)
+// skipped, sent twice, or swapped with the next slot. The first and last slots
+// of a stream are always sent as is, so every injected fault is observable.
+// The ground truth says per stream what was sent and what was injected.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "formats/codif.hpp"
+#include "lib/ledger/ledger.hpp"
+#include "lib/netaddr.hpp"
+
+namespace ibvcap {
+
+struct GeneratorConfig {
+    std::vector<std::uint32_t> antennas;  // source IPv4s, host byte order
+    std::vector<Endpoint> groups;
+    std::uint16_t threads = 1;    // CODIF threads per antenna
+    std::uint64_t frames = 1000;  // frame slots per stream
+    CodifLayout layout = CodifLayout::v2;
+    std::uint32_t payload_bytes = 8192;
+    std::uint16_t nchan = 16;
+    std::uint8_t nbits = 8;
+    bool complex = true;
+    std::uint16_t period = 1;  // seconds
+    std::uint64_t frames_per_period = 1000;
+    std::uint8_t epoch = 52;  // half-years since 2000: 52 = 2026-01-01
+    std::uint32_t start_seconds = 0;
+    std::uint64_t start_frame = 0;  // absolute frame offset of slot 0
+    double loss = 0;                // probability per slot
+    double duplicate = 0;           // probability per slot
+    double reorder = 0;             // probability per slot
+    std::uint64_t seed = 1;
+    int vlan_id = -1;  // < 0: untagged
+    std::uint16_t src_port = 50000;
+
+    // Throws std::invalid_argument naming the first inconsistent setting.
+    void validate() const;
+    std::uint64_t samples_per_frame() const;
+    std::uint64_t frame_bytes() const;  // whole Ethernet frame
+};
+
+struct StreamTruth {
+    Endpoint group;
+    std::uint32_t antenna = 0;
+    std::uint16_t thread = 0;
+    std::uint64_t slots = 0;
+    std::uint64_t sent = 0;        // distinct frames sent
+    std::uint64_t skipped = 0;     // frames never sent: the reader's "missing"
+    std::uint64_t duplicated = 0;  // frames sent twice: "duplicates"
+    std::uint64_t reordered = 0;   // frames sent after their successor: "out_of_order"
+    std::uint64_t packets() const { return sent + duplicated; }
+};
+
+struct GeneratedFrame {
+    Bytes bytes;  // valid until the next call of next()
+    std::uint64_t timestamp_ns = 0;
+    std::size_t stream = 0;
+};
+
+class Generator {
+  public:
+    explicit Generator(GeneratorConfig config);
+
+    // The next frame, or false when every stream has walked all its slots (or
+    // the run was ended early and the last planned frame was returned).
+    bool next(GeneratedFrame& out);
+
+    // True between slots: every frame of the slots planned so far has been
+    // returned by next(), so truth() (which counts a slot's fates when the
+    // slot is planned) describes exactly the frames returned. A swap may still
+    // be open (slot i+1 returned in slot i's place, slot i not yet).
+    bool at_slot_boundary() const { return queue_.empty(); }
+    // End the run at this slot boundary; the first call must come at one
+    // (std::logic_error otherwise). An open swap is completed: next() returns
+    // the displaced frames, then false. The truth is cut to what next()
+    // returned: per stream, `slots` ends at the last frame sent, so trailing
+    // skipped slots (which no receiver could observe) are not counted as
+    // missing. Returns true when it cut the run short; false when every slot
+    // had been planned (the truth is that of the whole run) or the run had
+    // already been ended.
+    bool end_early();
+    bool ended_early() const { return ended_early_; }
+
+    const GeneratorConfig& config() const { return config_; }
+    const std::vector<StreamTruth>& truth() const { return truth_; }
+    // Known up front (the fates are precomputed per slot); after end_early(),
+    // the packets of the slots actually planned.
+    std::uint64_t total_packets() const;
+    nlohmann::json truth_json() const;
+
+    // UNIX time (ns) of the start of a CODIF epoch (half-years since 2000).
+    static std::uint64_t epoch_unix_ns(std::uint8_t epoch);
+
+  private:
+    enum class Fate : std::uint8_t { send, skip, twice, swap };
+    Fate fate(std::size_t stream, std::uint64_t slot) const;
+    void plan_slot();
+    void build(std::size_t stream, std::uint64_t slot);
+
+    GeneratorConfig config_;
+    CodifTiming timing_;
+    std::vector<StreamTruth> truth_;
+    std::vector<std::uint8_t> pending_swap_;  // per stream: slot i+1 was sent in i's place
+    std::vector<std::uint64_t> covered_;      // per stream: 1 + the highest slot queued
+    bool ended_ = false;                      // end_early() was called
+    bool ended_early_ = false;                // ... and cut the run short
+    std::uint64_t slot_ = 0;
+    std::deque<std::pair<std::size_t, std::uint64_t>> queue_;  // (stream, slot) to send
+    std::vector<std::uint8_t> buffer_;
+    std::vector<std::uint16_t> ip_ids_;
+    std::uint64_t epoch_ns_ = 0;
+};
+
+}  // namespace ibvcap

@@ -1,0 +1,966 @@
+// The simulated mlx5 NIC behind the verbs seam (test/sim/sim_nic.hpp).
+//
+// All state of one simulated device lives in SimHardware::State under one
+// mutex. The handles the engine holds (Device, MemoryRegion, CompletionQueue,
+// QueuePair, Flow) keep the SimHardware alive through a shared_ptr and point at
+// records inside State; destroying a handle removes its record.
+//
+// The per-frame path (deliver) does not allocate: CQs are rings sized at
+// create_cq, receive queues are rings sized at create_qp, rules are a vector
+// scanned in creation order, memory regions a hash map looked up by lkey.
+#include "test/sim/sim_nic.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <system_error>
+#include <unordered_map>
+#include <utility>
+
+#include "formats/packet.hpp"
+
+namespace ibvcap::sim {
+
+using verbs::AsyncEvent;
+using verbs::Completion;
+using verbs::EventKind;
+using verbs::FlowMatch;
+using verbs::QpState;
+using verbs::RecvRequest;
+using verbs::Sge;
+using verbs::WcStatus;
+
+namespace {
+
+[[noreturn]] void fail(int err, const std::string& what) {
+    throw std::system_error(err, std::generic_category(), what);
+}
+
+AsyncEvent make_event(EventKind kind, std::uint32_t qp_num, std::uint8_t port, const char* name) {
+    AsyncEvent ev;
+    ev.kind = kind;
+    ev.qp_num = qp_num;
+    ev.port = port;
+    ev.name = name;
+    return ev;
+}
+
+}  // namespace
+
+struct SimHardware::State {
+    struct Mr {
+        std::uint64_t begin = 0;
+        std::uint64_t end = 0;  // one past the last byte
+        std::uint64_t ctx = 0;  // the device handle (protection domain) it belongs to
+    };
+
+    struct Qp;
+    struct Cq {
+        std::uint64_t ctx = 0;
+        verbs::TimestampFormat timestamps = verbs::TimestampFormat::none;
+        bool real_time = false;        // made in the device's real-time format
+        std::vector<Completion> ring;  // capacity = the depth asked for
+        std::vector<const Qp*> from;   // per ring entry: the QP it completes (for RESET)
+        std::size_t head = 0;
+        std::size_t count = 0;
+        std::size_t qps = 0;            // QPs attached
+        bool overrun_reported = false;  // cq_error raised; cleared when poll drains
+        // `count`, published for poll()'s lock-free empty check: a busy-polling
+        // engine does not contend with deliver() for the mutex while idle.
+        std::atomic<std::size_t> ready{0};
+    };
+
+    struct Qp {
+        std::uint32_t qp_num = 0;
+        std::uint64_t ctx = 0;
+        Cq* cq = nullptr;  // null only after an out-of-order CQ destruction
+        std::uint32_t max_sge = 0;
+        QpState state = QpState::reset;
+        std::vector<RecvRequest> ring;  // capacity = the depth asked for
+        std::size_t head = 0;
+        std::size_t count = 0;
+        std::size_t flows = 0;  // rules steering to this QP
+
+        void push(const RecvRequest& wr) {
+            ring[(head + count) % ring.size()] = wr;
+            ++count;
+        }
+        RecvRequest pop() {
+            const RecvRequest wr = ring[head];
+            head = (head + 1) % ring.size();
+            --count;
+            return wr;
+        }
+        void discard() {
+            head = 0;
+            count = 0;
+        }
+    };
+
+    struct Rule {
+        FlowMatch match;
+        Qp* qp = nullptr;  // null only after an out-of-order QP destruction
+        bool counted = false;
+        std::uint64_t matched = 0;
+    };
+
+    explicit State(const SimConfig& c)
+        : config(c),
+          next_lkey(static_cast<std::uint32_t>((std::hash<std::string>{}(c.name) & 0xffu) << 16) |
+                    0x100u) {}
+
+    const SimConfig& config;
+    mutable std::mutex mu;
+    std::condition_variable cv;
+
+    SimCounters counters;
+    std::uint64_t clock = 0;  // device clock, ticks
+    bool port_up = true;
+    bool fatal = false;
+    std::optional<std::uint64_t> corrupt_wr_id;
+    std::size_t violations = 0;
+    std::uint64_t retired_flow_matches = 0;  // counters of rules already destroyed
+
+    std::uint32_t next_lkey;
+    std::uint32_t next_qp_num = 0x108;
+    std::uint64_t next_ctx = 1;
+
+    std::unordered_map<std::uint32_t, Mr> mrs;  // by lkey
+    std::vector<std::unique_ptr<Cq>> cqs;
+    std::vector<std::unique_ptr<Qp>> qps;
+    std::vector<std::unique_ptr<Rule>> rules;                // creation order
+    std::map<std::uint64_t, std::deque<AsyncEvent>> events;  // per open device handle
+
+    // --- everything below runs with `mu` held ---
+
+    // Port and device events go to every open device handle (as every
+    // ibv_context gets them); QP and CQ events to the handle that owns the object.
+    void raise_to(std::uint64_t ctx, AsyncEvent ev) {
+        const auto it = events.find(ctx);
+        if (it != events.end()) {
+            it->second.push_back(std::move(ev));
+            cv.notify_all();
+        }
+    }
+    void broadcast(const AsyncEvent& ev) {
+        for (auto& entry : events) {
+            entry.second.push_back(ev);
+        }
+        cv.notify_all();
+    }
+
+    void complete(Qp& qp, Completion c) {
+        if (corrupt_wr_id) {
+            c.wr_id = *corrupt_wr_id;
+            corrupt_wr_id.reset();
+        }
+        Cq* cq = qp.cq;
+        if (cq == nullptr) {
+            ++counters.cq_overruns;  // no CQ to land in: lost
+            return;
+        }
+        if (c.status == WcStatus::success) {
+            c.qp_num = 0;  // the flow tag: verbs rules carry the default tag 0
+        } else {
+            c.qp_num = qp.qp_num;  // error CQEs carry the QP number
+        }
+        if (cq->count == cq->ring.size()) {
+            ++counters.cq_overruns;
+            if (!cq->overrun_reported) {
+                cq->overrun_reported = true;
+                raise_to(cq->ctx, make_event(EventKind::cq_error, 0, 0, "IBV_EVENT_CQ_ERR"));
+            }
+            return;
+        }
+        const std::size_t at = (cq->head + cq->count) % cq->ring.size();
+        cq->ring[at] = c;
+        cq->from[at] = &qp;
+        ++cq->count;
+        cq->ready.store(cq->count, std::memory_order_release);
+        ++counters.completions;
+    }
+
+    void flush_one(Qp& qp, std::uint64_t wr_id) {
+        Completion c;
+        c.wr_id = wr_id;
+        c.status = WcStatus::wr_flush_err;
+        complete(qp, c);
+    }
+
+    void to_error(Qp& qp) {
+        qp.state = QpState::error;
+        while (qp.count > 0) {
+            flush_one(qp, qp.pop().wr_id);
+        }
+    }
+
+    Qp* find_qp(std::uint32_t qp_num) const {
+        for (const auto& qp : qps) {
+            if (qp->qp_num == qp_num) {
+                return qp.get();
+            }
+        }
+        return nullptr;
+    }
+
+    // The rule a parsed UDP frame matches: the first rule with a matching
+    // source IP, else the first matching rule without one.
+    Rule* match(Bytes frame, const UdpPacket& pkt) const {
+        Rule* any_source = nullptr;
+        for (const auto& r : rules) {
+            const FlowMatch& m = r->match;
+            if (m.dst_ip != pkt.dst_ip || m.dst_port != pkt.dst_port ||
+                std::memcmp(frame.data(), m.dst_mac.data(), m.dst_mac.size()) != 0) {
+                continue;
+            }
+            if (m.src_ip != 0) {
+                if (m.src_ip == pkt.src_ip) {
+                    return r.get();
+                }
+                continue;
+            }
+            if (any_source == nullptr) {
+                any_source = r.get();
+            }
+        }
+        return any_source;
+    }
+
+    // RESET: the QP's completions still in its CQ are removed, the others
+    // keep their order (rdma-core providers/mlx5/verbs.c mlx5_modify_qp calls
+    // mlx5_cq_clean on the receive CQ when a QP goes to RESET).
+    void clean_cq(const Qp& qp) {
+        Cq* cq = qp.cq;
+        if (cq == nullptr || !config.cq_clean_on_reset) {
+            return;
+        }
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < cq->count; ++i) {
+            const std::size_t at = (cq->head + i) % cq->ring.size();
+            if (cq->from[at] == &qp) {
+                continue;
+            }
+            const std::size_t to = (cq->head + kept) % cq->ring.size();
+            cq->ring[to] = cq->ring[at];
+            cq->from[to] = cq->from[at];
+            ++kept;
+        }
+        cq->count = kept;
+        cq->ready.store(kept, std::memory_order_release);
+    }
+
+    // The device clock as wall-clock ns (the conversion a real-time CQE or
+    // the clock-info page gives).
+    std::uint64_t wallclock_ns(std::uint64_t ticks) const {
+        const std::uint64_t khz = config.clock_khz;
+        return config.host_time_base_ns + (ticks / khz) * 1'000'000u +
+               (ticks % khz) * 1'000'000u / khz;
+    }
+
+    std::size_t counted_rules() const {
+        std::size_t n = 0;
+        for (const auto& r : rules) {
+            n += r->counted ? 1u : 0u;
+        }
+        return n;
+    }
+
+    bool sge_ok(const Qp& qp, const Sge& sge) const {
+        const auto it = mrs.find(sge.lkey);
+        if (it == mrs.end() || it->second.ctx != qp.ctx) {
+            return false;
+        }
+        const Mr& mr = it->second;
+        return sge.addr >= mr.begin && sge.addr <= mr.end && sge.length <= mr.end - sge.addr;
+    }
+
+    std::size_t live_objects(std::uint64_t ctx) const {
+        std::size_t n = 0;
+        for (const auto& entry : mrs) {
+            n += entry.second.ctx == ctx ? 1u : 0u;
+        }
+        for (const auto& cq : cqs) {
+            n += cq->ctx == ctx ? 1u : 0u;
+        }
+        for (const auto& qp : qps) {
+            n += qp->ctx == ctx ? 1u : 0u;
+        }
+        return n;
+    }
+};
+
+namespace {
+
+using State = SimHardware::State;
+
+class SimMemoryRegion final : public verbs::MemoryRegion {
+  public:
+    SimMemoryRegion(std::shared_ptr<SimHardware> hw, std::uint32_t lkey)
+        : hw_(std::move(hw)), lkey_(lkey) {}
+    ~SimMemoryRegion() override {
+        State& s = hw_->state();
+        const std::lock_guard lock(s.mu);
+        s.mrs.erase(lkey_);
+    }
+    SimMemoryRegion(const SimMemoryRegion&) = delete;
+    SimMemoryRegion& operator=(const SimMemoryRegion&) = delete;
+
+    std::uint32_t lkey() const override { return lkey_; }
+
+  private:
+    std::shared_ptr<SimHardware> hw_;
+    std::uint32_t lkey_;
+};
+
+class SimCompletionQueue final : public verbs::CompletionQueue {
+  public:
+    SimCompletionQueue(std::shared_ptr<SimHardware> hw, State::Cq* rec)
+        : hw_(std::move(hw)), rec_(rec) {}
+    ~SimCompletionQueue() override {
+        State& s = hw_->state();
+        const std::lock_guard lock(s.mu);
+        if (rec_->qps > 0) {
+            ++s.violations;  // ibv_destroy_cq: EBUSY while QPs use the CQ
+            for (auto& qp : s.qps) {
+                if (qp->cq == rec_) {
+                    qp->cq = nullptr;
+                }
+            }
+        }
+        std::erase_if(s.cqs, [this](const auto& p) { return p.get() == rec_; });
+    }
+    SimCompletionQueue(const SimCompletionQueue&) = delete;
+    SimCompletionQueue& operator=(const SimCompletionQueue&) = delete;
+
+    std::size_t poll(std::span<Completion> out) override {
+        if (rec_->ready.load(std::memory_order_acquire) == 0) {
+            return 0;
+        }
+        State& s = hw_->state();
+        const std::lock_guard lock(s.mu);
+        const std::size_t n = std::min(out.size(), rec_->count);
+        for (std::size_t i = 0; i < n; ++i) {
+            out[i] = rec_->ring[rec_->head];
+            rec_->head = (rec_->head + 1) % rec_->ring.size();
+        }
+        rec_->count -= n;
+        rec_->ready.store(rec_->count, std::memory_order_release);
+        if (n > 0) {
+            rec_->overrun_reported = false;
+        }
+        return n;
+    }
+
+    verbs::TimestampFormat timestamps() const override { return rec_->timestamps; }
+
+    SimHardware& hardware() const { return *hw_; }
+    State::Cq* record() const { return rec_; }
+
+  private:
+    std::shared_ptr<SimHardware> hw_;
+    State::Cq* rec_;
+};
+
+class SimFlow final : public verbs::Flow {
+  public:
+    SimFlow(std::shared_ptr<SimHardware> hw, State::Rule* rec) : hw_(std::move(hw)), rec_(rec) {}
+    ~SimFlow() override {
+        State& s = hw_->state();
+        const std::lock_guard lock(s.mu);
+        if (rec_->qp != nullptr) {
+            --rec_->qp->flows;
+        }
+        s.retired_flow_matches += rec_->matched;
+        std::erase_if(s.rules, [this](const auto& p) { return p.get() == rec_; });
+    }
+    SimFlow(const SimFlow&) = delete;
+    SimFlow& operator=(const SimFlow&) = delete;
+
+    std::optional<std::uint64_t> matched_packets() override {
+        State& s = hw_->state();
+        const std::lock_guard lock(s.mu);
+        if (!rec_->counted) {
+            return std::nullopt;
+        }
+        return rec_->matched;
+    }
+
+  private:
+    std::shared_ptr<SimHardware> hw_;
+    State::Rule* rec_;
+};
+
+class SimQueuePair final : public verbs::QueuePair {
+  public:
+    SimQueuePair(std::shared_ptr<SimHardware> hw, State::Qp* rec)
+        : hw_(std::move(hw)), rec_(rec), qp_num_(rec->qp_num) {}
+    ~SimQueuePair() override {
+        State& s = hw_->state();
+        const std::lock_guard lock(s.mu);
+        if (rec_->flows > 0) {
+            ++s.violations;  // ibv_destroy_qp: EBUSY while flows steer to the QP
+            for (auto& r : s.rules) {
+                if (r->qp == rec_) {
+                    r->qp = nullptr;
+                }
+            }
+        }
+        if (rec_->cq != nullptr) {
+            --rec_->cq->qps;
+        }
+        std::erase_if(s.qps, [this](const auto& p) { return p.get() == rec_; });
+    }
+    SimQueuePair(const SimQueuePair&) = delete;
+    SimQueuePair& operator=(const SimQueuePair&) = delete;
+
+    std::uint32_t qp_num() const override { return qp_num_; }
+
+    QpState state() const override {
+        State& s = hw_->state();
+        const std::lock_guard lock(s.mu);
+        return rec_->state;
+    }
+
+    void modify(QpState to) override {
+        State& s = hw_->state();
+        const std::lock_guard lock(s.mu);
+        const QpState from = rec_->state;
+        const bool allowed = to == QpState::reset || to == QpState::error ||
+                             (from == QpState::reset && to == QpState::init) ||
+                             (from == QpState::init && to == QpState::rtr);
+        if (!allowed) {
+            fail(EINVAL, fmt::format("ibv_modify_qp: QP {:#x} cannot go from {} to {}", qp_num_,
+                                     verbs::to_string(from), verbs::to_string(to)));
+        }
+        // After an internal error mlx5 firmware commands fail with EIO, except
+        // the teardown ones (to RESET, to ERROR) which the driver completes.
+        if (s.fatal && (to == QpState::init || to == QpState::rtr)) {
+            fail(EIO,
+                 fmt::format("ibv_modify_qp: {}: device is in a fatal error state", s.config.name));
+        }
+        switch (to) {
+            case QpState::reset:
+                rec_->discard();
+                s.clean_cq(*rec_);
+                rec_->state = QpState::reset;
+                break;
+            case QpState::error:
+                s.to_error(*rec_);
+                break;
+            case QpState::init:
+            case QpState::rtr:
+                rec_->state = to;
+                break;
+        }
+    }
+
+    void post_recv(std::span<const RecvRequest> requests) override {
+        State& s = hw_->state();
+        const std::lock_guard lock(s.mu);
+        for (std::size_t i = 0; i < requests.size(); ++i) {
+            const RecvRequest& wr = requests[i];
+            if (rec_->state == QpState::reset) {
+                fail(EINVAL, fmt::format("ibv_post_recv: QP {:#x} is in RESET; WR {} (wr_id {}) "
+                                         "not posted: move the QP to INIT first",
+                                         qp_num_, i, wr.wr_id));
+            }
+            if (wr.num_sge == 0 || wr.num_sge > rec_->max_sge || wr.num_sge > wr.sge.size()) {
+                fail(EINVAL,
+                     fmt::format("ibv_post_recv: QP {:#x}: WR {} (wr_id {}) has {} SGEs, the "
+                                 "QP takes 1 to {}",
+                                 qp_num_, i, wr.wr_id, wr.num_sge,
+                                 std::min<std::size_t>(rec_->max_sge, wr.sge.size())));
+            }
+            if (rec_->state == QpState::error) {
+                s.flush_one(*rec_, wr.wr_id);  // a QP in error flushes every WR posted
+                continue;
+            }
+            if (rec_->count == rec_->ring.size()) {
+                fail(ENOMEM, fmt::format("ibv_post_recv: QP {:#x}: receive queue full ({} WRs); "
+                                         "WR {} (wr_id {}) not posted",
+                                         qp_num_, rec_->ring.size(), i, wr.wr_id));
+            }
+            rec_->push(wr);
+        }
+    }
+
+    std::unique_ptr<verbs::Flow> create_flow(const FlowMatch& match, bool with_counter) override {
+        State& s = hw_->state();
+        const std::lock_guard lock(s.mu);
+        if (s.fatal) {
+            fail(EIO, fmt::format("ibv_create_flow: {}: device is in a fatal error state",
+                                  s.config.name));
+        }
+        if (!s.config.flow_steering) {
+            fail(EOPNOTSUPP, fmt::format("ibv_create_flow: {} has no managed flow steering "
+                                         "(IBV_DEVICE_MANAGED_FLOW_STEERING); use --source pcap",
+                                         s.config.name));
+        }
+        if (with_counter && !s.config.flow_counters) {
+            fail(EOPNOTSUPP,
+                 fmt::format("ibv_create_counters: {} has no flow counters", s.config.name));
+        }
+        // Whether the device grants a flow counter is known only here: the
+        // probe's static attach never reaches the kernel (rdma-core
+        // providers/mlx5/verbs.c mlx5_attach_counters_point_flow).
+        if (with_counter && s.counted_rules() >= s.config.counted_rule_limit) {
+            fail(EOPNOTSUPP, fmt::format("ibv_create_flow: {} refused a rule with a count action "
+                                         "({} counted rules granted)",
+                                         s.config.name, s.config.counted_rule_limit));
+        }
+        auto rule = std::make_unique<State::Rule>();
+        rule->match = match;
+        rule->qp = rec_;
+        rule->counted = with_counter;
+        State::Rule* raw = rule.get();
+        s.rules.push_back(std::move(rule));
+        ++rec_->flows;
+        return std::make_unique<SimFlow>(hw_, raw);
+    }
+
+  private:
+    std::shared_ptr<SimHardware> hw_;
+    State::Qp* rec_;
+    std::uint32_t qp_num_;
+};
+
+class SimDevice final : public verbs::Device {
+  public:
+    explicit SimDevice(std::shared_ptr<SimHardware> hw) : hw_(std::move(hw)) {
+        const SimConfig& c = hw_->config();
+        caps_.name = c.name;
+        caps_.port = c.port;
+        caps_.max_qp_wr = c.max_qp_wr;
+        caps_.max_cqe = c.max_cqe;
+        caps_.max_sge = c.max_sge;
+        caps_.raw_packet_qp = c.raw_packet_qp;
+        caps_.flow_steering = c.flow_steering;
+        caps_.completion_timestamps = c.completion_timestamps;
+        caps_.hca_core_clock_khz = c.completion_timestamps ? c.clock_khz : 0;
+        caps_.flow_counters = c.flow_counters;
+        State& s = hw_->state();
+        const std::lock_guard lock(s.mu);
+        ctx_ = s.next_ctx++;
+        s.events.try_emplace(ctx_);
+    }
+    ~SimDevice() override {
+        State& s = hw_->state();
+        const std::lock_guard lock(s.mu);
+        if (s.live_objects(ctx_) > 0) {
+            ++s.violations;  // ibv_dealloc_pd / ibv_close_device: EBUSY
+        }
+        s.events.erase(ctx_);
+    }
+    SimDevice(const SimDevice&) = delete;
+    SimDevice& operator=(const SimDevice&) = delete;
+
+    const verbs::DeviceCaps& caps() const override { return caps_; }
+
+    std::unique_ptr<verbs::MemoryRegion> register_memory(void* addr, std::size_t length) override {
+        State& s = hw_->state();
+        const std::lock_guard lock(s.mu);
+        check_alive(s, "ibv_reg_mr");
+        const auto begin = reinterpret_cast<std::uint64_t>(addr);
+        if (addr == nullptr || length == 0 ||
+            length > std::numeric_limits<std::uint64_t>::max() - begin) {
+            fail(EINVAL, fmt::format("ibv_reg_mr: {}: invalid range ({} bytes at {})",
+                                     s.config.name, length, addr));
+        }
+        const std::uint32_t lkey = s.next_lkey++;
+        s.mrs[lkey] = State::Mr{begin, begin + length, ctx_};
+        return std::make_unique<SimMemoryRegion>(hw_, lkey);
+    }
+
+    std::unique_ptr<verbs::MemoryRegion> register_dmabuf(int /*fd*/, std::uint64_t /*offset*/,
+                                                         std::size_t /*length*/,
+                                                         std::uint64_t /*iova*/) override {
+        fail(EOPNOTSUPP, fmt::format("ibv_reg_dmabuf_mr: {}: the simulated NIC has no dma-buf",
+                                     hw_->config().name));
+    }
+
+    std::unique_ptr<verbs::CompletionQueue> create_cq(std::uint32_t depth,
+                                                      verbs::TimestampFormat ts) override {
+        State& s = hw_->state();
+        const std::lock_guard lock(s.mu);
+        check_alive(s, "ibv_create_cq");
+        if (depth == 0 || depth > s.config.max_cqe) {
+            fail(EINVAL,
+                 fmt::format("ibv_create_cq: {}: {} entries asked, the device takes 1 to {}",
+                             s.config.name, depth, s.config.max_cqe));
+        }
+        auto cq = std::make_unique<State::Cq>();
+        cq->timestamps = ts;
+        if (ts != verbs::TimestampFormat::none && !s.config.completion_timestamps) {
+            fail(EOPNOTSUPP,
+                 fmt::format("ibv_create_cq_ex: {} has no completion timestamps", s.config.name));
+        }
+        if (ts == verbs::TimestampFormat::wallclock_ns) {
+            // rdma-core providers/mlx5/verbs.c create_cq: wall clock without
+            // raw ticks asks the kernel for a real-time CQ where the device
+            // has that format; otherwise the provider converts free-running
+            // ticks (mlx5/cq.c mlx5_cq_fill_pfns).
+            if (s.config.ts_real_time) {
+                cq->real_time = true;
+            } else if (!s.config.ts_free_running) {
+                fail(EOPNOTSUPP, fmt::format("ibv_create_cq_ex: {} has no clock to give wall-clock "
+                                             "timestamps",
+                                             s.config.name));
+            }
+        }
+        cq->ctx = ctx_;
+        cq->ring.resize(depth);
+        cq->from.resize(depth);
+        State::Cq* raw = cq.get();
+        s.cqs.push_back(std::move(cq));
+        return std::make_unique<SimCompletionQueue>(hw_, raw);
+    }
+
+    std::unique_ptr<verbs::QueuePair> create_qp(verbs::CompletionQueue& cq, std::uint32_t depth,
+                                                std::uint32_t max_sge) override {
+        State& s = hw_->state();
+        const std::lock_guard lock(s.mu);
+        check_alive(s, "ibv_create_qp");
+        if (!s.config.raw_packet_qp) {
+            fail(EPERM, fmt::format("ibv_create_qp(IBV_QPT_RAW_PACKET): {}: not permitted; do "
+                                    "you have CAP_NET_RAW? (setcap cap_net_raw+ep on the binary)",
+                                    s.config.name));
+        }
+        auto* sim_cq = dynamic_cast<SimCompletionQueue*>(&cq);
+        if (sim_cq == nullptr || &sim_cq->hardware() != hw_.get()) {
+            fail(EINVAL,
+                 fmt::format("ibv_create_qp: {}: the CQ belongs to another device", s.config.name));
+        }
+        if (depth == 0 || depth > s.config.max_qp_wr) {
+            fail(EINVAL, fmt::format("ibv_create_qp: {}: {} receive WRs asked, the device takes "
+                                     "1 to {}",
+                                     s.config.name, depth, s.config.max_qp_wr));
+        }
+        if (max_sge == 0 || max_sge > s.config.max_sge) {
+            fail(EINVAL, fmt::format("ibv_create_qp: {}: {} SGEs per WR asked, the device takes "
+                                     "1 to {}",
+                                     s.config.name, max_sge, s.config.max_sge));
+        }
+        // Kernel drivers/infiniband/hw/mlx5/qp.c get_ts_format: a CQ asking
+        // for raw completion timestamps needs the free-running format, a
+        // real-time CQ the real-time one; otherwise the queue is refused.
+        const State::Cq& cq_rec = *sim_cq->record();
+        if (cq_rec.timestamps == verbs::TimestampFormat::device_ticks &&
+            !s.config.ts_free_running) {
+            fail(EOPNOTSUPP, fmt::format("ibv_create_qp: {}: free-running timestamp format is not "
+                                         "supported (the device runs its real-time clock)",
+                                         s.config.name));
+        }
+        if (cq_rec.real_time && !s.config.ts_real_time) {
+            fail(EOPNOTSUPP, fmt::format("ibv_create_qp: {}: real-time timestamp format is not "
+                                         "supported",
+                                         s.config.name));
+        }
+        auto qp = std::make_unique<State::Qp>();
+        qp->qp_num = s.next_qp_num++ & 0xffffffu;
+        qp->ctx = ctx_;
+        qp->cq = sim_cq->record();
+        qp->max_sge = max_sge;
+        qp->ring.resize(depth);
+        ++qp->cq->qps;
+        State::Qp* raw = qp.get();
+        s.qps.push_back(std::move(qp));
+        return std::make_unique<SimQueuePair>(hw_, raw);
+    }
+
+    std::optional<AsyncEvent> wait_event(std::chrono::milliseconds timeout) override {
+        State& s = hw_->state();
+        std::unique_lock lock(s.mu);
+        std::deque<AsyncEvent>& queue = s.events[ctx_];
+        if (!s.cv.wait_for(lock, timeout, [&queue] { return !queue.empty(); })) {
+            return std::nullopt;
+        }
+        AsyncEvent ev = std::move(queue.front());
+        queue.pop_front();
+        return ev;
+    }
+
+    std::optional<std::pair<std::uint64_t, std::uint64_t>> clock_pair() override {
+        State& s = hw_->state();
+        const std::lock_guard lock(s.mu);
+        if (!s.config.completion_timestamps) {
+            return std::nullopt;
+        }
+        return std::make_pair(s.clock, s.wallclock_ns(s.clock));
+    }
+
+  private:
+    static void check_alive(const State& s, const char* call) {
+        if (s.fatal) {
+            fail(EIO, fmt::format("{}: {}: device is in a fatal error state; reload the driver or "
+                                  "reset the NIC",
+                                  call, s.config.name));
+        }
+    }
+
+    std::shared_ptr<SimHardware> hw_;
+    verbs::DeviceCaps caps_;
+    std::uint64_t ctx_ = 0;
+};
+
+}  // namespace
+
+// --- SimProvider --------------------------------------------------------------
+
+std::shared_ptr<SimHardware> SimProvider::add(SimConfig config) {
+    for (const auto& d : devices_) {
+        if (d->config().name == config.name) {
+            fail(EEXIST, fmt::format("sim: device {} already exists", config.name));
+        }
+    }
+    devices_.push_back(std::make_shared<SimHardware>(std::move(config)));
+    return devices_.back();
+}
+
+std::vector<std::string> SimProvider::device_names() {
+    std::vector<std::string> names;
+    names.reserve(devices_.size());
+    for (const auto& d : devices_) {
+        names.push_back(d->config().name);
+    }
+    return names;
+}
+
+std::unique_ptr<verbs::Device> SimProvider::open(const std::string& name, std::uint8_t port) {
+    for (const auto& d : devices_) {
+        if (d->config().name == name) {
+            if (port != d->config().port) {
+                fail(EINVAL, fmt::format("ibv_query_port: {} has no port {} (it has port {})", name,
+                                         port, d->config().port));
+            }
+            return std::make_unique<SimDevice>(d);
+        }
+    }
+    fail(ENODEV, fmt::format("ibv_open_device: no RDMA device named {}", name));
+}
+
+// --- SimHardware --------------------------------------------------------------
+
+SimHardware::SimHardware(SimConfig config)
+    : config_(std::move(config)), state_(std::make_unique<State>(config_)) {
+    if (config_.completion_timestamps && config_.clock_khz == 0) {
+        throw std::invalid_argument("SimConfig: completion_timestamps need clock_khz > 0");
+    }
+}
+
+SimHardware::~SimHardware() = default;
+
+void SimHardware::deliver(Bytes frame, std::uint64_t ticks) {
+    UdpPacket pkt;
+    const bool udp = parse_udp_frame(frame, frame.size(), pkt) == PacketError::none;
+    State& s = *state_;
+    const std::lock_guard lock(s.mu);
+    s.clock += ticks;
+    if (!s.port_up || s.fatal) {
+        ++s.counters.link_down_lost;
+        return;
+    }
+    ++s.counters.rx_frames;
+    State::Rule* rule = udp ? s.match(frame, pkt) : nullptr;
+    if (rule == nullptr) {
+        ++s.counters.unmatched;
+        return;
+    }
+    if (rule->counted) {
+        ++rule->matched;
+    }
+    ++s.counters.steered;
+    State::Qp* qp = rule->qp;
+    if (qp == nullptr || qp->state != QpState::rtr || qp->count == 0) {
+        ++s.counters.out_of_buffer;
+        return;
+    }
+    const RecvRequest wr = qp->pop();
+    Completion c;
+    c.wr_id = wr.wr_id;
+    if (qp->cq != nullptr) {
+        switch (qp->cq->timestamps) {
+            case verbs::TimestampFormat::device_ticks:
+                c.hw_timestamp = s.clock;
+                c.has_timestamp = true;
+                break;
+            case verbs::TimestampFormat::wallclock_ns:
+                c.hw_timestamp = s.wallclock_ns(s.clock);
+                c.has_timestamp = true;
+                break;
+            case verbs::TimestampFormat::none:
+                break;
+        }
+    }
+    const std::size_t num_sge = std::min<std::size_t>(wr.num_sge, wr.sge.size());
+    std::uint64_t room = 0;
+    for (std::size_t i = 0; i < num_sge; ++i) {
+        room += wr.sge[i].length;
+    }
+    if (frame.size() > room || frame.size() > std::numeric_limits<std::uint32_t>::max()) {
+        c.status = WcStatus::loc_len_err;  // WR consumed, the QP keeps receiving
+        s.complete(*qp, c);
+        return;
+    }
+    // Every SGE the frame reaches must lie inside a memory region of its
+    // lkey; a zero-length SGE was never handed to the NIC (mlx5_post_recv
+    // skips it), so it is neither checked nor written.
+    std::size_t left = frame.size();
+    for (std::size_t i = 0; i < num_sge && left > 0; ++i) {
+        if (wr.sge[i].length == 0) {
+            continue;
+        }
+        if (!s.sge_ok(*qp, wr.sge[i])) {
+            c.status = WcStatus::loc_prot_err;
+            s.complete(*qp, c);
+            s.to_error(*qp);
+            return;
+        }
+        left -= std::min<std::size_t>(left, wr.sge[i].length);
+    }
+    // SGE0 is filled completely before SGE1.
+    const std::uint8_t* src = frame.data();
+    left = frame.size();
+    for (std::size_t i = 0; i < num_sge && left > 0; ++i) {
+        const std::size_t n = std::min<std::size_t>(left, wr.sge[i].length);
+        if (n > 0 && (i == 0 || !config_.skip_payload_dma)) {
+            std::memcpy(reinterpret_cast<std::uint8_t*>(wr.sge[i].addr), src, n);
+        }
+        src += n;
+        left -= n;
+    }
+    c.byte_len = static_cast<std::uint32_t>(frame.size());
+    s.complete(*qp, c);
+}
+
+void SimHardware::inject_qp_error(std::uint32_t qp_num) {
+    State& s = *state_;
+    const std::lock_guard lock(s.mu);
+    State::Qp* qp = s.find_qp(qp_num);
+    if (qp == nullptr) {
+        throw std::out_of_range(fmt::format("sim {}: no QP {:#x}", config_.name, qp_num));
+    }
+    s.to_error(*qp);
+    s.raise_to(qp->ctx, make_event(EventKind::qp_fatal, qp_num, 0, "IBV_EVENT_QP_FATAL"));
+}
+
+void SimHardware::set_port_up(bool up) {
+    State& s = *state_;
+    const std::lock_guard lock(s.mu);
+    if (s.port_up == up) {
+        return;  // no state change, no event
+    }
+    s.port_up = up;
+    s.broadcast(up ? make_event(EventKind::port_active, 0, config_.port, "IBV_EVENT_PORT_ACTIVE")
+                   : make_event(EventKind::port_error, 0, config_.port, "IBV_EVENT_PORT_ERR"));
+}
+
+void SimHardware::raise_port_event(std::uint8_t port, bool up) {
+    State& s = *state_;
+    const std::lock_guard lock(s.mu);
+    s.broadcast(up ? make_event(EventKind::port_active, 0, port, "IBV_EVENT_PORT_ACTIVE")
+                   : make_event(EventKind::port_error, 0, port, "IBV_EVENT_PORT_ERR"));
+}
+
+void SimHardware::raise_device_fatal() {
+    State& s = *state_;
+    const std::lock_guard lock(s.mu);
+    if (s.fatal) {
+        return;
+    }
+    s.fatal = true;
+    for (auto& qp : s.qps) {
+        s.to_error(*qp);
+    }
+    s.broadcast(make_event(EventKind::device_fatal, 0, 0, "IBV_EVENT_DEVICE_FATAL"));
+}
+
+void SimHardware::corrupt_next_wr_id(std::uint64_t wr_id) {
+    const std::lock_guard lock(state_->mu);
+    state_->corrupt_wr_id = wr_id;
+}
+
+SimCounters SimHardware::counters() const {
+    const std::lock_guard lock(state_->mu);
+    return state_->counters;
+}
+
+std::uint64_t SimHardware::flow_counter_total() const {
+    const std::lock_guard lock(state_->mu);
+    std::uint64_t total = state_->retired_flow_matches;
+    for (const auto& r : state_->rules) {
+        total += r->matched;
+    }
+    return total;
+}
+
+std::size_t SimHardware::posted_wrs(std::uint32_t qp_num) const {
+    const std::lock_guard lock(state_->mu);
+    const State::Qp* qp = state_->find_qp(qp_num);
+    if (qp == nullptr) {
+        throw std::out_of_range(fmt::format("sim {}: no QP {:#x}", config_.name, qp_num));
+    }
+    return qp->count;
+}
+
+std::size_t SimHardware::flows() const {
+    const std::lock_guard lock(state_->mu);
+    return state_->rules.size();
+}
+
+std::size_t SimHardware::qps() const {
+    const std::lock_guard lock(state_->mu);
+    return state_->qps.size();
+}
+
+std::size_t SimHardware::min_posted_wrs() const {
+    const std::lock_guard lock(state_->mu);
+    std::size_t least = 0;
+    bool any = false;
+    for (const auto& qp : state_->qps) {
+        least = any ? std::min(least, qp->count) : qp->count;
+        any = true;
+    }
+    return least;
+}
+
+std::size_t SimHardware::ordering_violations() const {
+    const std::lock_guard lock(state_->mu);
+    return state_->violations;
+}
+
+void SimHardware::write_sysfs(const std::filesystem::path& root) const {
+    std::uint64_t out_of_buffer = 0;
+    bool up = false;
+    {
+        const std::lock_guard lock(state_->mu);
+        out_of_buffer = state_->counters.out_of_buffer;
+        up = state_->port_up && !state_->fatal;
+    }
+    const std::filesystem::path port =
+        root / config_.name / "ports" / std::to_string(unsigned{config_.port});
+    std::filesystem::create_directories(port / "hw_counters");
+    const auto write = [](const std::filesystem::path& path, const std::string& text) {
+        std::ofstream out(path, std::ios::trunc);
+        out << text;
+        out.flush();
+        if (!out) {
+            throw std::system_error(errno, std::generic_category(),
+                                    "sim write_sysfs: cannot write " + path.string());
+        }
+    };
+    write(port / "hw_counters" / "out_of_buffer", fmt::format("{}\n", out_of_buffer));
+    write(port / "state", up ? "4: ACTIVE\n" : "1: DOWN\n");
+}
+
+}  // namespace ibvcap::sim

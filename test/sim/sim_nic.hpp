@@ -1,0 +1,178 @@
+// A simulated mlx5 NIC behind the verbs seam (DESIGN §5). It models mlx5 as
+// rdma-core's provider (providers/mlx5/) and the kernel's mlx5_ib driver
+// (drivers/infiniband/hw/mlx5/) behave, not as ibvcap would like them to; each
+// behaviour names the file that shows it (docs/operations.md, "What the
+// engine relies on", lists them with what the acceptance run checks):
+//   * a frame is steered to the QP whose flow rule matches it exactly
+//     (destination MAC, IPv4 destination, optional IPv4 source, UDP port);
+//     frames no rule matches go to the kernel and are only counted
+//     (kernel mlx5/fs.c: NORMAL rules in the bypass namespace);
+//   * the QP's oldest posted receive WR takes the frame: the data segments
+//     are filled in order, SGE0 completely before SGE1, and a zero-length SGE
+//     is skipped, never written nor checked (rdma-core mlx5/qp.c
+//     mlx5_post_recv: `if (!length) continue`); the completion reports
+//     byte_len (mlx5/cq.c: byte_cnt);
+//   * what a completion carries in its qpn field: on success the flow tag,
+//     0 for verbs rules (mlx5/cq.c mlx5_cq_read_wc_qp_num and
+//     mlx5_cq_read_flow_tag read the same sop_drop_qpn bits; kernel
+//     include/linux/mlx5/fs.h MLX5_FS_DEFAULT_FLOW_TAG 0); on an error
+//     completion the QP's number (mlx5dv.h mlx5_err_cqe s_wqe_opcode_qpn).
+//     The QP is found from the wr_id alone;
+//   * a frame larger than the posted SGEs completes with LOC_LEN_ERR: the WR
+//     is consumed and the QP stays ready (rdma-core mlx5/cq.c maps
+//     LOCAL_LENGTH_ERR to IBV_WC_LOC_LEN_ERR; kernel commit 187a9830c921
+//     "the RQ is not actually in ERR state");
+//   * an SGE outside the memory region of its lkey completes with
+//     LOC_PROT_ERR and moves the QP to the error state;
+//   * no posted WR: the frame is dropped and counted in out_of_buffer
+//     (kernel mlx5/counters.c basic_q_cnts; the raw QP's RQ is bound to the
+//     port's counter set at RESET→INIT in mlx5/qp.c);
+//   * a QP that is not in RTR receives nothing (frames count as
+//     out_of_buffer): rdma-core mlx5/qp.c rings the receive doorbell of a
+//     raw-packet QP only from RTR on;
+//   * a QP in the error state flushes its posted WRs with WR_FLUSH_ERR and
+//     every WR posted later (kernel mlx5/qp.c create_raw_packet_qp_rq sets
+//     flush_in_error_en); RESET discards posted WRs without completions and
+//     removes the QP's completions still in the CQ (rdma-core mlx5/verbs.c
+//     mlx5_modify_qp → mlx5_cq_clean), unless SimConfig says otherwise;
+//   * completion timestamps in the format the CQ asked for, refused where the
+//     device's clock mode lacks it (see SimConfig::ts_free_running);
+//   * a counted flow rule may be refused at creation even though counters
+//     can be created and attached (rdma-core mlx5/verbs.c
+//     mlx5_attach_counters_point_flow is bookkeeping in user space only);
+//   * a full CQ overruns: the completion is lost and a cq_error event raised;
+//   * faults are injected from outside: QP error, port down/up (also of a
+//     port the capture does not use), device fatal, a corrupted wr_id; each
+//     raises the async event real hardware raises.
+// Thread-safe: the wire side (deliver, faults) may run on another thread than
+// the engine's poll loop.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "formats/bytes.hpp"
+#include "lib/sources/verbs/seam.hpp"
+
+namespace ibvcap::sim {
+
+struct SimConfig {
+    std::string name = "sim_mlx5_0";
+    std::uint8_t port = 1;
+    std::string netdev = "sim0";
+    std::uint32_t max_qp_wr = 32768;
+    std::uint32_t max_cqe = 4194303;
+    std::uint32_t max_sge = 30;
+    bool raw_packet_qp = true;
+    bool flow_steering = true;
+    bool completion_timestamps = true;  // the device advertises them (ibv_query_device_ex)
+    // The timestamp formats the device's queues take, as mlx5 firmware sets
+    // them (kernel drivers/infiniband/hw/mlx5/qp.c get_ts_format, from the
+    // rq_ts_format capability): free-running only (the default, ConnectX-4/5),
+    // real-time only (ConnectX-6 Dx/7 with the real-time clock enabled), or
+    // both. A CQ asking for device ticks is accepted, then the QP refused
+    // with EOPNOTSUPP when the device has no free-running format; a CQ asking
+    // for wall-clock ns gets the real-time format where there is one, else a
+    // conversion of free-running ticks through the kernel's clock-info page
+    // (rdma-core providers/mlx5/verbs.c create_cq, mlx5/cq.c
+    // mlx5_cq_fill_pfns), else EOPNOTSUPP.
+    bool ts_free_running = true;
+    bool ts_real_time = false;
+    bool flow_counters = true;  // counters can be created and attached (the probe)
+    // How many counted flow rules the device grants before it refuses one at
+    // ibv_create_flow (EOPNOTSUPP); 0 refuses every counted rule.
+    std::uint32_t counted_rule_limit = 0xffffffffu;
+    // RESET removes the QP's completions still in the CQ, as mlx5 does. A
+    // provider that did not would leave completions of the old ring behind,
+    // which the engine's ring generation tells apart (tests only).
+    bool cq_clean_on_reset = true;
+    std::uint64_t clock_khz = 1'000'000;  // 1 GHz: one tick per nanosecond
+    std::uint64_t host_time_base_ns = 1'767'225'600'000'000'000ull;  // 2026-01-01
+    // Benchmarks only (bench/bench_engine.cpp): the bytes of SGE1 and later are
+    // not written, as when the payload slot is in GPU memory, whose DMA costs
+    // the NIC, not the CPU. Completions are unchanged (byte_len is the whole
+    // frame); the payload slots keep whatever they held.
+    bool skip_payload_dma = false;
+};
+
+// Counters the simulated NIC keeps, as an mlx5 port would show them under
+// /sys/class/infiniband/<dev>/ports/<port>/hw_counters and ethtool -S.
+struct SimCounters {
+    std::uint64_t rx_frames = 0;       // frames that arrived at the port while up
+    std::uint64_t steered = 0;         // matched a flow rule
+    std::uint64_t unmatched = 0;       // no rule matched: to the kernel
+    std::uint64_t out_of_buffer = 0;   // matched, but no WR posted / QP not ready
+    std::uint64_t link_down_lost = 0;  // sent while the port was down (never arrived)
+    std::uint64_t cq_overruns = 0;     // completions lost to a full CQ
+    std::uint64_t completions = 0;     // completions of any status
+};
+
+class SimHardware;
+
+// Lists and opens simulated devices. Tests keep the shared_ptr<SimHardware>
+// to play the wire and inject faults while the engine uses the Device.
+class SimProvider : public verbs::Provider {
+  public:
+    std::shared_ptr<SimHardware> add(SimConfig config);
+    std::vector<std::string> device_names() override;
+    std::unique_ptr<verbs::Device> open(const std::string& name, std::uint8_t port) override;
+
+  private:
+    std::vector<std::shared_ptr<SimHardware>> devices_;
+};
+
+class SimHardware {
+  public:
+    explicit SimHardware(SimConfig config);
+    ~SimHardware();
+    SimHardware(const SimHardware&) = delete;
+    SimHardware& operator=(const SimHardware&) = delete;
+
+    const SimConfig& config() const { return config_; }
+
+    // The wire: one Ethernet frame arrives at the port. Its completion
+    // timestamp is the device clock, which advances `ticks` per frame.
+    void deliver(Bytes frame, std::uint64_t ticks = 1000);
+
+    // Faults.
+    void inject_qp_error(std::uint32_t qp_num);  // QP → error, flush, qp_fatal event
+    void set_port_up(bool up);                   // port_error / port_active events
+    // A port event for another port of the device (a dual-port HCA): it
+    // reaches every open handle, as every ibv_context gets port events.
+    void raise_port_event(std::uint8_t port, bool up);
+    void raise_device_fatal();                     // device_fatal event; QPs → error
+    void corrupt_next_wr_id(std::uint64_t wr_id);  // the next completion carries it
+
+    SimCounters counters() const;
+    // Packets matched by the rules that carry a counter, summed.
+    std::uint64_t flow_counter_total() const;
+    std::size_t posted_wrs(std::uint32_t qp_num) const;  // WRs waiting on a QP
+    // The fewest WRs posted on any QP (0 without QPs): a test's wire waits for
+    // this to be non-zero to play a lossless sender, whatever the scheduler does.
+    std::size_t min_posted_wrs() const;
+    std::size_t flows() const;  // rules alive
+    std::size_t qps() const;    // QPs alive
+    // Objects destroyed out of order, which verbs refuses with EBUSY: a QP
+    // with flows still attached, a CQ with QPs still attached, a device
+    // handle with memory regions, CQs or QPs still alive.
+    std::size_t ordering_violations() const;
+
+    // Write hw_counters files the way mlx5 lays them out:
+    // root/<name>/ports/<port>/hw_counters/{out_of_buffer,...} and
+    // root/<name>/ports/<port>/state; for the counters reader's tests.
+    void write_sysfs(const std::filesystem::path& root) const;
+
+    // Used by the Device handle (test/sim/sim_nic.cpp); not for tests.
+    struct State;
+    State& state() { return *state_; }
+
+  private:
+    SimConfig config_;
+    std::unique_ptr<State> state_;
+};
+
+}  // namespace ibvcap::sim
