@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by the end-to-end tests (DESIGN §9): sourced by each test as
+# Shared by the end-to-end tests (docs/architecture.md, "Testing"): sourced by each test as
 #   source "$(dirname "$0")/lib.sh" "$@"      with "$@" = IBVCAP_BINARY SOURCE_DIR
 #
 # Every test runs on its own testbed (scripts/testbed.sh) named e2e<pid>, so
@@ -207,7 +207,7 @@ j() {
 }
 
 # streams_match REPORT TRUTH: every stream of the report equals the truth on
-# packets, missing, duplicates, out_of_order, first, last (docs/formats.md §5).
+# packets, missing, duplicates, out_of_order, first, last (docs/formats.md, "Worked example").
 streams_match() {
   local f='[.streams[] | {group, antenna, thread, packets, missing, duplicates, out_of_order, first, last}]
            | sort_by(.group, .antenna, .thread)'

@@ -14,7 +14,7 @@
 //     from decode; reserved bits and unmapped draft words are not promised);
 //   - validate_codif == none implies every condition it documents;
 //   - samples per frame and frames per period divide exactly as documented;
-//   - CodifTiming::next/gap/index agree with DESIGN §8 arithmetic.
+//   - CodifTiming::next/gap/index agree with docs/formats.md, "Sequence arithmetic".
 #include <array>
 #include <cstdint>
 #include <limits>

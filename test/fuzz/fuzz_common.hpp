@@ -1,5 +1,5 @@
-// Shared pieces of the fuzz targets (DESIGN §4.3, §9: fuzz targets for
-// everything that parses bytes from outside).
+// Shared pieces of the fuzz targets (docs/architecture.md, "Nothing from the wire is trusted" and
+// "Testing": fuzz targets for everything that parses bytes from outside).
 //
 // Each target is a named entry `int ibvcap_fuzz_X(const uint8_t*, size_t)`
 // (fuzz_entries.hpp). Built as a libFuzzer program (IBVCAP_FUZZ_MAIN defined,

@@ -1,6 +1,6 @@
 // The checks fuzz_demux and fuzz_pcap_file share: a Demux with a Ledger and no
 // writer, an observer that checks every CODIF frame the demux accepts, and the
-// ledger invariants at the end (DESIGN §4.1: every frame counted exactly once).
+// ledger invariants at the end (docs/architecture.md, "Every frame counted once").
 #pragma once
 
 #include <cstdint>
