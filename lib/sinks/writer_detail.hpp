@@ -1,0 +1,201 @@
+// The writer's private parts, shared by its two halves and by no one else:
+// the buffers, lanes and outputs (the producer fills them in writer.cpp, the
+// disk threads drain them in writer_io.cpp) and WriterIo, a disk thread's
+// work on one output. Include only from lib/sinks/writer*.cpp.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lib/sinks/writer.hpp"
+
+namespace ibvcap {
+
+namespace writer_detail {
+
+inline constexpr std::size_t kPage = 4096;  // O_DIRECT alignment (covers 512-byte sector devices)
+
+inline std::uint8_t* page_alloc(std::size_t bytes) {
+    // aligned_alloc needs a size that is a multiple of the alignment.
+    auto* p =
+        static_cast<std::uint8_t*>(std::aligned_alloc(kPage, (bytes + kPage - 1) / kPage * kPage));
+    if (p == nullptr) {
+        throw std::bad_alloc();
+    }
+    return p;
+}
+
+struct FreeDeleter {
+    void operator()(std::uint8_t* p) const { std::free(p); }
+};
+using PageBuffer = std::unique_ptr<std::uint8_t[], FreeDeleter>;
+
+// One piece of a record: bytes in the buffer itself, in host memory the
+// writer holds (a receive slot), or in device memory (read via `device`).
+struct Piece {
+    const std::uint8_t* ptr = nullptr;
+    std::size_t len = 0;
+    const DeviceMemory* device = nullptr;
+};
+
+}  // namespace writer_detail
+
+struct Writer::Buffer {
+    writer_detail::PageBuffer data;  // page-aligned: also an O_DIRECT source
+    std::size_t capacity = 0;
+    std::size_t used = 0;   // bytes copied into `data`
+    std::size_t bytes = 0;  // record bytes in all pieces (copied and held)
+    std::uint64_t records = 0;
+    Output* output = nullptr;  // nullptr: the end-of-stream marker
+    bool close_after = false;
+    bool rotate_before = false;
+    std::vector<writer_detail::Piece> pieces;
+    // Held frames: released (grouped by owner) once the buffer is written.
+    std::vector<SlotOwner*> owners;
+    std::vector<std::uint64_t> tokens;
+
+    Buffer(std::size_t bytes_, std::size_t max_holds)
+        : data(writer_detail::page_alloc(bytes_)), capacity(bytes_) {
+        pieces.reserve(max_holds * 3 + 8);
+        owners.reserve(max_holds);
+        tokens.reserve(max_holds);
+    }
+    void reset() {
+        used = 0;
+        bytes = 0;
+        records = 0;
+        close_after = false;
+        rotate_before = false;
+        pieces.clear();
+        owners.clear();
+        tokens.clear();
+    }
+    bool room(std::size_t record_bytes, std::size_t record_pieces, std::size_t max_holds) const {
+        return bytes + record_bytes <= capacity &&
+               pieces.size() + record_pieces <= pieces.capacity() && tokens.size() < max_holds;
+    }
+    void append_copy(Bytes b) {
+        if (b.empty()) {
+            return;
+        }
+        std::uint8_t* dst = data.get() + used;
+        std::memcpy(dst, b.data(), b.size());
+        if (!pieces.empty() && pieces.back().device == nullptr &&
+            pieces.back().ptr + pieces.back().len == dst) {
+            pieces.back().len += b.size();  // contiguous with the last copied bytes
+        } else {
+            pieces.push_back({dst, b.size(), nullptr});
+        }
+        used += b.size();
+        bytes += b.size();
+    }
+    void append_held(Bytes b, const DeviceMemory* device) {
+        if (!b.empty()) {
+            pieces.push_back({b.data(), b.size(), device});
+            bytes += b.size();
+        }
+    }
+};
+
+struct Writer::Lane {
+    std::vector<std::unique_ptr<Buffer>> pool;
+    moodycamel::BlockingReaderWriterQueue<Buffer*> full;
+    moodycamel::BlockingReaderWriterQueue<Buffer*> free;
+    std::thread thread;
+    // The disk thread's own: O_DIRECT gathering and the device bounce.
+    writer_detail::PageBuffer staging;
+    std::size_t staging_bytes = 0;
+    std::vector<iovec> iov;
+    std::vector<DeviceMemory::Copy> copies;
+    // Device memories `staging` is pinned with (DeviceMemory::pin_host_buffer),
+    // so device copies land in it by DMA; unpinned before it is freed.
+    std::vector<const DeviceMemory*> pinned_by;
+
+    explicit Lane(std::size_t queue_capacity) : full(queue_capacity), free(queue_capacity) {}
+    ~Lane() { unpin_staging(); }
+    Lane(const Lane&) = delete;
+    Lane& operator=(const Lane&) = delete;
+
+    void pin_staging(const DeviceMemory& device) {
+        if (staging && std::find(pinned_by.begin(), pinned_by.end(), &device) == pinned_by.end()) {
+            device.pin_host_buffer(staging.get(), staging_bytes);  // best effort
+            pinned_by.push_back(&device);
+        }
+    }
+    void unpin_staging() {
+        for (const DeviceMemory* d : pinned_by) {
+            d->unpin_host_buffer(staging.get());
+        }
+        pinned_by.clear();
+    }
+};
+
+struct Writer::Output {
+    // Set by the producer before any buffer for it is queued.
+    OutputFormat format{};
+    std::string path;
+    std::string group;
+    std::string antenna;
+    std::vector<std::uint8_t> preamble;
+    Lane* lane = nullptr;
+    // Producer side.
+    Buffer* current = nullptr;
+    std::uint64_t dropped_by_producer = 0;
+    std::uint64_t file_bytes = 0;  // rotation: bytes the current file will hold
+    std::uint64_t file_records = 0;
+    std::uint64_t file_period = 0;
+    bool rotate_pending = false;
+    bool in_holding = false;  // listed in Writer::holding_
+    // Disk-thread side; read by the producer only after the thread is joined.
+    int fd = -1;
+    bool failed = false;
+    std::uint64_t offset = 0;        // bytes in the current file, all whole records
+    std::uint64_t closed_bytes = 0;  // bytes in files already closed
+    std::uint64_t written_records = 0;
+    std::uint64_t dropped_by_writer = 0;
+    std::uint64_t file_index = 0;
+    std::uint64_t files = 0;  // files opened
+    std::string current_path;
+    std::string error;
+    writer_detail::PageBuffer carry;  // O_DIRECT: the bytes of the last, partial page
+    std::size_t carry_len = 0;
+};
+
+// The disk thread's work on one output; a friend in all but name
+// (writer_io.cpp).
+class WriterIo {
+  public:
+    WriterIo(const Writer::Options& options, Writer::Lane& lane) : options_(options), lane_(lane) {}
+
+    void write_buffer(Writer::Buffer& buffer, Writer::Output& out);
+    void fail_on_exception(Writer::Buffer& buffer, Writer::Output& out, const char* what);
+
+  private:
+    using Piece = writer_detail::Piece;
+
+    std::string file_path(const Writer::Output& out) const;
+    void fail(Writer::Output& out, const std::string& what, int err);
+    void open_file(Writer::Output& out);
+    void close_file(Writer::Output& out);
+    template <class Place>
+    void copy_device_pieces(std::span<const Piece> pieces, Place place);
+    int write_pieces(Writer::Output& out, std::span<const Piece> pieces, std::size_t bytes);
+    void ensure_staging(std::size_t bytes);
+    int write_buffered(Writer::Output& out, std::span<const Piece> pieces, std::size_t bytes);
+    int write_direct(Writer::Output& out, std::span<const Piece> pieces, std::size_t bytes);
+
+    const Writer::Options& options_;
+    Writer::Lane& lane_;
+};
+
+}  // namespace ibvcap

@@ -1,0 +1,333 @@
+// The disk threads' side of the writer (lib/sinks/writer.hpp): WriterIo
+// opens, writes, rotates and closes one output's files from the buffers the
+// producer hands over: pwritev straight from held receive slots, O_DIRECT in
+// whole aligned pages, device memory copied out in one batch per buffer, and
+// a write error cutting the file back to its last whole record. The producer
+// side and the disk threads' loop are in writer.cpp.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+#include "lib/sinks/writer_detail.hpp"
+
+namespace ibvcap {
+
+using writer_detail::kPage;
+using writer_detail::page_alloc;
+using writer_detail::Piece;
+
+namespace {
+
+// pwritev of every iovec (advancing through partial writes); 0 or an errno.
+int pwritev_all(int fd, iovec* iov, std::size_t count, std::uint64_t offset) {
+    for (;;) {
+        while (count > 0 && iov->iov_len == 0) {  // nothing to write there
+            ++iov;
+            --count;
+        }
+        if (count == 0) {
+            return 0;
+        }
+        const int chunk = static_cast<int>(std::min<std::size_t>(count, IOV_MAX));
+        const ssize_t n = ::pwritev(fd, iov, chunk, static_cast<off_t>(offset));
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return errno;
+        }
+        if (n == 0) {
+            return ENOSPC;
+        }
+        offset += static_cast<std::uint64_t>(n);
+        auto left = static_cast<std::size_t>(n);
+        while (count > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            ++iov;
+            --count;
+        }
+        if (left > 0) {
+            iov->iov_base = static_cast<std::uint8_t*>(iov->iov_base) + left;
+            iov->iov_len -= left;
+        }
+    }
+}
+
+// Write all of `bytes` at `offset`; returns 0 or an errno value.
+int pwrite_all(int fd, const std::uint8_t* bytes, std::size_t size, std::uint64_t offset) {
+    iovec one{const_cast<std::uint8_t*>(bytes), size};
+    return pwritev_all(fd, &one, 1, offset);
+}
+
+// O_DIRECT: whole pages from an aligned buffer at an aligned offset. A short
+// write (the disk filled, a size limit) leaves an unaligned remainder that
+// O_DIRECT refuses, so the next try restarts at the last whole page written
+// (rewriting it is harmless); without a page of progress, one more page is
+// tried to learn the real error.
+int pwrite_direct_all(int fd, const std::uint8_t* bytes, std::size_t size, std::uint64_t offset) {
+    while (size > 0) {
+        const ssize_t n = ::pwrite(fd, bytes, size, static_cast<off_t>(offset));
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return errno;
+        }
+        const std::size_t whole = static_cast<std::size_t>(n) / kPage * kPage;
+        if (whole == 0) {
+            if (static_cast<std::size_t>(n) == size) {
+                return 0;
+            }
+            const ssize_t again = ::pwrite(fd, bytes, kPage, static_cast<off_t>(offset));
+            return again < 0 ? errno : ENOSPC;
+        }
+        bytes += whole;
+        size -= std::min(size, whole);
+        offset += whole;
+    }
+    return 0;
+}
+
+bool is_regular(int fd) {
+    struct stat st {};
+    return fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
+void WriterIo::write_buffer(Writer::Buffer& buffer, Writer::Output& out) {
+    if (options_.abandon != nullptr && options_.abandon->load(std::memory_order_relaxed)) {
+        // Asked to stop at once: not written, counted. The file is still
+        // created with its header and closed below, so it is valid.
+        out.dropped_by_writer += buffer.records;
+        buffer.records = 0;
+        buffer.pieces.clear();
+        buffer.bytes = 0;
+    }
+    if (buffer.rotate_before && out.fd >= 0 && !out.failed) {
+        close_file(out);
+        ++out.file_index;
+    }
+    if (!out.failed && out.fd < 0) {
+        open_file(out);
+    }
+    if (!out.failed && buffer.records > 0) {
+        // (A buffer of empty records writes nothing but still counts them.)
+        if (const int err = write_pieces(out, buffer.pieces, buffer.bytes)) {
+            fail(out, "write failed", err);
+        } else {
+            out.written_records += buffer.records;
+        }
+    }
+    if (out.failed) {
+        out.dropped_by_writer += buffer.records;
+    }
+    if (buffer.close_after && out.fd >= 0) {
+        close_file(out);
+    }
+}
+
+// An exception escaped write_buffer: the output fails with its cause and
+// this buffer's records are counted as not written.
+void WriterIo::fail_on_exception(Writer::Buffer& buffer, Writer::Output& out, const char* what) {
+    if (!out.failed) {
+        out.failed = true;
+        out.error = fmt::format("write failed: {}", what);
+    }
+    out.dropped_by_writer += buffer.records;
+    buffer.records = 0;
+    if (buffer.close_after && out.fd >= 0) {
+        close_file(out);
+    }
+}
+
+std::string WriterIo::file_path(const Writer::Output& out) const {
+    const Writer::Rotation& r = options_.rotation;
+    if (!r.active()) {
+        return out.path;
+    }
+    return Writer::rotated_path(out.path, r.files > 0 ? out.file_index % r.files : out.file_index);
+}
+
+void WriterIo::fail(Writer::Output& out, const std::string& what, int err) {
+    out.failed = true;
+    out.error = fmt::format("{}: {}", what, std::strerror(err));
+    if (err == EINVAL && options_.direct_io) {
+        // After O_DIRECT writes have worked on this file, EINVAL means the
+        // kernel cut a write short (a full disk or a file size limit) and
+        // refused the unaligned rest.
+        out.error += out.offset > 0
+                         ? " (an O_DIRECT write was cut short: the disk is full or the file "
+                           "reached a size limit)"
+                         : " (this filesystem may not support O_DIRECT: drop --direct-io)";
+    }
+    // Cut any partial record: the file holds whole records only. Only a
+    // regular file can be cut (a FIFO or device has nothing to cut back).
+    if (is_regular(out.fd) && ::ftruncate(out.fd, static_cast<off_t>(out.offset)) != 0) {
+        out.error += " (and could not cut the file back to its last whole record)";
+    }
+}
+
+void WriterIo::open_file(Writer::Output& out) {
+    out.current_path = file_path(out);
+    int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+    if (options_.direct_io) {
+        flags |= O_DIRECT;
+    }
+    out.fd = ::open(out.current_path.c_str(), flags, 0644);
+    if (out.fd < 0) {
+        out.failed = true;
+        out.error = fmt::format("cannot create file: {}", std::strerror(errno));
+        if (errno == EINVAL && options_.direct_io) {
+            out.error += " (this filesystem does not support O_DIRECT: drop --direct-io)";
+        }
+        return;
+    }
+    ++out.files;
+    out.offset = 0;
+    out.carry_len = 0;
+    if (out.preamble.empty()) {
+        return;
+    }
+    const Piece p{out.preamble.data(), out.preamble.size(), nullptr};
+    if (const int err = write_pieces(out, {&p, 1}, p.len)) {
+        // Without its header the file is not valid in its format: remove
+        // it, but only a regular file (never a device node or a FIFO).
+        fail(out, "write failed", err);
+        const bool regular = is_regular(out.fd);
+        ::close(out.fd);
+        out.fd = -1;
+        if (regular && ::unlink(out.current_path.c_str()) == 0) {
+            out.error += " (file removed: its header could not be written)";
+        }
+    }
+}
+
+void WriterIo::close_file(Writer::Output& out) {
+    // O_DIRECT wrote the last page padded: cut the file to its length.
+    if (options_.direct_io && !out.failed && is_regular(out.fd) &&
+        ::ftruncate(out.fd, static_cast<off_t>(out.offset)) != 0) {
+        fail(out, "cannot set the file's final length", errno);
+    }
+    if (::close(out.fd) != 0 && !out.failed) {
+        out.failed = true;
+        out.error = fmt::format("close failed: {}", std::strerror(errno));
+    }
+    out.fd = -1;
+    out.closed_bytes += out.offset;
+    out.offset = 0;
+}
+
+// Copies every device piece into `dst` positions given by `place` in one
+// batch per device; host pieces are left to the caller.
+template <class Place>
+void WriterIo::copy_device_pieces(std::span<const Piece> pieces, Place place) {
+    for (std::size_t i = 0; i < pieces.size();) {
+        const DeviceMemory* device = pieces[i].device;
+        if (device == nullptr) {
+            ++i;
+            continue;
+        }
+        lane_.copies.clear();
+        for (; i < pieces.size(); ++i) {
+            if (pieces[i].device == nullptr) {
+                continue;
+            }
+            if (pieces[i].device != device) {
+                break;
+            }
+            lane_.copies.push_back({place(i), pieces[i].ptr, pieces[i].len});
+        }
+        // Every piece was completed by the NIC before it reached this
+        // buffer: one flush makes them all visible (DeviceMemory).
+        lane_.pin_staging(*device);
+        device->flush_nic_writes();
+        device->copy_to_host(lane_.copies);
+    }
+}
+
+// Appends `pieces` (`bytes` in all) to the current file at out.offset;
+// 0 or an errno. On success out.offset has moved past them.
+int WriterIo::write_pieces(Writer::Output& out, std::span<const Piece> pieces, std::size_t bytes) {
+    ensure_staging(bytes);
+    return options_.direct_io ? write_direct(out, pieces, bytes)
+                              : write_buffered(out, pieces, bytes);
+}
+
+void WriterIo::ensure_staging(std::size_t bytes) {
+    const std::size_t need = bytes + 2 * kPage;
+    if (lane_.staging_bytes < need) {
+        lane_.unpin_staging();
+        lane_.staging.reset(page_alloc(need));
+        lane_.staging_bytes = need;
+    }
+}
+
+int WriterIo::write_buffered(Writer::Output& out, std::span<const Piece> pieces,
+                             std::size_t bytes) {
+    if (pieces.size() == 1 && pieces[0].device == nullptr) {
+        if (const int err = pwrite_all(out.fd, pieces[0].ptr, pieces[0].len, out.offset)) {
+            return err;
+        }
+        out.offset += bytes;
+        return 0;
+    }
+    // Device pieces go through the bounce buffer (one batch); the rest is
+    // written in place by the kernel.
+    std::size_t bounce = 0;
+    lane_.iov.resize(pieces.size());
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+        if (pieces[i].device != nullptr) {
+            lane_.iov[i] = {lane_.staging.get() + bounce, pieces[i].len};
+            bounce += pieces[i].len;
+        } else {
+            lane_.iov[i] = {const_cast<std::uint8_t*>(pieces[i].ptr), pieces[i].len};
+        }
+    }
+    if (bounce > 0) {
+        copy_device_pieces(pieces, [&](std::size_t i) { return lane_.iov[i].iov_base; });
+    }
+    if (const int err = pwritev_all(out.fd, lane_.iov.data(), lane_.iov.size(), out.offset)) {
+        return err;
+    }
+    out.offset += bytes;
+    return 0;
+}
+
+int WriterIo::write_direct(Writer::Output& out, std::span<const Piece> pieces, std::size_t bytes) {
+    if (!out.carry) {
+        out.carry.reset(page_alloc(kPage));
+    }
+    std::uint8_t* staging = lane_.staging.get();
+    const std::uint64_t base = out.offset - out.carry_len;  // page-aligned
+    std::memcpy(staging, out.carry.get(), out.carry_len);
+    std::size_t pos = out.carry_len;
+    lane_.iov.resize(pieces.size());  // reused as the positions of device pieces
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+        lane_.iov[i].iov_base = staging + pos;
+        if (pieces[i].device == nullptr) {
+            std::memcpy(staging + pos, pieces[i].ptr, pieces[i].len);
+        }
+        pos += pieces[i].len;
+    }
+    copy_device_pieces(pieces, [&](std::size_t i) { return lane_.iov[i].iov_base; });
+    const std::size_t padded = (pos + kPage - 1) / kPage * kPage;
+    std::memset(staging + pos, 0, padded - pos);
+    if (const int err = pwrite_direct_all(out.fd, staging, padded, base)) {
+        return err;
+    }
+    out.offset += bytes;
+    const std::uint64_t new_base = out.offset / kPage * kPage;
+    out.carry_len = static_cast<std::size_t>(out.offset - new_base);
+    std::memcpy(out.carry.get(), staging + (new_base - base), out.carry_len);
+    return 0;
+}
+
+}  // namespace ibvcap
