@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "formats/codif.hpp"
-#include "lib/ledger/ledger.hpp"
 #include "lib/netaddr.hpp"
 
 namespace ibvcap {
