@@ -12,6 +12,7 @@
 
 #include "frames.hpp"
 #include "lib/sources/verbs/engine.hpp"
+#include "lib/sources/verbs/wr_id.hpp"
 #include "test/sim/sim_nic.hpp"
 
 namespace ibvcap {
@@ -20,14 +21,14 @@ namespace {
 constexpr std::uint32_t kDepth = 16;
 const Endpoint kG1{test::kGroup1, 36001};
 
-// The wr_id layout the engine posts (lib/sources/verbs/engine.cpp make_wr_id):
+// The wr_id layout the engine posts (lib/sources/verbs/wr_id.hpp):
 // QP index (16 bits) | ring generation (16 bits) | slot (32 bits).
-std::uint64_t wr_id(std::uint64_t qp, std::uint64_t generation, std::uint64_t slot) {
-    return (qp << 48) | (generation << 32) | slot;
+std::uint64_t wr_id(std::uint16_t qp, std::uint16_t generation, std::uint32_t slot) {
+    return WrId{qp, generation, slot}.encode();
 }
-// A lease token (VerbsEngine::handle): QP index << 32 | slot.
-std::uint64_t token(std::uint64_t qp, std::uint64_t slot) {
-    return (qp << 32) | slot;
+// A lease token (lib/sources/verbs/wr_id.hpp): QP index << 32 | slot.
+std::uint64_t token(std::uint32_t qp, std::uint32_t slot) {
+    return LeaseToken{qp, slot}.encode();
 }
 
 std::vector<std::uint8_t> frame(std::uint32_t n) {
@@ -253,6 +254,27 @@ TEST(EngineChecks, AReleaseOfATokenNeverHandedOutIsCountedAndPostsNothing) {
     expect_each_frame_once(rig, 1 + 2 * kDepth);
     EXPECT_EQ(rig.stream().sequence.missing(), 0u);
     EXPECT_EQ(rig.posted(), kDepth);
+}
+
+// The layouts themselves, at run time as well as in wr_id.hpp's static_asserts:
+// each field in its own bits, read back as written.
+TEST(EngineChecks, AWrIdAndALeaseTokenKeepTheirFieldsInTheirBits) {
+    EXPECT_EQ(wr_id(0x1234, 0x5678, 0x9abcdef0u), 0x1234'5678'9abc'def0ull);
+    EXPECT_EQ(wr_id(1, 0, 0), 1ull << 48);
+    EXPECT_EQ(wr_id(0, 1, 0), 1ull << 32);
+    EXPECT_EQ(wr_id(0, 0, 1), 1ull);
+    const WrId id = WrId::decode(0xfedc'ba98'7654'3210ull);
+    EXPECT_EQ(id.qp, 0xfedcu);
+    EXPECT_EQ(id.generation, 0xba98u);
+    EXPECT_EQ(id.slot, 0x7654'3210u);
+    EXPECT_EQ(id.encode(), 0xfedc'ba98'7654'3210ull);
+
+    EXPECT_EQ(token(0x1234'5678u, 0x9abc'def0u), 0x1234'5678'9abc'def0ull);
+    EXPECT_EQ(token(1, 0), 1ull << 32);
+    const LeaseToken t = LeaseToken::decode(0xfedc'ba98'7654'3210ull);
+    EXPECT_EQ(t.qp, 0xfedc'ba98u);
+    EXPECT_EQ(t.slot, 0x7654'3210u);
+    EXPECT_EQ(t.encode(), 0xfedc'ba98'7654'3210ull);
 }
 
 }  // namespace

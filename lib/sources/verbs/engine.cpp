@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -17,6 +18,7 @@
 
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
+#include "lib/sources/verbs/wr_id.hpp"
 
 namespace ibvcap {
 
@@ -28,10 +30,8 @@ std::uint32_t round_up(std::uint32_t v, std::uint32_t to) {
     return (v + to - 1) / to * to;
 }
 
-// wr_id = QP index (16 bits) | ring generation (16 bits) | slot (32 bits).
-std::uint64_t make_wr_id(std::uint32_t qp, std::uint16_t generation, std::uint64_t slot) {
-    return (std::uint64_t{qp} << 48) | (std::uint64_t{generation} << 32) | slot;
-}
+// Every slot of a ring fits the wr_id's and the lease token's slot field.
+static_assert(std::numeric_limits<decltype(EngineOptions::ring_depth)>::digits <= WrId::kSlotBits);
 
 std::uint64_t realtime_ns() {
     timespec ts{};
@@ -180,13 +180,13 @@ class VerbsEngine::Releases final : public SlotOwner {
 };
 
 struct VerbsEngine::Qp {
-    std::uint32_t index = 0;
+    std::uint16_t index = 0;  // the QP field of its wr_ids and lease tokens
     Endpoint group;
     std::uint32_t antenna = 0;  // 0: any source
     std::string label;
     std::uint32_t depth = 0;
-    std::uint16_t generation = 0;   // bumped by each recovery; part of every wr_id
-    PayloadMemory::Region payload;  // outlives the QP (declared before it)
+    decltype(WrId::generation) generation = 0;  // bumped by each recovery; part of every wr_id
+    PayloadMemory::Region payload;              // outlives the QP (declared before it)
     std::unique_ptr<verbs::QueuePair> qp;
     std::vector<std::unique_ptr<verbs::Flow>> flows;  // destroyed before the QP
     std::vector<std::uint8_t> outstanding;            // per slot: posted, not completed
@@ -285,12 +285,12 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
         header_mr_ = device_.register_memory(p, arena);
     }
 
-    if (plan.size() > 0xffff) {
+    if (plan.size() > std::numeric_limits<decltype(WrId::qp)>::max()) {
         throw std::invalid_argument("more than 65535 queue pairs on one device");
     }
     for (std::size_t i = 0; i < plan.size(); ++i) {
         auto q = std::make_unique<Qp>();
-        q->index = static_cast<std::uint32_t>(i);
+        q->index = static_cast<std::uint16_t>(i);
         q->group = plan[i].first;
         q->antenna = plan[i].second;
         q->label = plan[i].second == 0
@@ -413,7 +413,7 @@ std::uint64_t VerbsEngine::payload_offset(std::uint64_t slot) const {
 
 verbs::RecvRequest VerbsEngine::request_for(const Qp& q, std::uint64_t slot) const {
     verbs::RecvRequest r;
-    r.wr_id = make_wr_id(q.index, q.generation, slot);
+    r.wr_id = WrId{q.index, q.generation, static_cast<std::uint32_t>(slot)}.encode();
     const verbs::Sge payload{q.payload.nic_address + payload_offset(slot), payload_bytes_,
                              q.payload.mr->lkey()};
     if (options_.split) {
@@ -459,8 +459,7 @@ void VerbsEngine::take_releases() {
     }
     for (const std::uint64_t token : released_) {
         // Tokens come back from other threads: checked like any wr_id.
-        const std::uint64_t qi = token >> 32;
-        const std::uint64_t slot = token & 0xffffffffu;
+        const auto [qi, slot] = LeaseToken::decode(token);
         if (qi >= qps_.size() || slot >= qps_[qi]->depth || qps_[qi]->held[slot] == 0) {
             ++stats_.bad_release;
             continue;
@@ -549,7 +548,7 @@ void VerbsEngine::flush_reposts(Qp& q) {
     }
     q.qp->post_recv(q.reposts);
     for (const auto& r : q.reposts) {
-        q.outstanding[r.wr_id & 0xffffffffu] = 1;
+        q.outstanding[WrId::decode(r.wr_id).slot] = 1;
     }
     q.outstanding_count += static_cast<std::uint32_t>(q.reposts.size());
     q.reposts.clear();
@@ -602,15 +601,14 @@ void VerbsEngine::handle(const verbs::Completion& c) {
     // QP and a slot that is posted. The wr_id is all there is to go by: the
     // completion's qpn field holds the flow tag on an mlx5 raw-packet QP, not
     // the QP (lib/sources/verbs/seam.hpp, Completion::qp_num).
-    const std::uint64_t qi = c.wr_id >> 48;
-    const auto generation = static_cast<std::uint16_t>(c.wr_id >> 32);
-    const std::uint64_t slot = c.wr_id & 0xffffffffu;
-    if (qi >= qps_.size()) {
+    const WrId id = WrId::decode(c.wr_id);
+    const std::uint32_t slot = id.slot;
+    if (id.qp >= qps_.size()) {
         ++stats_.bad_wr_id;
         return;
     }
-    Qp& q = *qps_[qi];
-    if (generation != q.generation && slot < q.depth) {
+    Qp& q = *qps_[id.qp];
+    if (id.generation != q.generation && slot < q.depth) {
         // From the ring before a recovery: its slot has been re-posted since,
         // so a frame it carried may be overwritten. Dropped, and counted.
         ++stats_.stale_completions;
@@ -673,7 +671,7 @@ void VerbsEngine::handle(const verbs::Completion& c) {
             FrameLease lease;
             if (options_.zero_copy) {
                 lease.owner = releases_.get();
-                lease.token = (qi << 32) | slot;
+                lease.token = LeaseToken{q.index, slot}.encode();
                 lease.allowed = q.held_count < hold_limit_;
                 lease.pressure = q.held_count >= hold_limit_ / 2;
                 stats_.hold_refused += lease.allowed ? 0 : 1;
@@ -723,11 +721,10 @@ std::size_t VerbsEngine::poll_once() {
             if (i + 1 < n) {
                 // The next frame's headers: the demux reads them first. (Only
                 // an address inside a ring is computed; prefetch never faults.)
-                const std::uint64_t next = batch_[i + 1].wr_id;
-                const std::uint64_t qi = next >> 48;
-                if (qi < qps_.size() && (next & 0xffffffffu) < qps_[qi]->depth) {
-                    const Qp& nq = *qps_[qi];
-                    const std::uint64_t slot = next & 0xffffffffu;
+                const WrId next = WrId::decode(batch_[i + 1].wr_id);
+                if (next.qp < qps_.size() && next.slot < qps_[next.qp]->depth) {
+                    const Qp& nq = *qps_[next.qp];
+                    const std::uint64_t slot = next.slot;
                     if (options_.split) {
                         __builtin_prefetch(header_slot(nq, slot));
                     } else if (nq.payload.host_view != nullptr) {
