@@ -1,206 +1,34 @@
+// The verbs engine (lib/sources/verbs/engine.hpp) outside its poll loop: the
+// plan (CQ, QPs, rings, memory) built from the options and the device's
+// limits, the start and stop orders, asynchronous events, the watchdog, the
+// rules' counters and the ledger entries. The poll loop, the per-packet
+// path, is in engine_poll.cpp.
 #include "lib/sources/verbs/engine.hpp"
 
 #include <fmt/format.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <new>
 #include <optional>
-#include <span>
 #include <stdexcept>
 #include <system_error>
-#include <thread>
 
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
+#include "lib/sources/verbs/engine_internal.hpp"
 #include "lib/sources/verbs/wr_id.hpp"
 
 namespace ibvcap {
-
-namespace {
-
-constexpr std::uint32_t kSlotAlign = 64;
-
-std::uint32_t round_up(std::uint32_t v, std::uint32_t to) {
-    return (v + to - 1) / to * to;
-}
-
-// Every slot of a ring fits the wr_id's and the lease token's slot field.
-static_assert(std::numeric_limits<decltype(EngineOptions::ring_depth)>::digits <= WrId::kSlotBits);
-
-std::uint64_t realtime_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
-           static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-// Where the UDP payload starts, read from the few header bytes that decide it
-// (EtherType/VLAN tags and IHL); 0 when the head is too short to say.
-std::size_t quick_udp_payload_offset(Bytes head) {
-    std::size_t off = 12;
-    for (int tag = 0; tag <= 2; ++tag) {
-        if (head.size() < off + 2) {
-            return 0;
-        }
-        const std::uint16_t type = load_be16(head.data() + off);
-        if (type != kEtherTypeVlan && type != kEtherTypeQinQ) {
-            break;
-        }
-        off += kVlanTagBytes;
-    }
-    off += 2;
-    if (head.size() <= off) {
-        return 0;
-    }
-    return off + std::size_t{4} * (head[off] & 0x0fu) + kUdpHeaderBytes;
-}
-
-class HostPayloadMemory final : public PayloadMemory {
-  public:
-    Region allocate(verbs::Device& device, std::size_t bytes) override {
-        void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
-        if (p == nullptr) {
-            throw std::bad_alloc();
-        }
-        std::shared_ptr<void> owner(p, std::free);
-        std::memset(p, 0, bytes);  // touch the pages before the NIC writes them
-        Region r;
-        r.mr = device.register_memory(p, bytes);
-        r.nic_address = reinterpret_cast<std::uintptr_t>(p);
-        r.host_view = static_cast<std::uint8_t*>(p);
-        r.owner = std::move(owner);
-        return r;
-    }
-    std::string describe() const override { return "host memory"; }
-};
-
-}  // namespace
-
-std::unique_ptr<PayloadMemory> make_host_payload_memory() {
-    return std::make_unique<HostPayloadMemory>();
-}
 
 std::uint32_t max_payload_bytes(const EngineOptions& options) {
     constexpr auto kHeaders =
         static_cast<std::uint32_t>(kPlainUdpPayloadOffset + kCodifHeaderBytes);
     return options.max_frame_bytes > kHeaders ? options.max_frame_bytes - kHeaders : 0;
 }
-
-PayloadMemory::Region StandinDevicePayloadMemory::allocate(verbs::Device& device,
-                                                           std::size_t bytes) {
-    Region r = HostPayloadMemory().allocate(device, bytes);
-    r.device_view = r.host_view;
-    r.host_view = nullptr;
-    r.device = this;
-    return r;
-}
-
-std::string StandinDevicePayloadMemory::describe() const {
-    return "host memory standing in for GPU memory (read only through batched copies)";
-}
-
-void StandinDevicePayloadMemory::flush_nic_writes() const {
-    sticky_.run([&] {
-        log_.record(DeviceCallLog::Call::flush);
-        log_.flushed();
-    });
-}
-
-// Host memory needs no page-locking here; the call is logged as the GPU
-// build's cudaHostRegister / cudaHostUnregister would be.
-bool StandinDevicePayloadMemory::pin_host_buffer(void*, std::size_t) const {
-    log_.record(DeviceCallLog::Call::pin);
-    return true;
-}
-
-void StandinDevicePayloadMemory::unpin_host_buffer(void*) const {
-    log_.record(DeviceCallLog::Call::pin);
-}
-
-void StandinDevicePayloadMemory::copy_to_host(std::span<const Copy> copies) const {
-    sticky_.run([&] {
-        if (batches_.load(std::memory_order_relaxed) >= fail_after_) {
-            after_fault_.fetch_add(1, std::memory_order_relaxed);
-            throw std::runtime_error(
-                "cudaMemcpy2DAsync: an illegal memory access was "
-                "encountered (injected)");
-        }
-        std::uint64_t bytes = 0;
-        for (const auto& c : copies) {
-            bytes += c.bytes;
-        }
-        // One batch is one call in the GPU build (plan_strided_copies, or a
-        // gather kernel for the block rings) and one stream synchronize.
-        log_.record(DeviceCallLog::Call::copy, copies.size(), bytes);
-        log_.record(DeviceCallLog::Call::synchronize);
-        log_.read();
-        batches_.fetch_add(1, std::memory_order_relaxed);
-        copies_.fetch_add(copies.size(), std::memory_order_relaxed);
-        for (const auto& c : copies) {
-            std::memcpy(c.dst, c.src, c.bytes);
-        }
-    });
-}
-
-// Tokens released by consumer threads, taken by the poll thread. The poll
-// thread only try_locks (it never waits); both vectors are reserved for every
-// slot a run can hold, and swapped, so the poll thread never allocates.
-class VerbsEngine::Releases final : public SlotOwner {
-  public:
-    explicit Releases(std::size_t capacity) { pending_.reserve(capacity); }
-    void release(std::span<const std::uint64_t> tokens) override {
-        const std::lock_guard lock(mu_);
-        pending_.insert(pending_.end(), tokens.begin(), tokens.end());
-        has_.store(true, std::memory_order_release);
-    }
-    // Poll thread: swaps the pending tokens into `out` (empty on entry).
-    bool take(std::vector<std::uint64_t>& out) {
-        if (!has_.load(std::memory_order_acquire)) {
-            return false;
-        }
-        const std::unique_lock lock(mu_, std::try_to_lock);
-        if (!lock.owns_lock()) {
-            return false;  // a consumer is appending: next poll
-        }
-        out.swap(pending_);
-        has_.store(false, std::memory_order_relaxed);
-        return true;
-    }
-
-  private:
-    std::mutex mu_;
-    std::vector<std::uint64_t> pending_;
-    std::atomic<bool> has_{false};
-};
-
-struct VerbsEngine::Qp {
-    std::uint16_t index = 0;  // the QP field of its wr_ids and lease tokens
-    Endpoint group;
-    std::uint32_t antenna = 0;  // 0: any source
-    std::string label;
-    std::uint32_t depth = 0;
-    decltype(WrId::generation) generation = 0;  // bumped by each recovery; part of every wr_id
-    PayloadMemory::Region payload;              // outlives the QP (declared before it)
-    std::unique_ptr<verbs::QueuePair> qp;
-    std::vector<std::unique_ptr<verbs::Flow>> flows;  // destroyed before the QP
-    std::vector<std::uint8_t> outstanding;            // per slot: posted, not completed
-    std::vector<std::uint16_t> held;                  // per slot: consumers holding it
-    std::uint32_t held_count = 0;                     // slots with held > 0
-    std::uint32_t outstanding_count = 0;
-    std::vector<verbs::RecvRequest> reposts;
-    bool needs_recovery = false;
-    std::chrono::steady_clock::time_point error_since{};
-    std::uint64_t delivered = 0;  // completions of frames the NIC steered here
-    std::atomic<std::uint64_t> delivered_published{0};  // for the watchdog's thread
-    std::uint64_t watch_matched = 0;  // the watchdog's last reading (its thread only)
-    std::uint64_t watch_delivered = 0;
-};
 
 VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& demux, Ledger& ledger,
                          PayloadMemory& payload, MembershipFactory memberships)
@@ -403,31 +231,6 @@ std::size_t VerbsEngine::queue_pairs() const {
     return qps_.size();
 }
 
-std::uint8_t* VerbsEngine::header_slot(const Qp& q, std::uint64_t slot) const {
-    return header_arena_.get() + (std::size_t{q.index} * q.depth + slot) * header_stride_;
-}
-
-std::uint64_t VerbsEngine::payload_offset(std::uint64_t slot) const {
-    return slot * round_up(payload_bytes_, kSlotAlign);
-}
-
-verbs::RecvRequest VerbsEngine::request_for(const Qp& q, std::uint64_t slot) const {
-    verbs::RecvRequest r;
-    r.wr_id = WrId{q.index, q.generation, static_cast<std::uint32_t>(slot)}.encode();
-    const verbs::Sge payload{q.payload.nic_address + payload_offset(slot), payload_bytes_,
-                             q.payload.mr->lkey()};
-    if (options_.split) {
-        r.sge[0] = {reinterpret_cast<std::uintptr_t>(header_slot(q, slot)), header_bytes_,
-                    header_mr_->lkey()};
-        r.sge[1] = payload;
-        r.num_sge = 2;
-    } else {
-        r.sge[0] = payload;
-        r.num_sge = 1;
-    }
-    return r;
-}
-
 std::optional<std::uint64_t> VerbsEngine::rule_matches(Qp& q) {
     std::optional<std::uint64_t> matched;
     for (auto& f : q.flows) {
@@ -436,45 +239,6 @@ std::optional<std::uint64_t> VerbsEngine::rule_matches(Qp& q) {
         }
     }
     return matched;
-}
-
-void VerbsEngine::post_all(Qp& q) {
-    // Every slot but those a consumer holds (they are posted on release).
-    q.reposts.clear();
-    std::fill(q.outstanding.begin(), q.outstanding.end(), std::uint8_t{0});
-    for (std::uint32_t slot = 0; slot < q.depth; ++slot) {
-        if (q.held[slot] == 0) {
-            q.reposts.push_back(request_for(q, slot));
-            q.outstanding[slot] = 1;
-        }
-    }
-    q.qp->post_recv(q.reposts);
-    q.outstanding_count = static_cast<std::uint32_t>(q.reposts.size());
-    q.reposts.clear();
-}
-
-void VerbsEngine::take_releases() {
-    if (!releases_->take(released_)) {
-        return;
-    }
-    for (const std::uint64_t token : released_) {
-        // Tokens come back from other threads: checked like any wr_id.
-        const auto [qi, slot] = LeaseToken::decode(token);
-        if (qi >= qps_.size() || slot >= qps_[qi]->depth || qps_[qi]->held[slot] == 0) {
-            ++stats_.bad_release;
-            continue;
-        }
-        Qp& q = *qps_[qi];
-        if (--q.held[slot] == 0) {
-            --q.held_count;
-            --held_total_;
-            // Into the next batch; a QP awaiting recovery posts it in post_all.
-            if (!q.needs_recovery) {
-                q.reposts.push_back(request_for(q, slot));
-            }
-        }
-    }
-    released_.clear();
 }
 
 void VerbsEngine::start() {
@@ -542,218 +306,6 @@ std::unique_ptr<verbs::Flow> VerbsEngine::create_flow(Qp& q, const verbs::FlowMa
     }
 }
 
-void VerbsEngine::flush_reposts(Qp& q) {
-    if (q.reposts.empty() || q.needs_recovery) {
-        return;
-    }
-    q.qp->post_recv(q.reposts);
-    for (const auto& r : q.reposts) {
-        q.outstanding[WrId::decode(r.wr_id).slot] = 1;
-    }
-    q.outstanding_count += static_cast<std::uint32_t>(q.reposts.size());
-    q.reposts.clear();
-}
-
-void VerbsEngine::recover(Qp& q) {
-    // DESIGN §4.6: drained (or timed out), then RESET → INIT → re-post → RTR.
-    q.qp->modify(verbs::QpState::reset);  // discards whatever is still posted
-    // Completions of the old ring still in the CQ (a drain that timed out)
-    // carry the old generation and are told apart from the new ring's.
-    ++q.generation;
-    q.qp->modify(verbs::QpState::init);
-    post_all(q);
-    q.qp->modify(verbs::QpState::rtr);
-    q.needs_recovery = false;
-    ++stats_.recoveries;
-}
-
-std::uint64_t VerbsEngine::timestamp_ns(const verbs::Completion& c) {
-    if (!c.has_timestamp) {
-        return batch_realtime_ns_;
-    }
-    if (timestamps_ == verbs::TimestampFormat::wallclock_ns) {
-        return c.hw_timestamp;
-    }
-    // Resynced once a second, so the tick delta times 10^6 stays far from overflow.
-    const auto delta = static_cast<std::int64_t>(c.hw_timestamp - clock_ticks0_);
-    const std::int64_t ns = delta * 1'000'000 / static_cast<std::int64_t>(clock_khz_);
-    return static_cast<std::uint64_t>(static_cast<std::int64_t>(clock_ns0_) + ns);
-}
-
-void VerbsEngine::resync_clock() {
-    if (timestamps_ != verbs::TimestampFormat::device_ticks) {
-        return;
-    }
-    if (const auto pair = device_.clock_pair()) {
-        clock_ticks0_ = pair->first;
-        clock_ns0_ = pair->second;
-    }
-    last_clock_sync_ = std::chrono::steady_clock::now();
-}
-
-void VerbsEngine::handle(const verbs::Completion& c) {
-    ++stats_.completions;
-    const auto status_index = static_cast<std::size_t>(c.status);
-    if (status_index < std::size(stats_.wc_by_status)) {
-        ++stats_.wc_by_status[status_index];
-    }
-    // Nothing from a completion is trusted (DESIGN §4.3): the wr_id must name a
-    // QP and a slot that is posted. The wr_id is all there is to go by: the
-    // completion's qpn field holds the flow tag on an mlx5 raw-packet QP, not
-    // the QP (lib/sources/verbs/seam.hpp, Completion::qp_num).
-    const WrId id = WrId::decode(c.wr_id);
-    const std::uint32_t slot = id.slot;
-    if (id.qp >= qps_.size()) {
-        ++stats_.bad_wr_id;
-        return;
-    }
-    Qp& q = *qps_[id.qp];
-    if (id.generation != q.generation && slot < q.depth) {
-        // From the ring before a recovery: its slot has been re-posted since,
-        // so a frame it carried may be overwritten. Dropped, and counted.
-        ++stats_.stale_completions;
-        if (c.status == verbs::WcStatus::success) {
-            ++stats_.stale_frames;
-        }
-        return;
-    }
-    if (slot >= q.depth || q.outstanding[slot] == 0) {
-        ++stats_.bad_wr_id;
-        return;
-    }
-    q.outstanding[slot] = 0;
-    --q.outstanding_count;
-
-    auto repost = [&] {
-        q.reposts.push_back(request_for(q, slot));
-        if (q.reposts.size() >= options_.repost_batch) {
-            flush_reposts(q);
-        }
-    };
-
-    switch (c.status) {
-        case verbs::WcStatus::success: {
-            ++q.delivered;
-            const std::uint32_t capacity =
-                options_.split ? header_bytes_ + payload_bytes_ : payload_bytes_;
-            if (c.byte_len > capacity || c.byte_len == 0) {
-                ++stats_.bad_byte_len;
-                repost();
-                return;
-            }
-            Frame f;
-            if (options_.split) {
-                const std::uint32_t in_head = std::min(c.byte_len, header_bytes_);
-                f.head = Bytes(header_slot(q, slot), in_head);
-                if (q.payload.host_view != nullptr) {
-                    f.tail =
-                        Bytes(q.payload.host_view + payload_offset(slot), c.byte_len - in_head);
-                } else {
-                    // GPU memory: never read here; consumers hold the slot and
-                    // copy on their own threads (Frame::tail_device).
-                    f.tail =
-                        Bytes(q.payload.device_view + payload_offset(slot), c.byte_len - in_head);
-                    f.tail_device = q.payload.device;
-                }
-                if (!f.tail.empty() &&
-                    quick_udp_payload_offset(f.head) + kCodifHeaderBytes != header_bytes_) {
-                    // A VLAN tag or IP options the ring was not sized for: the
-                    // payload in SGE1 is shifted. Parsed correctly all the same.
-                    ++stats_.split_misaligned;
-                }
-            } else {
-                f.head = Bytes(q.payload.host_view + payload_offset(slot), c.byte_len);
-            }
-            f.wire_bytes = c.byte_len;
-            f.timestamp_ns = timestamp_ns(c);
-            ++stats_.frames;
-            bytes_ += c.byte_len;
-            FrameLease lease;
-            if (options_.zero_copy) {
-                lease.owner = releases_.get();
-                lease.token = LeaseToken{q.index, slot}.encode();
-                lease.allowed = q.held_count < hold_limit_;
-                lease.pressure = q.held_count >= hold_limit_ / 2;
-                stats_.hold_refused += lease.allowed ? 0 : 1;
-                f.lease = &lease;
-            }
-            demux_.on_frame(f);
-            if (lease.holds > 0) {
-                q.held[slot] =
-                    static_cast<std::uint16_t>(std::min<std::uint32_t>(lease.holds, 0xffff));
-                ++q.held_count;
-                ++held_total_;
-                ++stats_.held;
-                return;
-            }
-            repost();
-            return;
-        }
-        case verbs::WcStatus::loc_len_err:
-            // Larger than the slot: the frame is lost, the WR is consumed and
-            // the QP stays ready (DESIGN §4.6).
-            ++q.delivered;
-            repost();
-            return;
-        case verbs::WcStatus::wr_flush_err:
-        case verbs::WcStatus::loc_prot_err:
-        case verbs::WcStatus::loc_qp_op_err:
-        case verbs::WcStatus::other:
-            if (!q.needs_recovery) {
-                q.needs_recovery = true;
-                q.error_since = std::chrono::steady_clock::now();
-            }
-            return;
-    }
-}
-
-std::size_t VerbsEngine::poll_once() {
-    ++stats_.polls;
-    take_releases();
-    const std::size_t n = cq_->poll(batch_);
-    if (n == 0) {
-        ++stats_.empty_polls;
-    } else {
-        if (timestamps_ == verbs::TimestampFormat::none) {
-            batch_realtime_ns_ = realtime_ns();
-        }
-        for (std::size_t i = 0; i < n; ++i) {
-            if (i + 1 < n) {
-                // The next frame's headers: the demux reads them first. (Only
-                // an address inside a ring is computed; prefetch never faults.)
-                const WrId next = WrId::decode(batch_[i + 1].wr_id);
-                if (next.qp < qps_.size() && next.slot < qps_[next.qp]->depth) {
-                    const Qp& nq = *qps_[next.qp];
-                    const std::uint64_t slot = next.slot;
-                    if (options_.split) {
-                        __builtin_prefetch(header_slot(nq, slot));
-                    } else if (nq.payload.host_view != nullptr) {
-                        __builtin_prefetch(nq.payload.host_view + payload_offset(slot));
-                    }
-                }
-            }
-            handle(batch_[i]);
-        }
-        published_.store(stats_.frames, std::memory_order_relaxed);
-        bytes_published_.store(bytes_, std::memory_order_relaxed);
-        for (auto& q : qps_) {
-            q->delivered_published.store(q->delivered, std::memory_order_relaxed);
-        }
-    }
-    held_published_.store(held_total_, std::memory_order_relaxed);
-    for (auto& q : qps_) {
-        if (q->needs_recovery) {
-            if (q->outstanding_count == 0 ||
-                std::chrono::steady_clock::now() - q->error_since >= options_.drain_timeout) {
-                recover(*q);
-            }
-        } else {
-            flush_reposts(*q);
-        }
-    }
-    return n;
-}
-
 void VerbsEngine::handle_event(const verbs::AsyncEvent& event) {
     const bool port_event =
         event.kind == verbs::EventKind::port_error || event.kind == verbs::EventKind::port_active;
@@ -795,33 +347,6 @@ void VerbsEngine::handle_event(const verbs::AsyncEvent& event) {
             return;
         case verbs::EventKind::other:
             return;
-    }
-}
-
-void VerbsEngine::drain() {
-    while (auto event = device_.wait_event(std::chrono::milliseconds(0))) {
-        handle_event(*event);
-    }
-    while (poll_once() > 0) {
-    }
-}
-
-void VerbsEngine::run(const std::atomic<bool>& stop) {
-    std::uint64_t idle = 0;
-    std::uint32_t iteration = 0;
-    while (!stop.load(std::memory_order_relaxed) && !stats_.device_fatal) {
-        idle = poll_once() == 0 ? idle + 1 : 0;
-        if (++iteration % 1024 == 0) {
-            while (auto event = device_.wait_event(std::chrono::milliseconds(0))) {
-                handle_event(*event);
-            }
-            if (std::chrono::steady_clock::now() - last_clock_sync_ >= std::chrono::seconds(1)) {
-                resync_clock();
-            }
-        }
-        if (idle > 100000) {
-            std::this_thread::yield();  // nothing for a while: let the other core breathe
-        }
     }
 }
 

@@ -1,8 +1,9 @@
-// Internal to lib/sources/verbs/ibv.cpp: the parts of the libibverbs provider that do
-// not need a device — status and event mapping, the flow-rule layout, the
-// receive-WR chain, QP transitions, error hints — so that they can be unit
-// tested on hosts without RDMA hardware (test/test_verbs_ibv.cpp). Nothing
-// outside lib/sources/verbs/ibv.cpp and its test includes this header.
+// Internal to the libibverbs provider (lib/sources/verbs/ibv.cpp and
+// ibv_queues.cpp): the parts that do not need a device — status and event
+// mapping, the flow-rule layout, the receive-WR chain, QP transitions, error
+// hints — defined in ibv_detail.cpp so that they can be unit tested on hosts
+// without RDMA hardware (test/test_verbs_ibv.cpp). Nothing outside the
+// provider and its test includes this header.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -48,7 +49,7 @@ AsyncEvent map_event(const ibv_async_event& event);
 // every spec would sit at 4 modulo 8, and the counter action holds a pointer.
 // The leading 4-byte pad puts the attribute at offset 4 so that every spec,
 // the counter action included, starts 8-byte aligned without
-// __attribute__((packed)); the static_asserts in verbs_ibv.cpp check the
+// __attribute__((packed)); the static_asserts in ibv_detail.cpp check the
 // layout. A plain aggregate (no member initialisers) so that build_flow_rule()
 // can zero it whole, padding included, as ibv_create_flow(3) asks. Pass
 // &rule.attr to ibv_create_flow().
@@ -71,6 +72,9 @@ struct alignas(8) FlowRule {
 FlowRule build_flow_rule(const FlowMatch& match, std::uint8_t port, ibv_counters* counters);
 
 // --- Receive work requests ------------------------------------------------------
+
+// Whether ibv_post_recv can take `request`: num_sge 1 or 2.
+bool valid_request(const RecvRequest& request);
 
 // How many receive WRs one ibv_post_recv() call carries: the WR and SGE arrays
 // live on the stack (4 KiB), so posting allocates nothing.
@@ -140,6 +144,10 @@ std::optional<QpState> from_ibv(ibv_qp_state state);
 std::optional<int> modify_mask(QpState from, QpState to);
 
 // --- Errors -------------------------------------------------------------------
+
+// Whether `err` says the device or provider lacks a feature (EOPNOTSUPP,
+// ENOTSUP, ENOSYS), as opposed to a real failure.
+bool unsupported(int err);
 
 // The verbs calls whose failures have a known fix.
 enum class Call : std::uint8_t {
