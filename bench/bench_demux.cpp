@@ -123,7 +123,7 @@ DemuxOptions demux_options() {
 void BM_DemuxContiguous(benchmark::State& state) {
     FrameSet& set = frame_set();
     Ledger ledger;
-    Demux demux(demux_options(), ledger, nullptr);
+    Demux demux(demux_options(), ledger);
     std::uint64_t fed = 0;
     for (auto _ : state) {
         set.advance_whole();
@@ -145,7 +145,7 @@ void BM_DemuxContiguous(benchmark::State& state) {
 void BM_DemuxSplit(benchmark::State& state) {
     FrameSet& set = frame_set();
     Ledger ledger;
-    Demux demux(demux_options(), ledger, nullptr);
+    Demux demux(demux_options(), ledger);
     std::uint64_t fed = 0;
     const Bytes tail(set.tail.data(), set.tail.size());
     for (auto _ : state) {

@@ -110,7 +110,7 @@ struct SimWire {
     explicit SimWire(const sim::SimConfig& config)
         : nic(provider.add(config)),
           device(provider.open(config.name, config.port)),
-          demux(demux_options(), ledger, nullptr) {}
+          demux(demux_options(), ledger) {}
     static DemuxOptions demux_options() {
         DemuxOptions d;
         d.groups = traffic().groups;
@@ -245,7 +245,7 @@ void BM_GpuStandin(benchmark::State& state) {
             }
         }
     });
-    demux.add_observer(sink.observer());
+    demux.add_sink(sink);
     VerbsEngine engine(*device, o, demux, ledger, memory,
                        [](const Endpoint&) { return std::make_unique<NoMembership>(); });
     engine.start();

@@ -84,10 +84,10 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
 
 CommonOptions read_common_options(const cxxopts::ParseResult& args) {
     CommonOptions c;
-    c.demux.output_dir = args["output-dir"].as<std::string>();
-    c.demux.prefix = args["prefix"].as<std::string>();
+    c.outputs.output_dir = args["output-dir"].as<std::string>();
+    c.outputs.prefix = args["prefix"].as<std::string>();
     if (args.count("format")) {
-        c.demux.formats = parse_formats(args["format"].as<std::vector<std::string>>());
+        c.outputs.formats = parse_formats(args["format"].as<std::vector<std::string>>());
     }
     if (args.count("groups")) {
         c.demux.groups = parse_groups(args["groups"].as<std::vector<std::string>>());
@@ -101,7 +101,7 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args) {
         throw UsageError(
             fmt::format("unknown --pcap-snaplen '{}' (valid: full, headers)", snaplen));
     }
-    c.demux.pcap_headers_only = snaplen == "headers";
+    c.outputs.pcap_headers_only = snaplen == "headers";
     c.writer.direct_io = args.count("direct-io") > 0;
     c.writer.threads = args["disk-threads"].as<unsigned>();
     if (c.writer.threads == 0 || c.writer.threads > 64) {

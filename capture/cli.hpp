@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "formats/output.hpp"
+#include "lib/demux/demux.hpp"
 #include "lib/netaddr.hpp"
 #include "lib/run/common.hpp"
+#include "lib/sinks/file_sinks.hpp"
 
 namespace ibvcap::cli {
 
@@ -37,6 +39,7 @@ const std::atomic<bool>& urgent_flag();
 void add_common_options(cxxopts::Options& options, const char* groups_help);
 struct CommonOptions {
     DemuxOptions demux;
+    OutputOptions outputs;
     Writer::Options writer;  // --direct-io, --disk-threads, --disk-cpu, -G, -C, -W
     std::uint64_t count = 0;
     std::string report_path;

@@ -4,17 +4,9 @@
 #include <sched.h>
 
 #include <cstdio>
-#include <map>
-#include <memory>
-#include <tuple>
 
 #include "capture/cli.hpp"
-#include "gpu/gpu.hpp"
-#include "lib/host/devices.hpp"
-#include "lib/run/verbs_capture.hpp"
-#include "lib/sinks/block_consumer.hpp"
-#include "lib/sources/igmp.hpp"
-#include "lib/sources/pcap_live.hpp"
+#include "lib/run/capture.hpp"
 
 namespace ibvcap::cli {
 
@@ -38,27 +30,15 @@ std::vector<std::string> join_optional_value(int argc, char** argv, std::string_
     return out;
 }
 
-// The GPU payload path (--gpu): block rings per antenna in GPU memory, fed by
-// the demux, and a consumer that takes each block (and with --gpu-verify
-// checks the generator's pattern on the GPU). --gpu-standin runs the same path
-// with the rings in host memory and the check on the CPU: for tests, and for
-// hosts without a GPU that want the block ring's accounting.
-struct GpuPath {
-    // What ended the copy thread, the consumer or a disk thread (first, so
-    // that it outlives them all); the run watches it (lib/fault.hpp).
-    Faults faults;
-    std::unique_ptr<PayloadMemory> payload;  // receive payload slots (verbs source)
-    std::unique_ptr<BlockSink> sink;
-    std::unique_ptr<BlockConsumer> consumer;
-    std::string mode;
-};
-
-std::unique_ptr<GpuPath> make_gpu_path(const cxxopts::ParseResult& args, const std::string& nic) {
+// --gpu, --gpu-standin and their companions as a GpuRequest (mode none when
+// neither is given).
+GpuRequest gpu_request(const cxxopts::ParseResult& args) {
     const bool standin = args.count("gpu-standin") > 0;
     const bool gpu = args.count("gpu") > 0 || args.count("save-gpu") > 0;
     if (standin && gpu) {
         throw UsageError("--gpu-standin replaces the GPU: give it or --gpu, not both");
     }
+    GpuRequest r;
     if (!gpu && !standin) {
         for (const char* name :
              {"gpu-verify", "frames-per-block", "gpu-blocks", "block-threads", "cuda-dev"}) {
@@ -66,128 +46,21 @@ std::unique_ptr<GpuPath> make_gpu_path(const cxxopts::ParseResult& args, const s
                 throw UsageError(fmt::format("--{} needs the GPU payload path: add --gpu", name));
             }
         }
-        return nullptr;
+        return r;
     }
-    const int id = args.count("gpu") ? args["gpu"].as<int>() : args["cuda-dev"].as<int>();
-    auto path = std::make_unique<GpuPath>();
-    BlockSinkOptions bo;
-    bo.ring.frames_per_block = args["frames-per-block"].as<std::uint32_t>();
-    bo.ring.blocks = args["gpu-blocks"].as<std::uint32_t>();
-    bo.ring.threads = args["block-threads"].as<std::uint16_t>();
-    if (bo.ring.frames_per_block == 0 || bo.ring.blocks < 2 || bo.ring.threads == 0) {
+    r.mode = standin ? GpuRequest::Mode::standin : GpuRequest::Mode::device;
+    r.device = args.count("gpu") ? args["gpu"].as<int>() : args["cuda-dev"].as<int>();
+    r.verify = args.count("gpu-verify") > 0;
+    r.ring.frames_per_block = args["frames-per-block"].as<std::uint32_t>();
+    r.ring.blocks = args["gpu-blocks"].as<std::uint32_t>();
+    r.ring.threads = args["block-threads"].as<std::uint16_t>();
+    if (r.ring.frames_per_block == 0 || r.ring.blocks < 2 || r.ring.threads == 0) {
         throw UsageError(
             "--frames-per-block and --block-threads must be at least 1, "
             "--gpu-blocks at least 2");
     }
-    BlockCheck check;
-    if (standin) {
-        path->mode = "block rings in host memory (--gpu-standin)";
-        auto payload = std::make_unique<StandinDevicePayloadMemory>();
-        // Its block memory logs into the payload stand-in's log: both are
-        // "the GPU" (lib/device_calls.hpp).
-        bo.memory = [log = &payload->log()] { return make_host_block_memory(log); };
-        path->payload = std::move(payload);
-        if (args.count("gpu-verify")) {
-            check = check_block_on_host;
-        }
-    } else {
-        const gpu::GpuInfo info = gpu::probe_gpu(id, nic);  // one line naming the fix
-        fmt::print("{}\n", gpu::format_gpu_info(info));
-        path->mode = fmt::format("block rings on GPU {}", id);
-        path->payload = gpu::make_gpu_payload_memory(id);
-        bo.memory = [id] { return gpu::make_device_block_memory(id); };
-        if (args.count("gpu-verify")) {
-            // One scratch per ring shape (frames per block, threads, payload
-            // bytes), used only on the consumer thread. Rings are per (group,
-            // antenna) and one antenna's rings in two groups can differ in
-            // payload size, so the antenna alone is no key; verify_pattern is
-            // synchronous, so rings of one shape can share a scratch.
-            using Shape = std::tuple<std::uint32_t, std::uint16_t, std::uint32_t>;
-            auto scratch = std::make_shared<std::map<Shape, gpu::KernelScratch>>();
-            check = [id, scratch](const Block& b, const BlockRingOptions& o, std::uint32_t ant) {
-                const Shape shape{o.frames_per_block, o.threads, o.payload_bytes};
-                auto it = scratch->find(shape);
-                if (it == scratch->end()) {
-                    it = scratch->try_emplace(shape, id, o).first;
-                }
-                return gpu::verify_pattern(b, o, ant, it->second);
-            };
-        }
-    }
-    bo.faults = &path->faults;
-    path->sink = std::make_unique<BlockSink>(bo);
-    path->consumer = std::make_unique<BlockConsumer>(*path->sink, check, &path->faults);
-    return path;
-}
-
-// After the run: the consumer takes what the flushed rings hold; the block
-// accounting and any pattern mismatch join the ledger.
-void finish_gpu_path(GpuPath* path, RunOutcome& outcome, bool verify) {
-    if (path == nullptr) {
-        return;
-    }
-    path->consumer->finish();
-    path->sink->report_to(outcome.ledger);
-    if (path->payload && outcome.info.source == "verbs") {
-        outcome.ledger.add_note(path->payload->describe());  // which mode ran, and why
-    }
-    outcome.ledger.add_note(fmt::format("{}: {} blocks consumed{}", path->mode,
-                                        path->consumer->blocks(),
-                                        verify ? fmt::format(", {} payload bytes off the "
-                                                             "generator's pattern",
-                                                             path->consumer->mismatched_bytes())
-                                               : std::string()));
-    if (const std::uint64_t n = path->consumer->unchecked(); n > 0) {
-        outcome.ledger.add_note(fmt::format(
-            "{} blocks were taken but not checked: a check failed and no further GPU work was "
-            "issued",
-            n));
-    }
-    outcome.ledger.add_payload_mismatches(path->consumer->mismatched_bytes());
-    outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
-    apply_faults(path->faults, outcome);  // the consumer ran on after the capture
-}
-
-// --source pcap: one interface, libpcap's ring, the kernel's IGMP joins.
-int capture_pcap(const cxxopts::ParseResult& args, const CommonOptions& common,
-                 const DemuxOptions& demux, const std::vector<std::string>& interfaces) {
-    // Options that only mean something to the verbs engine.
-    for (const char* name : {"hw-demux", "no-split", "vlan-tags", "ring-depth", "num-blocks", "cpu",
-                             "no-flow-counters", "poll-batch", "repost-batch", "max-frame"}) {
-        if (args.count(name)) {
-            throw UsageError(fmt::format("--{} applies to --source verbs only", name));
-        }
-    }
-    if (interfaces.size() != 1) {
-        throw UsageError(
-            fmt::format("--source pcap captures on one interface; {} -i given", interfaces.size()));
-    }
-    const NetInterface nif = resolve_interface(interfaces.front());
-    PcapCaptureRequest request;
-    request.writer = common.writer;
-    request.writer.abandon = &urgent_flag();
-    request.interface = nif.name;
-    request.interface_ipv4 = nif.ipv4.front();  // resolve_interface guarantees one
-    request.demux = demux;
-    request.count = common.count;
-    request.duration_s = args["duration"].as<double>();
-    request.sysfs_root = args["sysfs-root"].as<std::string>();
-    request.stats = common.quiet ? nullptr : stderr;  // the live stats line
-    if (common.verbose) {
-        request.observer = print_frame;
-    }
-    const MembershipFactory join = [&request](const Endpoint& group) {
-        return kernel_membership(group, request.interface, request.interface_ipv4);
-    };
-    const auto gpu_path = make_gpu_path(args, nif.name);
-    request.blocks = gpu_path ? gpu_path->sink.get() : nullptr;
-    if (gpu_path) {
-        request.writer.faults = &gpu_path->faults;
-    }
-    install_stop_handler();
-    RunOutcome outcome = run_pcap_capture(request, join, stop_flag());
-    finish_gpu_path(gpu_path.get(), outcome, args.count("gpu-verify") > 0);
-    return finish_run(outcome, common.report_path, common.quiet);
+    r.info = stdout;  // the GPU's description line, before the capture starts
+    return r;
 }
 
 }  // namespace
@@ -242,19 +115,25 @@ int cmd_capture(int argc, char** argv) {
         throw UsageError("give at least one GROUP:PORT to capture, e.g. 239.17.0.1:36001");
     }
     const CommonOptions common = read_common_options(args);
-    CaptureRequest request;
+    LiveCaptureRequest request;
     request.writer = common.writer;
     request.writer.abandon = &urgent_flag();
     request.demux = common.demux;
-    request.engine.groups = common.demux.groups;
-    request.engine.antennas = common.demux.antennas;
+    request.outputs = common.outputs;
+    request.count = common.count;
+    request.duration_s = args["duration"].as<double>();
+    request.sysfs_root = args["sysfs-root"].as<std::string>();
+    request.stats = common.quiet ? nullptr : stderr;  // the live stats line
+    if (common.verbose) {
+        request.observer = print_frame;
+    }
     const std::string source = args["source"].as<std::string>();
     if (source != "verbs" && source != "pcap") {
         throw UsageError(fmt::format("unknown --source '{}' (valid: verbs, pcap)", source));
     }
-    const auto interfaces = args.count("interface")
-                                ? args["interface"].as<std::vector<std::string>>()
-                                : std::vector<std::string>{};
+    request.interfaces = args.count("interface") ? args["interface"].as<std::vector<std::string>>()
+                                                 : std::vector<std::string>{};
+    const auto& interfaces = request.interfaces;
     if (interfaces.empty()) {
         throw UsageError("-i IF is required (the netdev name or IPv4 address to capture on)");
     }
@@ -263,10 +142,10 @@ int cmd_capture(int argc, char** argv) {
                                      args["num-devices"].as<unsigned>(), interfaces.size()));
     }
     if (args.count("num-multicast-groups") &&
-        args["num-multicast-groups"].as<unsigned>() != request.engine.groups.size()) {
+        args["num-multicast-groups"].as<unsigned>() != request.demux.groups.size()) {
         throw UsageError(fmt::format("--num-multicast-groups {} but {} GROUP:PORT given",
                                      args["num-multicast-groups"].as<unsigned>(),
-                                     request.engine.groups.size()));
+                                     request.demux.groups.size()));
     }
     if (args.count("num-antennas")) {
         const unsigned n = args["num-antennas"].as<unsigned>();
@@ -277,63 +156,58 @@ int cmd_capture(int argc, char** argv) {
         request.demux.max_antennas = n;
     }
     if (source == "pcap") {
-        return capture_pcap(args, common, request.demux, interfaces);
-    }
-    request.engine.hw_demux = args.count("hw-demux") > 0;
-    if (request.engine.hw_demux && request.engine.antennas.empty()) {
-        throw UsageError("--hw-demux needs the antennas: give each with --antenna IP");
-    }
-    request.engine.flow_counters = args.count("no-flow-counters") == 0;
-    request.engine.split = args.count("no-split") == 0;
-    if (args.count("cpu")) {
-        request.cpus = args["cpu"].as<std::vector<int>>();
-        if (request.cpus.size() > interfaces.size()) {
-            throw UsageError(fmt::format("{} --cpu given for {} -i interfaces", request.cpus.size(),
-                                         interfaces.size()));
-        }
-        for (const int c : request.cpus) {
-            if (c < 0 || c >= CPU_SETSIZE) {
-                throw UsageError(fmt::format("--cpu {} is not a CPU number", c));
+        request.source = LiveCaptureRequest::Source::pcap;
+        // Options that only mean something to the verbs engine.
+        for (const char* name :
+             {"hw-demux", "no-split", "vlan-tags", "ring-depth", "num-blocks", "cpu",
+              "no-flow-counters", "poll-batch", "repost-batch", "max-frame"}) {
+            if (args.count(name)) {
+                throw UsageError(fmt::format("--{} applies to --source verbs only", name));
             }
         }
+        if (interfaces.size() != 1) {
+            throw UsageError(fmt::format("--source pcap captures on one interface; {} -i given",
+                                         interfaces.size()));
+        }
+    } else {
+        EngineOptions& engine = request.engine;
+        engine.hw_demux = args.count("hw-demux") > 0;
+        if (engine.hw_demux && request.demux.antennas.empty()) {
+            throw UsageError("--hw-demux needs the antennas: give each with --antenna IP");
+        }
+        engine.flow_counters = args.count("no-flow-counters") == 0;
+        engine.split = args.count("no-split") == 0;
+        if (args.count("cpu")) {
+            request.cpus = args["cpu"].as<std::vector<int>>();
+            if (request.cpus.size() > interfaces.size()) {
+                throw UsageError(fmt::format("{} --cpu given for {} -i interfaces",
+                                             request.cpus.size(), interfaces.size()));
+            }
+            for (const int c : request.cpus) {
+                if (c < 0 || c >= CPU_SETSIZE) {
+                    throw UsageError(fmt::format("--cpu {} is not a CPU number", c));
+                }
+            }
+        }
+        engine.vlan_tags = args["vlan-tags"].as<std::uint32_t>();
+        engine.max_frame_bytes = args["max-frame"].as<std::uint32_t>();
+        engine.ring_depth = args.count("num-blocks") ? args["num-blocks"].as<std::uint32_t>()
+                                                     : args["ring-depth"].as<std::uint32_t>();
+        engine.poll_batch = args["poll-batch"].as<std::uint32_t>();
+        engine.repost_batch = args["repost-batch"].as<std::uint32_t>();
+        if (engine.vlan_tags > 2) {
+            throw UsageError("--vlan-tags must be 0, 1 or 2");
+        }
+        if (engine.max_frame_bytes < 128 || engine.max_frame_bytes > 65535) {
+            throw UsageError("--max-frame must be 128-65535 bytes");
+        }
+        if (engine.poll_batch == 0 || engine.repost_batch == 0 || engine.ring_depth < 16) {
+            throw UsageError("--poll-batch and --repost-batch must be at least 1, --ring-depth 16");
+        }
     }
-    request.engine.vlan_tags = args["vlan-tags"].as<std::uint32_t>();
-    request.engine.max_frame_bytes = args["max-frame"].as<std::uint32_t>();
-    request.engine.ring_depth = args.count("num-blocks") ? args["num-blocks"].as<std::uint32_t>()
-                                                         : args["ring-depth"].as<std::uint32_t>();
-    request.engine.poll_batch = args["poll-batch"].as<std::uint32_t>();
-    request.engine.repost_batch = args["repost-batch"].as<std::uint32_t>();
-    if (request.engine.vlan_tags > 2) {
-        throw UsageError("--vlan-tags must be 0, 1 or 2");
-    }
-    if (request.engine.max_frame_bytes < 128 || request.engine.max_frame_bytes > 65535) {
-        throw UsageError("--max-frame must be 128-65535 bytes");
-    }
-    if (request.engine.poll_batch == 0 || request.engine.repost_batch == 0 ||
-        request.engine.ring_depth < 16) {
-        throw UsageError("--poll-batch and --repost-batch must be at least 1, --ring-depth 16");
-    }
-    request.count = common.count;
-    request.duration_s = args["duration"].as<double>();
-    request.sysfs_root = args["sysfs-root"].as<std::string>();
-    request.stats = common.quiet ? nullptr : stderr;  // the live stats line
-    if (common.verbose) {
-        request.observer = print_frame;
-    }
-
-    auto provider = verbs::make_ibv_provider();
-    for (const auto& i : interfaces) {
-        request.targets.push_back(verbs_target(*provider, i));
-    }
+    request.gpu = gpu_request(args);
     install_stop_handler();
-    const auto gpu_path = make_gpu_path(args, request.targets.front().device);
-    request.blocks = gpu_path ? gpu_path->sink.get() : nullptr;
-    request.payload = gpu_path ? gpu_path->payload.get() : nullptr;
-    if (gpu_path) {
-        request.writer.faults = &gpu_path->faults;
-    }
-    RunOutcome outcome = run_verbs_capture(request, *provider, kernel_memberships(), stop_flag());
-    finish_gpu_path(gpu_path.get(), outcome, args.count("gpu-verify") > 0);
+    const RunOutcome outcome = run_capture(request, stop_flag());
     return finish_run(outcome, common.report_path, common.quiet);
 }
 

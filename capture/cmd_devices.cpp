@@ -4,7 +4,7 @@
 
 #include "capture/cli.hpp"
 #include "lib/host/devices.hpp"
-#include "lib/run/verbs_capture.hpp"
+#include "lib/sources/verbs/source.hpp"
 
 namespace ibvcap::cli {
 

@@ -9,6 +9,7 @@
 #include "capture/cli.hpp"
 #include "lib/host/devices.hpp"
 #include "lib/run/common.hpp"
+#include "lib/run/gen.hpp"
 #include "lib/traffic/sender.hpp"
 
 namespace ibvcap::cli {

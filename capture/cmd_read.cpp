@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "capture/cli.hpp"
-#include "lib/run/common.hpp"
+#include "lib/run/read.hpp"
 
 namespace ibvcap::cli {
 
@@ -30,6 +30,7 @@ int cmd_read(int argc, char** argv) {
     request.file = args["read"].as<std::string>();
     request.count = common.count;
     request.demux = common.demux;
+    request.outputs = common.outputs;
     if (common.verbose) {
         request.observer = print_frame;
     }

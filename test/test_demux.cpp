@@ -6,6 +6,8 @@
 
 #include "frames.hpp"
 #include "lib/demux/demux.hpp"
+#include "lib/sinks/file_sinks.hpp"
+#include "lib/sinks/writer.hpp"
 
 namespace ibvcap {
 namespace {
@@ -32,7 +34,7 @@ void expect_partition(const Ledger& ledger) {
 
 TEST(Demux, OneValidFrameMakesOneStreamAndZeroLoss) {
     Ledger ledger;
-    Demux demux({}, ledger, nullptr);
+    Demux demux({}, ledger);
     const auto f = make_frame(kAntenna1, kGroup1, 36001, make_header(100, 7, 3));
     demux.on_frame(whole(f));
     ASSERT_EQ(ledger.streams().size(), 1u);
@@ -51,7 +53,7 @@ TEST(Demux, OneValidFrameMakesOneStreamAndZeroLoss) {
 
 TEST(Demux, NoFramesIsNotZeroLoss) {
     Ledger ledger;
-    Demux demux({}, ledger, nullptr);
+    Demux demux({}, ledger);
     EXPECT_FALSE(ledger.zero_loss());
     ASSERT_EQ(ledger.loss_reasons().size(), 1u);
     EXPECT_EQ(ledger.loss_reasons()[0], "no CODIF frames were received");
@@ -59,7 +61,7 @@ TEST(Demux, NoFramesIsNotZeroLoss) {
 
 TEST(Demux, StreamsAreGroupAntennaThread) {
     Ledger ledger;
-    Demux demux({}, ledger, nullptr);
+    Demux demux({}, ledger);
     for (std::uint32_t frame = 0; frame < 10; ++frame) {
         for (const auto group : {kGroup1, kGroup2}) {
             for (const auto antenna : {kAntenna1, kAntenna2}) {
@@ -82,7 +84,7 @@ TEST(Demux, StreamsAreGroupAntennaThread) {
 
 TEST(Demux, SequenceAnomaliesAcrossAPeriodWrap) {
     Ledger ledger;
-    Demux demux({}, ledger, nullptr);
+    Demux demux({}, ledger);
     // frames per period 1000: (5, 998), (5, 999), (6, 0) ... with (6, 1) lost,
     // (6, 2) duplicated and (6, 3)/(6, 4) swapped.
     const std::vector<std::pair<std::uint32_t, std::uint32_t>> order = {
@@ -180,7 +182,7 @@ TEST_P(DemuxReason, CountedOnceUnderItsReason) {
     options.groups = {Endpoint{kGroup1, 36001}};
     options.antennas = {kAntenna1};
     Ledger ledger;
-    Demux demux(options, ledger, nullptr);
+    Demux demux(options, ledger);
     std::vector<std::uint8_t> bytes;
     demux.on_frame(GetParam().make(bytes));
     const Totals t = ledger.totals();
@@ -204,7 +206,7 @@ TEST_P(DemuxReason, CountedTheSameWhenTheStreamIsAlreadyKnown) {
     options.groups = {Endpoint{kGroup1, 36001}};
     options.antennas = {kAntenna1};
     Ledger ledger;
-    Demux demux(options, ledger, nullptr);
+    Demux demux(options, ledger);
     auto g = good();
     demux.on_frame(whole(g));
     demux.on_frame(whole(g));  // a duplicate: through the fast path
@@ -330,7 +332,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(Demux, StreamParametersChangingMidStreamAreMalformed) {
     Ledger ledger;
-    Demux demux({}, ledger, nullptr);
+    Demux demux({}, ledger);
     demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, make_header(2, 0))));
     auto h = make_header(2, 1);
     h.totalsamples = 500 * 256;  // frames per period 1000 -> 500
@@ -344,7 +346,7 @@ TEST(Demux, AntennaListLimitsStreamsAndKeepsItsOrder) {
     DemuxOptions options;
     options.antennas = {kAntenna2, kAntenna1};
     Ledger ledger;
-    Demux demux(options, ledger, nullptr);
+    Demux demux(options, ledger);
     demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, make_header(1, 1))));
     demux.on_frame(whole(make_frame((10u << 24) | 99u, kGroup1, 36001, make_header(1, 1))));
     EXPECT_EQ(ledger.streams().size(), 1u);
@@ -363,10 +365,13 @@ TEST(Demux, FrameSplitAcrossTwoPiecesParsesAsContiguous) {
             test::TempDir dir;
             Writer writer({});
             DemuxOptions options;
-            options.output_dir = dir.path().string();
-            options.formats = {OutputFormat::codif, OutputFormat::codifhdr, OutputFormat::raw};
+            OutputOptions outputs;
+            outputs.output_dir = dir.path().string();
+            outputs.formats = {OutputFormat::codif, OutputFormat::codifhdr, OutputFormat::raw};
             Ledger ledger;
-            Demux demux(options, ledger, &writer);
+            Demux demux(options, ledger);
+            FileSinks files(outputs, &writer);
+            demux.add_sinks(files.entries());
             Frame f;
             f.head = Bytes(bytes).first(cut);
             f.tail = Bytes(bytes).subspan(cut);
@@ -376,11 +381,10 @@ TEST(Demux, FrameSplitAcrossTwoPiecesParsesAsContiguous) {
             ASSERT_EQ(ledger.totals().codif, 1u) << "cut " << cut << " vlan " << vlan;
             const Endpoint g{kGroup1, 36001};
             const auto codif =
-                test::read_file(Demux::output_path(options, OutputFormat::codif, g, kAntenna1));
+                test::read_file(output_path(outputs, OutputFormat::codif, g, kAntenna1));
             const auto hdrs =
-                test::read_file(Demux::output_path(options, OutputFormat::codifhdr, g, kAntenna1));
-            const auto raw =
-                test::read_file(Demux::output_path(options, OutputFormat::raw, g, kAntenna1));
+                test::read_file(output_path(outputs, OutputFormat::codifhdr, g, kAntenna1));
+            const auto raw = test::read_file(output_path(outputs, OutputFormat::raw, g, kAntenna1));
             EXPECT_EQ(codif, std::vector<std::uint8_t>(bytes.begin() + static_cast<long>(hdr),
                                                        bytes.end()));
             EXPECT_EQ(hdrs, std::vector<std::uint8_t>(bytes.begin() + static_cast<long>(hdr),
@@ -394,11 +398,14 @@ TEST(Demux, PcapGetsEveryFrameOthersOnlyTheirAntennaAndGroup) {
     test::TempDir dir;
     Writer writer({});
     DemuxOptions options;
-    options.output_dir = dir.path().string();
-    options.prefix = "run";
-    options.formats = {OutputFormat::pcap, OutputFormat::codif};
+    OutputOptions outputs;
+    outputs.output_dir = dir.path().string();
+    outputs.prefix = "run";
+    outputs.formats = {OutputFormat::pcap, OutputFormat::codif};
     Ledger ledger;
-    Demux demux(options, ledger, &writer);
+    Demux demux(options, ledger);
+    FileSinks files(outputs, &writer);
+    demux.add_sinks(files.entries());
     const auto a = make_frame(kAntenna1, kGroup1, 36001, make_header(1, 0));
     const auto b = make_frame(kAntenna2, kGroup1, 36001, make_header(1, 0));
     auto junk = a;
@@ -419,7 +426,7 @@ TEST(Demux, PcapGetsEveryFrameOthersOnlyTheirAntennaAndGroup) {
     EXPECT_EQ(load_le32(pcap.data() + 32), a.size());
     EXPECT_TRUE(std::equal(a.begin(), a.end(), pcap.begin() + 40));
     const Endpoint g{kGroup1, 36001};
-    const auto ca = test::read_file(Demux::output_path(options, OutputFormat::codif, g, kAntenna1));
+    const auto ca = test::read_file(output_path(outputs, OutputFormat::codif, g, kAntenna1));
     EXPECT_EQ(ca, std::vector<std::uint8_t>(a.begin() + 42, a.end()));
     ASSERT_EQ(ledger.outputs().size(), 3u);
     for (const auto& o : ledger.outputs()) {
@@ -439,7 +446,7 @@ TEST(Demux, StrayUdpDoesNotUseUpAntennaOrGroupLimits) {
     options.max_antennas = 1;
     options.max_groups = 1;
     Ledger ledger;
-    Demux demux(options, ledger, nullptr);
+    Demux demux(options, ledger);
     auto junk = make_frame(kAntenna2, kGroup2, 5353, make_header(1, 1));
     junk[42 + 40] = 0;  // no sync word: a UDP datagram that is not CODIF
     demux.on_frame(whole(junk));
@@ -455,7 +462,7 @@ TEST(Demux, StrayUdpDoesNotUseUpAntennaOrGroupLimits) {
 
 TEST(Demux, FrameLengthChangingMidStreamIsMalformed) {
     Ledger ledger;
-    Demux demux({}, ledger, nullptr);
+    Demux demux({}, ledger);
     demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, make_header(2, 0))));
     auto h = make_header(2, 1);
     h.framelength8 = 4096 / 8;  // half the payload; 500 frames per period keeps the rate
@@ -474,11 +481,14 @@ TEST(Demux, PcapHeadersOnlyCutsRecordsAfterTheCodifHeader) {
     test::TempDir dir;
     Writer writer({});
     DemuxOptions options;
-    options.output_dir = dir.path().string();
-    options.formats = {OutputFormat::pcap};
-    options.pcap_headers_only = true;
+    OutputOptions outputs;
+    outputs.output_dir = dir.path().string();
+    outputs.formats = {OutputFormat::pcap};
+    outputs.pcap_headers_only = true;
     Ledger ledger;
-    Demux demux(options, ledger, &writer);
+    Demux demux(options, ledger);
+    FileSinks files(outputs, &writer);
+    demux.add_sinks(files.entries());
     const auto codif = make_frame(kAntenna1, kGroup1, 36001, make_header(1, 0), 7);  // VLAN
     auto arp = make_frame(kAntenna1, kGroup1, 36001, make_header(1, 1));
     arp[12] = 0x08;

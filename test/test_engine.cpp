@@ -18,6 +18,7 @@
 #include "lib/run/verbs_capture.hpp"
 #include "lib/sinks/block_consumer.hpp"
 #include "lib/sources/verbs/engine.hpp"
+#include "lib/traffic/generator.hpp"
 #include "test/sim/sim_nic.hpp"
 
 namespace ibvcap {
@@ -66,6 +67,7 @@ struct Rig {
     Ledger ledger;
     Faults faults;  // what the writer's disk threads report
     std::unique_ptr<Writer> writer;
+    std::unique_ptr<FileSinks> files;
     std::unique_ptr<Demux> demux;
     MembershipLog memberships;
     std::unique_ptr<VerbsEngine> engine;
@@ -79,9 +81,10 @@ struct Rig {
         device = provider.open(config.name, config.port);
         DemuxOptions d;
         d.groups = options.groups;
-        d.output_dir = dir.path().string();
-        d.formats = std::move(formats);
-        if (!d.formats.empty()) {
+        OutputOptions outputs;
+        outputs.output_dir = dir.path().string();
+        outputs.formats = std::move(formats);
+        if (!outputs.formats.empty()) {
             Writer::Options w;
             w.block_when_full = false;
             w.buffer_bytes = 1 << 20;
@@ -89,7 +92,9 @@ struct Rig {
             w.faults = &faults;
             writer = std::make_unique<Writer>(w);
         }
-        demux = std::make_unique<Demux>(d, ledger, writer.get());
+        demux = std::make_unique<Demux>(d, ledger);
+        files = std::make_unique<FileSinks>(outputs, writer.get());
+        demux->add_sinks(files->entries());
         engine = std::make_unique<VerbsEngine>(*device, std::move(options), *demux, ledger, *memory,
                                                fake_memberships(memberships));
     }
@@ -245,10 +250,10 @@ TEST(Engine, VlanTaggedFramesOnAnUntaggedRingAreCountedAndStillParsed) {
     EXPECT_EQ(rig.engine->stats().split_misaligned, frames.size());
     EXPECT_EQ(rig.ledger.totals().codif, frames.size());
     EXPECT_TRUE(rig.ledger.zero_loss());
-    DemuxOptions where;
+    OutputOptions where;
     where.output_dir = rig.dir.path().string();
     const auto codif =
-        test::read_file(Demux::output_path(where, OutputFormat::codif, kG1, test::kAntenna1));
+        test::read_file(output_path(where, OutputFormat::codif, kG1, test::kAntenna1));
     std::vector<std::uint8_t> expected;
     for (const auto& f : frames) {
         if (load_be32(f.data() + 30) == test::kAntenna1) {  // IPv4 source behind the tag
@@ -553,7 +558,7 @@ TEST(Engine, SetupAndTeardownFollowTheDesignOrder) {
     CallLog log;
     LoggedDevice logged(*device, log);
     Ledger ledger;
-    Demux demux({}, ledger, nullptr);
+    Demux demux({}, ledger);
     auto memory = make_host_payload_memory();
     MembershipFactory join = [&log](const Endpoint& g) -> std::unique_ptr<GroupMembership> {
         struct Join final : GroupMembership {
@@ -590,8 +595,8 @@ TEST(Engine, TwoDevicesEachWithTheirOwnCqThroughTheCaptureRunner) {
     request.targets = {{"sim_mlx5_0", 1, "", 0}, {"sim_mlx5_1", 1, "", 0}};
     request.engine = options_for({kG1, kG2}, 64);
     request.demux.groups = {kG1, kG2};
-    request.demux.output_dir = dir.path().string();
-    request.demux.formats = {OutputFormat::codif, OutputFormat::pcap};
+    request.outputs.output_dir = dir.path().string();
+    request.outputs.formats = {OutputFormat::codif, OutputFormat::pcap};
     request.nic_counters = false;
     const auto fa = frames_of(traffic({kG1}, 200));
     const auto fb = frames_of(traffic({kG2}, 200));
@@ -733,7 +738,7 @@ namespace {
 TEST(Engine, SplitModeFeedsTheBlockRingsWithExactlyWhatWasSent) {
     Rig rig(options_for({kG1}, 64));
     BlockSink sink(sink_options());
-    rig.demux->add_observer(sink.observer());
+    rig.demux->add_sink(sink);
     rig.engine->start();
     auto config = traffic({kG1}, 300);
     config.loss = 0.03;
@@ -856,7 +861,7 @@ TEST(Engine, FramesTheBlockSinkCannotTakeAreLossInTheVerdict) {
     bo.ring.blocks = 256;
     bo.memory = [open] { return std::make_unique<GatedBlockMemory>(open); };
     BlockSink sink(bo);
-    rig.demux->add_observer(sink.observer());
+    rig.demux->add_sink(sink);
     rig.engine->start();
     auto config = traffic({kG1}, 800);
     config.antennas = {test::kAntenna1};
@@ -893,7 +898,7 @@ TEST(Engine, DevicePayloadIsHeldCopiedInBatchesOffThePollThreadAndEveryByteLands
             {OutputFormat::raw, OutputFormat::codif, OutputFormat::codifhdr, OutputFormat::pcap},
             {}, std::move(standin));
     BlockSink sink(sink_options());
-    rig.demux->add_observer(sink.observer());
+    rig.demux->add_sink(sink);
     rig.engine->start();
     auto config = traffic({kG1}, 400);
     config.loss = 0.02;
@@ -945,10 +950,9 @@ TEST(Engine, DevicePayloadIsHeldCopiedInBatchesOffThePollThreadAndEveryByteLands
     }
     EXPECT_EQ(off, pcap.size());
     for (const auto& [antenna, expected] : raw_expected) {
-        DemuxOptions d;
+        OutputOptions d;
         d.output_dir = rig.dir.path().string();
-        EXPECT_EQ(test::read_file(Demux::output_path(d, OutputFormat::raw, kG1, antenna)),
-                  expected);
+        EXPECT_EQ(test::read_file(output_path(d, OutputFormat::raw, kG1, antenna)), expected);
     }
     // The rings hold the generator's pattern wherever a frame arrived.
     ASSERT_EQ(sink.keys().size(), 2u);
@@ -1284,7 +1288,7 @@ TEST(ThreadFaults, ACopyThreadFailureIssuesNoMoreCopiesAndCountsEveryFrameItMiss
     Faults faults;
     bo.faults = &faults;
     BlockSink sink(bo);
-    rig.demux->add_observer(sink.observer());
+    rig.demux->add_sink(sink);
     rig.engine->start();
     auto config = traffic({kG1}, 200);
     config.antennas = {test::kAntenna1};
@@ -1332,8 +1336,8 @@ TEST(ThreadFaults, AConsumerWhoseCheckThrowsReportsItAndStillGivesEveryBlockBack
     Ledger ledger;
     DemuxOptions d;
     d.groups = {kG1};
-    Demux demux(d, ledger, nullptr);
-    demux.add_observer(sink.observer());
+    Demux demux(d, ledger);
+    demux.add_sink(sink);
     std::atomic<int> checks{0};
     BlockConsumer consumer(
         sink,
@@ -1387,8 +1391,8 @@ TEST(ThreadFaults, TheCaptureRunnerStopsOnAWorkerFaultAsOnADeviceFault) {
     request.targets = {{"sim_mlx5_0", 1, "", 0}};
     request.engine = options_for({kG1}, 256);
     request.demux.groups = {kG1};
-    request.demux.output_dir = dir.path().string();
-    request.demux.formats = {OutputFormat::codif};
+    request.outputs.output_dir = dir.path().string();
+    request.outputs.formats = {OutputFormat::codif};
     request.nic_counters = false;
     request.payload = &device;
     request.duration_s = 60;
@@ -1472,7 +1476,7 @@ TEST(GpuStandin, ThePollThreadMakesNoDeviceCallAndEveryPayloadReadFollowsAFlush)
     sink.prepare({{kG1, test::kAntenna1}}, max_payload_bytes(eo));
     EXPECT_EQ(log.calls(DeviceCallLog::Call::allocate), bo.ring.blocks);
     EXPECT_EQ(log.calls(DeviceCallLog::Call::setup), 1u);
-    rig.demux->add_observer(sink.observer());
+    rig.demux->add_sink(sink);
     rig.engine->start();
     log.watch(std::this_thread::get_id());
     const auto frames = frames_of(traffic({kG1}, 300));
@@ -1517,7 +1521,7 @@ TEST(GpuStandin, TheCopyThreadMakesAtMost20DeviceCallsPer1000Frames) {
     bo.memory = [&log, open] { return std::make_unique<GatedSyncMemory>(log, open); };
     BlockSink sink(bo);
     sink.prepare({{kG1, test::kAntenna1}, {kG1, test::kAntenna2}}, max_payload_bytes(eo));
-    rig.demux->add_observer(sink.observer());
+    rig.demux->add_sink(sink);
     rig.engine->start();
     const std::uint64_t before = copy_thread_calls(log);
     const auto frames = frames_of(traffic({kG1}, 300));  // 1,200: 2 antennas x 2 threads

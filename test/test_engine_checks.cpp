@@ -63,7 +63,7 @@ struct Rig {
         device = provider.open(config.name, config.port);
         DemuxOptions d;
         d.groups = options.groups;
-        demux = std::make_unique<Demux>(d, ledger, nullptr);
+        demux = std::make_unique<Demux>(d, ledger);
         demux->add_observer(
             [this](const Frame& f, const UdpPacket&, const CodifHeader&, const StreamStats&) {
                 ASSERT_NE(f.lease, nullptr);

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "frames.hpp"
+#include "lib/run/pcap_capture.hpp"
 #include "lib/sources/pcap_live.hpp"
 #include "lib/traffic/generator.hpp"
 
@@ -302,8 +303,8 @@ TEST(PcapLive, CapturesMulticastOnLoopbackUntilTheCount) {
 
     PcapCaptureRequest request = loopback_request();
     request.count = k;
-    request.demux.formats = {OutputFormat::codif};
-    request.demux.output_dir = dir.path().string();
+    request.outputs.formats = {OutputFormat::codif};
+    request.outputs.output_dir = dir.path().string();
     std::mutex seen_mutex;
     std::vector<std::uint8_t> first_header;
     std::uint64_t first_ns = 0;
@@ -445,8 +446,8 @@ TEST(PcapLive, AFailedJoinStopsTheStartAndLeavesTheOthers) {
     SKIP_UNLESS_CAPTURE_ALLOWED();
     test::TempDir dir;
     PcapCaptureRequest request = loopback_request();
-    request.demux.formats = {OutputFormat::pcap};
-    request.demux.output_dir = (dir.path() / "out").string();
+    request.outputs.formats = {OutputFormat::pcap};
+    request.outputs.output_dir = (dir.path() / "out").string();
     std::atomic<int> held{0};
     const MembershipFactory factory = [&](const Endpoint& g) -> std::unique_ptr<GroupMembership> {
         if (g.ip == kLiveGroup2) {

@@ -13,7 +13,10 @@
 
 #include "frames.hpp"
 #include "lib/run/common.hpp"
+#include "lib/run/gen.hpp"
+#include "lib/run/read.hpp"
 #include "lib/sources/pcap_file.hpp"
+#include "lib/traffic/generator.hpp"
 
 namespace ibvcap {
 namespace {
@@ -40,16 +43,14 @@ struct Expected {
     std::map<std::string, std::vector<std::uint8_t>> codif, codifhdr, raw;  // by file path
 };
 
-Expected expected_files(const GeneratorConfig& config, const DemuxOptions& options) {
+Expected expected_files(const GeneratorConfig& config, const OutputOptions& options) {
     Expected e;
     Generator gen(config);
     GeneratedFrame f;
     const std::size_t hdr = config.vlan_id >= 0 ? 46 : 42;
     while (gen.next(f)) {
         const auto& t = gen.truth()[f.stream];
-        auto path = [&](OutputFormat fmt) {
-            return Demux::output_path(options, fmt, t.group, t.antenna);
-        };
+        auto path = [&](OutputFormat fmt) { return output_path(options, fmt, t.group, t.antenna); };
         auto& c = e.codif[path(OutputFormat::codif)];
         c.insert(c.end(), f.bytes.begin() + static_cast<long>(hdr), f.bytes.end());
         auto& h = e.codifhdr[path(OutputFormat::codifhdr)];
@@ -96,8 +97,8 @@ void prepare(ReadRun& run, const GeneratorConfig& config, std::vector<OutputForm
     Generator gen(config);
     run.request.file = run.dir / "in.pcap";
     write_generated_pcap(gen, run.request.file);
-    run.request.demux.output_dir = run.dir / "out";
-    run.request.demux.formats = std::move(formats);
+    run.request.outputs.output_dir = run.dir / "out";
+    run.request.outputs.formats = std::move(formats);
 }
 
 TEST(Pipeline, ReadReproducesGroundTruthAndBytes) {
@@ -120,7 +121,7 @@ TEST(Pipeline, ReadReproducesGroundTruthAndBytes) {
     EXPECT_TRUE(out.info.error.empty());
 
     // Every per-antenna file is byte-identical to what the generator sent.
-    const Expected e = expected_files(config, run.request.demux);
+    const Expected e = expected_files(config, run.request.outputs);
     std::size_t files = 0;
     for (const auto* m : {&e.codif, &e.codifhdr, &e.raw}) {
         for (const auto& [path, bytes] : *m) {
@@ -130,7 +131,7 @@ TEST(Pipeline, ReadReproducesGroundTruthAndBytes) {
     }
     EXPECT_EQ(files, 3u * 2 * 3);  // 3 formats x 2 groups x 3 antennas
     // The pcap output is the input again: same framing, timestamps and lengths.
-    EXPECT_EQ(test::read_file(Demux::run_output_path(run.request.demux, OutputFormat::pcap)),
+    EXPECT_EQ(test::read_file(run_output_path(run.request.outputs, OutputFormat::pcap)),
               test::read_file(run.request.file));
     for (const auto& o : out.ledger.outputs()) {
         EXPECT_EQ(o.dropped, 0u);
@@ -165,7 +166,7 @@ TEST(Pipeline, DraftLayoutWithVlanTags) {
     for (const auto& s : out.ledger.streams()) {
         EXPECT_EQ(s.layout, CodifLayout::draft);
     }
-    const Expected e = expected_files(config, run.request.demux);
+    const Expected e = expected_files(config, run.request.outputs);
     for (const auto& [path, bytes] : e.codif) {
         EXPECT_EQ(test::read_file(path), bytes) << path;
     }
@@ -190,9 +191,9 @@ TEST(Pipeline, TruncatedInputKeepsWhatWasReadAndFails) {
     EXPECT_NE(out.ledger.loss_reasons().back().find("ended early"), std::string::npos);
     // The pcap written holds exactly the frames read, and reads back cleanly.
     Ledger again;
-    Demux demux({}, again, nullptr);
+    Demux demux({}, again);
     std::atomic<bool> stop{false};
-    PcapFileSource source(Demux::run_output_path(run.request.demux, OutputFormat::pcap));
+    PcapFileSource source(run_output_path(run.request.outputs, OutputFormat::pcap));
     const auto result = source.run(demux, 0, stop);
     EXPECT_TRUE(result.complete);
     EXPECT_TRUE(result.error.empty());
@@ -211,7 +212,7 @@ TEST(Pipeline, UnwritableOutputDirectoryFailsBeforeReading) {
     ReadRun run;
     prepare(run, config_with_faults(), {OutputFormat::codif});
     // A path below a regular file can never be created, even by root.
-    run.request.demux.output_dir = run.request.file + "/out";
+    run.request.outputs.output_dir = run.request.file + "/out";
     try {
         run_read(run.request, run.stop);
         FAIL() << "expected an error";
@@ -293,7 +294,8 @@ ReadOutcome read_with(const std::string& file, bool mapped, const test::TempDir&
     ReadOutcome o;
     PcapFileSource source(file, mapped);
     o.mapped = source.is_mapped();
-    DemuxOptions d;
+    DemuxOptions options;
+    OutputOptions d;
     d.formats = {OutputFormat::pcap};
     d.output_dir = (dir.path() / (mapped ? "mapped" : "libpcap")).string();
     std::filesystem::create_directories(d.output_dir);
@@ -303,12 +305,14 @@ ReadOutcome read_with(const std::string& file, bool mapped, const test::TempDir&
         wo.buffer_bytes = 128 * 1024;
         wo.buffers = 2;
         Writer w(wo);
-        Demux demux(d, ledger, &w);
+        Demux demux(options, ledger);
+        FileSinks files(d, &w);
+        demux.add_sinks(files.entries());
         const std::atomic<bool> stop{false};
         o.result = source.run(demux, 0, stop);
         w.finish();
     }
-    o.frames = test::read_file(Demux::run_output_path(d, OutputFormat::pcap));
+    o.frames = test::read_file(run_output_path(d, OutputFormat::pcap));
     return o;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "frames.hpp"
+#include "lib/run/pcap_capture.hpp"
 #include "lib/run/stats_line.hpp"
 #include "lib/run/verbs_capture.hpp"
 #include "lib/sources/pcap_live.hpp"
@@ -196,8 +197,8 @@ TEST_F(StatsLine, TheVerbsCaptureRunnerPrintsOneLineASecond) {
     request.engine.poll_batch = 16;
     request.engine.repost_batch = 8;
     request.demux.groups = {group};
-    request.demux.output_dir = dir.path().string();
-    request.demux.formats = {OutputFormat::codif};
+    request.outputs.output_dir = dir.path().string();
+    request.outputs.formats = {OutputFormat::codif};
     request.nic_counters = false;
     request.duration_s = 1.5;
     std::FILE* out = std::tmpfile();

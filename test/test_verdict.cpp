@@ -250,7 +250,7 @@ TEST_P(ReasonVerdict, OneOccurrenceGivesTheVerdictOfItsClass) {
     options.antennas = {kAntenna1};
     options.max_streams = 1;
     Ledger ledger;
-    Demux demux(options, ledger, nullptr);
+    Demux demux(options, ledger);
     const auto before = good(1);
     demux.on_frame(whole(before));
     FrameBytes storage;
@@ -288,7 +288,7 @@ INSTANTIATE_TEST_SUITE_P(EveryReason, ReasonVerdict, ::testing::Range<std::size_
 
 // A demux over a ledger (no writer): frames in, counts out.
 struct Feed {
-    explicit Feed(Ledger& l, DemuxOptions options = {}) : ledger(l), demux(options, l, nullptr) {}
+    explicit Feed(Ledger& l, DemuxOptions options = {}) : ledger(l), demux(options, l) {}
     void frame(const FrameBytes& b) { demux.on_frame(whole(b)); }
     // Frames 0..n-1 of second 1 of (antenna, thread): no loss.
     void clean(std::uint32_t antenna, std::uint32_t n, std::uint16_t thread = 0) {

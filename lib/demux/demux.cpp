@@ -1,42 +1,38 @@
 #include "lib/demux/demux.hpp"
 
-#include <fmt/format.h>
-
 #include <array>
 #include <stdexcept>
 
 namespace ibvcap {
 
-namespace {
-constexpr std::size_t format_slot(OutputFormat f) {
-    return f == OutputFormat::raw ? 0 : f == OutputFormat::codif ? 1 : 2;
-}
-}  // namespace
-
-Demux::Demux(DemuxOptions options, Ledger& ledger, Writer* writer)
-    : options_(std::move(options)), ledger_(ledger), writer_(writer) {
-    if (!options_.formats.empty() && writer_ == nullptr) {
-        throw std::invalid_argument("Demux: output formats given without a writer");
-    }
+Demux::Demux(DemuxOptions options, Ledger& ledger) : options_(std::move(options)), ledger_(ledger) {
     groups_ = options_.groups;
     for (const auto ip : options_.antennas) {
         antenna_index(ip);
-    }
-    for (const auto f : options_.formats) {
-        if (f == OutputFormat::pcap) {
-            if (pcap_output_ == nullptr) {
-                const auto header = pcap_file_header();
-                pcap_output_ = writer_->add_output(f, run_output_path(options_, f), "", "", header);
-            }
-        } else {
-            per_antenna_formats_[format_slot(f)] = true;
-        }
     }
     antenna_lookup_.reserve(options_.max_antennas);
     stream_lookup_.reserve(options_.max_streams);
     ledger_.streams().reserve(options_.max_streams);
     known_.reserve(options_.max_streams);
     known_table_.assign(64, 0);
+}
+
+void Demux::add_sink(FrameSink& sink, SinkScope scope) {
+    if (!ledger_.streams().empty()) {
+        throw std::logic_error("Demux: sinks are added before the first stream");
+    }
+    (scope == SinkScope::every_frame ? every_frame_sinks_ : stream_sinks_).push_back(&sink);
+}
+
+void Demux::add_sinks(std::span<const SinkEntry> sinks) {
+    for (const auto& e : sinks) {
+        add_sink(*e.sink, e.scope);
+    }
+}
+
+void Demux::add_observer(FrameObserver observer) {
+    observers_.push_back(std::make_unique<ObserverSink>(std::move(observer)));
+    add_sink(*observers_.back());
 }
 
 namespace {
@@ -65,8 +61,7 @@ const Demux::Known* Demux::find_known(const UdpPacket& p, std::uint16_t thread) 
     }
 }
 
-void Demux::add_known(const UdpPacket& p, const CodifHeader& h, std::size_t stream,
-                      const Route* r) {
+void Demux::add_known(const UdpPacket& p, const CodifHeader& h, std::size_t stream) {
     if (known_.size() >= options_.max_streams || find_known(p, h.threadid) != nullptr) {
         return;
     }
@@ -84,7 +79,6 @@ void Demux::add_known(const UdpPacket& p, const CodifHeader& h, std::size_t stre
     k.totalsamples = h.totalsamples;
     k.frames_per_period = codif_frames_per_period(h);
     k.stream = stream;
-    k.route = r;
     if (2 * known_.size() > known_table_.size()) {
         // Registration time (a new stream), never per frame: rebuild doubled.
         known_table_.assign(known_table_.size() * 2, 0);
@@ -103,17 +97,6 @@ void Demux::place_known(std::size_t n) {
         i = (i + 1) & mask;
     }
     known_table_[i] = static_cast<std::uint32_t>(n + 1);
-}
-
-std::string Demux::output_path(const DemuxOptions& options, OutputFormat format,
-                               const Endpoint& group, std::uint32_t antenna) {
-    return fmt::format("{}/{}_{}_{}_{}.{}", options.output_dir, options.prefix,
-                       format_ipv4(group.ip), group.port, format_ipv4(antenna),
-                       file_extension(format));
-}
-
-std::string Demux::run_output_path(const DemuxOptions& options, OutputFormat format) {
-    return fmt::format("{}/{}.{}", options.output_dir, options.prefix, file_extension(format));
 }
 
 int Demux::group_index(std::uint32_t ip, std::uint16_t port) {
@@ -148,24 +131,6 @@ int Demux::antenna_index(std::uint32_t ip) {
     return index;
 }
 
-Demux::Route& Demux::route(int group, int antenna) {
-    const auto key =
-        (static_cast<std::uint32_t>(group) << 16) | static_cast<std::uint32_t>(antenna);
-    if (const auto it = routes_.find(key); it != routes_.end()) {
-        return it->second;
-    }
-    Route r;
-    const Endpoint& g = groups_[static_cast<std::size_t>(group)];
-    const std::uint32_t a = antennas_[static_cast<std::size_t>(antenna)];
-    for (const auto f : {OutputFormat::raw, OutputFormat::codif, OutputFormat::codifhdr}) {
-        if (per_antenna_formats_[format_slot(f)]) {
-            r.outputs[format_slot(f)] = writer_->add_output(f, output_path(options_, f, g, a),
-                                                            g.to_string(), format_ipv4(a));
-        }
-    }
-    return routes_.emplace(key, r).first->second;
-}
-
 StreamStats* Demux::stream(int group, int antenna, const CodifHeader& header) {
     const std::uint64_t key = (std::uint64_t(static_cast<std::uint32_t>(group)) << 48) |
                               (std::uint64_t(static_cast<std::uint32_t>(antenna)) << 16) |
@@ -187,22 +152,12 @@ StreamStats* Demux::stream(int group, int antenna, const CodifHeader& header) {
     s.timing.frames_per_period = codif_frames_per_period(header);
     s.frame_bytes = static_cast<std::uint32_t>(header.frame_bytes());
     stream_lookup_.emplace(key, streams.size() - 1);
+    // Each stream sink opens what it needs for the new stream (its files,
+    // its ring) now, once; the frames bring back what it returned.
+    for (FrameSink* sink : stream_sinks_) {
+        stream_routes_.push_back(sink->open_stream(s));
+    }
     return &s;
-}
-
-void Demux::write_codif(const Route& r, const Frame& frame, const UdpPacket& packet) {
-    // The writer holds the frame's receive slot when the source allows it
-    // (the zero-copy hand-off) and copies otherwise.
-    if (r.outputs[0] != nullptr) {
-        writer_->write_frame(r.outputs[0], {}, frame, 0,
-                             static_cast<std::size_t>(frame.captured_bytes()));
-    }
-    if (r.outputs[1] != nullptr) {
-        writer_->write_frame(r.outputs[1], {}, frame, packet.payload_offset, packet.payload_bytes);
-    }
-    if (r.outputs[2] != nullptr) {
-        writer_->write_frame(r.outputs[2], {}, frame, packet.payload_offset, kCodifHeaderBytes);
-    }
 }
 
 void Demux::on_frame(const Frame& frame) {
@@ -210,16 +165,11 @@ void Demux::on_frame(const Frame& frame) {
     ledger_.count_frame(frame.wire_bytes);
     UdpPacket packet;
     const PacketError perr = parse_udp_frame(frame.head, captured, packet);
-    if (pcap_output_ != nullptr) {
-        // --pcap-snaplen headers: a UDP frame is cut after its CODIF header
-        // (the original length is kept, as tcpdump -s does); others go whole.
-        std::uint64_t keep = captured;
-        if (options_.pcap_headers_only && perr == PacketError::none) {
-            keep = std::min<std::uint64_t>(captured, packet.payload_offset + kCodifHeaderBytes);
+    if (!every_frame_sinks_.empty()) {
+        const SinkFrame f{frame, perr == PacketError::none ? &packet : nullptr, nullptr, nullptr};
+        for (FrameSink* sink : every_frame_sinks_) {
+            sink->on_frame(f, nullptr);
         }
-        const auto record = pcap_record_header(frame.timestamp_ns, static_cast<std::uint32_t>(keep),
-                                               frame.wire_bytes);
-        writer_->write_frame(pcap_output_, record, frame, 0, static_cast<std::size_t>(keep));
     }
     if (perr != PacketError::none) {
         // A frame cut short by the capture length is reported as such, not as
@@ -251,7 +201,7 @@ void Demux::on_frame(const Frame& frame) {
                 k != nullptr && k->same_parameters(header) &&
                 header.frame_bytes() == packet.payload_bytes &&
                 header.frame < k->frames_per_period) {
-                accept(ledger_.streams()[k->stream], *k->route, frame, packet, header);
+                accept(k->stream, frame, packet, header);
                 return;
             }
         }
@@ -300,14 +250,14 @@ void Demux::on_frame(const Frame& frame) {
         ledger_.count_reason(Reason::stream_params_changed);
         return;
     }
-    static const Route kNoRoute;
-    const Route& r = writer_ != nullptr ? route(group, antenna) : kNoRoute;
-    add_known(packet, header, static_cast<std::size_t>(s - ledger_.streams().data()), &r);
-    accept(*s, r, frame, packet, header);
+    const auto index = static_cast<std::size_t>(s - ledger_.streams().data());
+    add_known(packet, header, index);
+    accept(index, frame, packet, header);
 }
 
-void Demux::accept(StreamStats& s, const Route& r, const Frame& frame, const UdpPacket& packet,
+void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& packet,
                    const CodifHeader& header) {
+    StreamStats& s = ledger_.streams()[stream];
     const std::uint64_t index = s.timing.index(header.seconds, header.frame);
     const auto kind = s.sequence.observe(index);
     s.bytes += frame.wire_bytes;
@@ -320,11 +270,12 @@ void Demux::accept(StreamStats& s, const Route& r, const Frame& frame, const Udp
     if (index == s.sequence.lowest() && kind != SequenceTracker::Kind::duplicate) {
         s.first = {header.seconds, header.frame};
     }
-    if (writer_ != nullptr) {
-        write_codif(r, frame, packet);
-    }
-    for (const auto& observe : observers_) {
-        observe(frame, packet, header, s);
+    if (!stream_sinks_.empty()) {
+        const SinkFrame f{frame, &packet, &header, &s};
+        const SinkRoute* routes = &stream_routes_[stream * stream_sinks_.size()];
+        for (std::size_t i = 0; i < stream_sinks_.size(); ++i) {
+            stream_sinks_[i]->on_frame(f, routes[i]);
+        }
     }
 }
 

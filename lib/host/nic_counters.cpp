@@ -173,4 +173,12 @@ std::vector<SourceCounter> NicCounters::to_source_counters(std::string_view name
     return result;
 }
 
+std::uint64_t nic_drops_so_far(const NicCounters& counters) {
+    std::uint64_t n = 0;
+    for (const auto& d : counters.deltas()) {
+        n += d.is_drop ? d.delta : 0;
+    }
+    return n;
+}
+
 }  // namespace ibvcap

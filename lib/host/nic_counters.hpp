@@ -105,4 +105,9 @@ class NicCounters {
     std::vector<std::string> missing_;
 };
 
+// The growth of the NIC and netdev drop counters read so far (the ones the
+// report counts as drops), for the stats line's `drops`. Call it on the
+// thread that calls counters.snapshot().
+std::uint64_t nic_drops_so_far(const NicCounters& counters);
+
 }  // namespace ibvcap

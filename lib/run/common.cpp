@@ -5,15 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <array>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
-
-#include "formats/output.hpp"
-#include "lib/sources/pcap_file.hpp"
 
 namespace ibvcap {
 
@@ -67,14 +62,14 @@ void check_direct_io(const std::string& dir) {
     ::unlink(probe.c_str());
 }
 
-std::unique_ptr<Writer> make_run_writer(const DemuxOptions& demux, Writer::Options options,
+std::unique_ptr<Writer> make_run_writer(const OutputOptions& outputs, Writer::Options options,
                                         bool live) {
-    if (demux.formats.empty()) {
+    if (outputs.formats.empty()) {
         return nullptr;
     }
     options.block_when_full = !live;
     if (options.direct_io) {
-        check_direct_io(demux.output_dir);
+        check_direct_io(outputs.output_dir);
     }
     return std::make_unique<Writer>(options);
 }
@@ -101,69 +96,6 @@ void apply_faults(const Faults& faults, RunOutcome& outcome) {
     }
     outcome.ledger.set_incomplete(why);
     outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
-}
-
-RunOutcome run_read(const ReadRequest& request, const std::atomic<bool>& stop) {
-    RunOutcome outcome;
-    outcome.info.command = "read";
-    outcome.info.source = "file";
-    outcome.info.input = request.file;
-
-    PcapFileSource source(request.file);
-    if (!request.demux.formats.empty()) {
-        prepare_output_dir(request.demux.output_dir);
-    }
-    Faults local_faults;
-    Writer::Options writer_options = request.writer;
-    if (writer_options.faults == nullptr) {
-        writer_options.faults = &local_faults;
-    }
-    const auto writer = make_run_writer(request.demux, writer_options, /*live=*/false);
-    Demux demux(request.demux, outcome.ledger, writer.get());
-    if (request.observer) {
-        demux.set_observer(request.observer);
-    }
-
-    const auto start = std::chrono::steady_clock::now();
-    const auto result = source.run(demux, request.count, stop);
-    if (writer) {
-        writer->finish();
-        outcome.ledger.set_outputs(writer->stats());
-    }
-    outcome.info.duration_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    outcome.info.interrupted = stop.load();
-    if (!result.error.empty()) {
-        outcome.info.error = result.error;
-        outcome.ledger.set_incomplete(result.error);
-    }
-    outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
-    apply_faults(*writer_options.faults, outcome);
-    return outcome;
-}
-
-std::uint64_t write_generated_pcap(Generator& generator, const std::string& path) {
-    Writer::Options wopts;
-    wopts.buffers = 8;
-    wopts.block_when_full = true;
-    Writer writer(wopts);
-    const auto header = pcap_file_header();
-    const auto out = writer.add_output(OutputFormat::pcap, path, "", "", header);
-    GeneratedFrame f;
-    std::uint64_t n = 0;
-    while (generator.next(f)) {
-        const auto size = static_cast<std::uint32_t>(f.bytes.size());
-        const auto record = pcap_record_header(f.timestamp_ns, size, size);
-        const std::array<Bytes, 2> pieces = {Bytes(record), f.bytes};
-        writer.write(out, pieces);
-        ++n;
-    }
-    writer.finish();
-    const auto stats = writer.stats();
-    if (!stats.front().error.empty()) {
-        throw std::runtime_error(fmt::format("cannot write {}: {}", path, stats.front().error));
-    }
-    return n;
 }
 
 }  // namespace ibvcap

@@ -1,16 +1,17 @@
-// Whole runs, wired from the parts: what the CLI calls, and what the
-// end-to-end tests call without going through a process.
+// What every run shares: exit codes, the outcome, the checks made before a
+// run starts, the writer for its outputs and the verdict.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
-#include "lib/demux/demux.hpp"
+#include "lib/fault.hpp"
 #include "lib/ledger/ledger.hpp"
 #include "lib/ledger/report.hpp"
+#include "lib/sinks/file_sinks.hpp"
 #include "lib/sinks/writer.hpp"
-#include "lib/traffic/generator.hpp"
 
 namespace ibvcap {
 
@@ -22,25 +23,11 @@ enum ExitCode : int { kExitZeroLoss = 0, kExitError = 1, kExitUsage = 2, kExitLo
 // so a run fails before it captures anything.
 void prepare_output_dir(const std::string& dir);
 
-struct ReadRequest {
-    std::string file;
-    DemuxOptions demux;
-    Writer::Options writer;
-    std::uint64_t count = 0;  // stop after this many frames (0 = all)
-    FrameObserver observer;   // -v
-};
-
 struct RunOutcome {
     Ledger ledger;
     RunInfo info;
     int exit_code = kExitError;
 };
-
-// Read a pcap/pcapng file through demux, ledger and writers. Throws
-// std::runtime_error when the run cannot start (file unreadable, output
-// directory unusable); errors after the start end the run early, keep what was
-// read, and give exit code 1.
-RunOutcome run_read(const ReadRequest& request, const std::atomic<bool>& stop);
 
 // Check that the report can be written (its directory exists and takes a
 // file), so a run fails before it starts rather than after it ends. Throws
@@ -54,7 +41,7 @@ void check_direct_io(const std::string& dir);
 // The writer for a run's outputs, or null when the run writes none. A live
 // source never waits for the disk (a full queue is a counted drop); a file
 // source does.
-std::unique_ptr<Writer> make_run_writer(const DemuxOptions& demux, Writer::Options options,
+std::unique_ptr<Writer> make_run_writer(const OutputOptions& outputs, Writer::Options options,
                                         bool live);
 
 // 0 zero-loss, 3 loss, 1 when the run or an output failed.
@@ -64,9 +51,5 @@ int exit_code_for(const Ledger& ledger, const RunInfo& info);
 // its ledger incomplete, with the cause, as after a device fault. Nothing
 // when none did. Call when the run's threads have stopped.
 void apply_faults(const Faults& faults, RunOutcome& outcome);
-
-// Write every frame of `generator` to a nanosecond pcap file. Throws
-// std::runtime_error (one line) when the file cannot be written completely.
-std::uint64_t write_generated_pcap(Generator& generator, const std::string& path);
 
 }  // namespace ibvcap

@@ -33,14 +33,6 @@ void stamp_now(StatsSnapshot& s) {
     s.wall = std::chrono::system_clock::now();
 }
 
-std::uint64_t nic_drops_so_far(const NicCounters& counters) {
-    std::uint64_t n = 0;
-    for (const auto& d : counters.deltas()) {
-        n += d.is_drop ? d.delta : 0;
-    }
-    return n;
-}
-
 std::string group_thousands(std::uint64_t value) {
     const std::string digits = fmt::format("{}", value);
     std::string out;

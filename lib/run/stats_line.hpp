@@ -29,8 +29,6 @@
 
 namespace ibvcap {
 
-class NicCounters;
-
 // Running totals at one moment. Counters count from the start of the run.
 struct StatsSnapshot {
     std::chrono::steady_clock::time_point time{};       // for the rates
@@ -49,11 +47,6 @@ void stamp_now(StatsSnapshot& s);
 // are the growth over the elapsed time: a counter that went backwards, or an
 // interval of zero or less, gives a rate of 0, never a negative one.
 std::string format_stats_line(const StatsSnapshot& prev, const StatsSnapshot& now);
-
-// The growth of the NIC and netdev drop counters read so far (the ones the
-// report counts as drops), for the snapshot's `drops`. Call it on the thread
-// that calls counters.snapshot().
-std::uint64_t nic_drops_so_far(const NicCounters& counters);
 
 // 1234567 → "1,234,567".
 std::string group_thousands(std::uint64_t value);

@@ -308,14 +308,12 @@ void BlockSink::queue(std::uint32_t stream, const Frame& frame, std::size_t offs
     }
 }
 
-FrameObserver BlockSink::observer() {
-    return [this](const Frame& f, const UdpPacket& p, const CodifHeader& h, const StreamStats& s) {
-        on_frame(f, p, h, s);
-    };
+void BlockSink::on_frame(const SinkFrame& f, SinkRoute /*route*/) {
+    place(f.frame, *f.packet, *f.header, *f.stream);
 }
 
-void BlockSink::on_frame(const Frame& frame, const UdpPacket& packet, const CodifHeader& header,
-                         const StreamStats& stream) {
+void BlockSink::place(const Frame& frame, const UdpPacket& packet, const CodifHeader& header,
+                      const StreamStats& stream) {
     if (mode_ == Mode::undecided) {
         mode_ = frame.lease != nullptr ? Mode::threaded : Mode::inline_copy;
         if (mode_ == Mode::threaded) {

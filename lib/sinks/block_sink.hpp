@@ -31,9 +31,9 @@
 #include <thread>
 #include <vector>
 
-#include "lib/demux/demux.hpp"
 #include "lib/fault.hpp"
 #include "lib/sinks/block_ring.hpp"
+#include "lib/sinks/sink.hpp"
 
 namespace ibvcap {
 
@@ -52,10 +52,10 @@ struct BlockSinkOptions {
     Faults* faults = nullptr;
 };
 
-class BlockSink {
+class BlockSink final : public FrameSink {
   public:
     explicit BlockSink(BlockSinkOptions options);
-    ~BlockSink();
+    ~BlockSink() override;
     BlockSink(const BlockSink&) = delete;
     BlockSink& operator=(const BlockSink&) = delete;
 
@@ -75,8 +75,9 @@ class BlockSink {
     // first frame finds it running.
     void prepare(const std::vector<Key>& expected, std::uint32_t max_payload_bytes);
 
-    // The Demux observer: place the frame's payload in its antenna's ring.
-    FrameObserver observer();
+    // A per-stream sink of the demux: place the frame's payload in its
+    // antenna's ring.
+    void on_frame(const SinkFrame& f, SinkRoute route) override;
     // End of run (the producer has stopped): the copy thread finishes its
     // queue and releases every slot, then every open block is handed out.
     void flush();
@@ -112,8 +113,8 @@ class BlockSink {
     void report_to(Ledger& ledger) const;
 
   private:
-    void on_frame(const Frame& frame, const UdpPacket& packet, const CodifHeader& header,
-                  const StreamStats& stream);
+    void place(const Frame& frame, const UdpPacket& packet, const CodifHeader& header,
+               const StreamStats& stream);
 
     struct Job {
         std::uint32_t stream = 0;  // the stream's id (its ring's index in rings_)

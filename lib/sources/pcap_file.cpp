@@ -167,6 +167,21 @@ PcapFileSource::Result PcapFileSource::run_mapped(Demux& demux, std::uint64_t ma
     }
 }
 
+bool PcapFileSource::step(std::uint64_t limit, std::chrono::milliseconds /*max_wait*/,
+                          const std::atomic<bool>& stop) {
+    const Result r = run(*demux_, limit, stop);
+    frames_ += r.frames;
+    error_ = r.error;
+    return !r.complete && r.error.empty();
+}
+
+void PcapFileSource::report(std::span<const SourceLane> lanes, RunInfo& info) {
+    if (!error_.empty()) {
+        info.error = error_;
+        lanes.front().ledger->set_incomplete(error_);
+    }
+}
+
 PcapFileSource::Result PcapFileSource::run(Demux& demux, std::uint64_t max_frames,
                                            const std::atomic<bool>& stop) {
     if (map_ != nullptr) {

@@ -19,16 +19,17 @@
 #include <string>
 
 #include "lib/demux/demux.hpp"
+#include "lib/sources/source.hpp"
 
 namespace ibvcap {
 
-class PcapFileSource {
+class PcapFileSource final : public Source {
   public:
     // Opens the file; throws std::runtime_error with a one-line message naming
     // the file and the cause (missing, unreadable, not a capture, not Ethernet).
     // `mapped`: read classic pcap files from a mapping (false: always libpcap).
     explicit PcapFileSource(const std::string& path, bool mapped = true);
-    ~PcapFileSource();
+    ~PcapFileSource() override;
     PcapFileSource(const PcapFileSource&) = delete;
     PcapFileSource& operator=(const PcapFileSource&) = delete;
 
@@ -44,10 +45,26 @@ class PcapFileSource {
     // Whether this file is read from a mapping.
     bool is_mapped() const { return map_ != nullptr; }
 
+    // As a source for the run loop (lib/sources/source.hpp): one step reads
+    // to the end of the file (or the limit, or the stop flag).
+    std::string kind() const override { return "file"; }
+    std::string input() const override { return path_; }
+    bool live() const override { return false; }
+    void connect(std::span<const SourceLane> lanes) override { demux_ = lanes.front().demux; }
+    void start() override {}
+    bool step(std::uint64_t limit, std::chrono::milliseconds max_wait,
+              const std::atomic<bool>& stop) override;
+    std::uint64_t frames() const override { return frames_; }
+    void stop(std::optional<std::uint64_t> /*remaining*/) override {}
+    void report(std::span<const SourceLane> lanes, RunInfo& info) override;
+
   private:
     Result run_mapped(Demux& demux, std::uint64_t max_frames, const std::atomic<bool>& stop);
 
     std::string path_;
+    Demux* demux_ = nullptr;
+    std::uint64_t frames_ = 0;
+    std::string error_;
     pcap_t* pcap_ = nullptr;
     // The mapping (classic pcap only).
     const std::uint8_t* map_ = nullptr;

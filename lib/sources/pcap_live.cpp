@@ -12,7 +12,6 @@
 #include <system_error>
 
 #include "lib/host/nic_counters.hpp"
-#include "lib/run/stats_line.hpp"
 
 namespace ibvcap {
 
@@ -169,34 +168,41 @@ std::string pcap_filter(const std::vector<Endpoint>& groups,
     return fmt::format("({}) or (vlan and {})", x, x);
 }
 
-RunOutcome run_pcap_capture(const PcapCaptureRequest& request, const MembershipFactory& memberships,
-                            const std::atomic<bool>& stop) {
-    RunOutcome outcome;
-    outcome.info.command = "capture";
-    outcome.info.source = "pcap";
-    outcome.info.input = request.interface;
-    const std::string& ifname = request.interface;
+struct PcapLiveSource::State {
+    PcapHandle handle;
+    pcap_t* p = nullptr;
+    int fd = -1;
+    PcapStats stats;
+    std::unique_ptr<NicCounters> counters;
+    std::vector<std::unique_ptr<GroupMembership>> joined;
+    DispatchContext ctx;
+    Ledger* ledger = nullptr;
+    std::vector<std::string> notes;  // before connect(): for the ledger
+    std::string error;               // what ended the capture early
+};
 
-    if (request.buffer_bytes == 0 || request.buffer_bytes > static_cast<std::size_t>(INT_MAX)) {
-        throw std::invalid_argument(
-            fmt::format("pcap buffer of {} bytes: must be 1 to {}", request.buffer_bytes, INT_MAX));
+PcapLiveSource::PcapLiveSource(PcapLiveOptions options, MembershipFactory memberships)
+    : options_(std::move(options)),
+      memberships_(std::move(memberships)),
+      state_(std::make_unique<State>()) {
+    const std::string& ifname = options_.interface;
+    if (options_.buffer_bytes == 0 || options_.buffer_bytes > static_cast<std::size_t>(INT_MAX)) {
+        throw std::invalid_argument(fmt::format("pcap buffer of {} bytes: must be 1 to {}",
+                                                options_.buffer_bytes, INT_MAX));
     }
-    if (!request.demux.formats.empty()) {
-        prepare_output_dir(request.demux.output_dir);
-    }
-
     char errbuf[PCAP_ERRBUF_SIZE] = {};
-    PcapHandle handle(pcap_create(ifname.c_str(), errbuf));
-    if (!handle) {
+    state_->handle.reset(pcap_create(ifname.c_str(), errbuf));
+    if (!state_->handle) {
         throw std::runtime_error(fmt::format("cannot capture on {}: {}", ifname, errbuf));
     }
-    pcap_t* p = handle.get();
+    pcap_t* p = state_->handle.get();
+    state_->p = p;
     check_setting(pcap_set_snaplen(p, kSnaplen), "snapshot length", ifname);
     // Not promiscuous: the IGMP joins make the NIC accept the groups'
     // multicast MACs, which is all we want. (It also means libpcap leaves
     // ps_ifdrop at 0 on Linux, see below.)
     check_setting(pcap_set_promisc(p, 0), "promiscuous mode", ifname);
-    check_setting(pcap_set_buffer_size(p, static_cast<int>(request.buffer_bytes)), "buffer size",
+    check_setting(pcap_set_buffer_size(p, static_cast<int>(options_.buffer_bytes)), "buffer size",
                   ifname);
     check_setting(pcap_set_timeout(p, kBufferTimeoutMs), "packet buffer timeout", ifname);
     // Immediate mode off: pcap_set_immediate_mode(3PCAP) says that on Linux
@@ -216,7 +222,7 @@ RunOutcome run_pcap_capture(const PcapCaptureRequest& request, const MembershipF
         throw std::runtime_error(activate_error(status, ifname, p));
     }
     if (status > 0) {
-        outcome.ledger.add_note(fmt::format("libpcap on {}: {}{}{}", ifname,
+        state_->notes.push_back(fmt::format("libpcap on {}: {}{}{}", ifname,
                                             pcap_statustostr(status),
                                             *pcap_geterr(p) != '\0' ? ": " : "", pcap_geterr(p)));
     }
@@ -228,7 +234,7 @@ RunOutcome run_pcap_capture(const PcapCaptureRequest& request, const MembershipF
             ifname, link, name != nullptr ? name : "unknown"));
     }
 
-    const std::string filter = pcap_filter(request.demux.groups, request.demux.antennas);
+    const std::string filter = pcap_filter(options_.groups, options_.antennas);
     bpf_program program{};
     if (pcap_compile(p, &program, filter.c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0) {
         throw std::runtime_error(
@@ -240,17 +246,34 @@ RunOutcome run_pcap_capture(const PcapCaptureRequest& request, const MembershipF
         throw std::runtime_error(
             fmt::format("cannot set the capture filter on {}: {}", ifname, pcap_geterr(p)));
     }
-    // Non-blocking, with our own poll() below: with TPACKET_V3 on a current
-    // kernel libpcap blocks in poll() without a timeout and relies on the
-    // kernel's block retire timer, which does not fire for an empty block, so
-    // a blocking pcap_dispatch on a silent interface never returns (the
-    // caveat in pcap(3PCAP) about the packet buffer timeout; seen on lo).
+    // Non-blocking, with our own poll() in step(): with TPACKET_V3 on a
+    // current kernel libpcap blocks in poll() without a timeout and relies on
+    // the kernel's block retire timer, which does not fire for an empty
+    // block, so a blocking pcap_dispatch on a silent interface never returns
+    // (the caveat in pcap(3PCAP) about the packet buffer timeout; seen on lo).
     if (pcap_setnonblock(p, 1, errbuf) != 0) {
         throw std::runtime_error(
             fmt::format("cannot make the capture on {} non-blocking: {}", ifname, errbuf));
     }
-    const int fd = pcap_get_selectable_fd(p);
+    state_->fd = pcap_get_selectable_fd(p);
+    state_->ctx.pcap = p;
+    state_->ctx.ns_per_unit = pcap_get_tstamp_precision(p) == PCAP_TSTAMP_PRECISION_NANO ? 1 : 1000;
+}
 
+PcapLiveSource::~PcapLiveSource() = default;
+
+void PcapLiveSource::connect(std::span<const SourceLane> lanes) {
+    state_->ctx.demux = lanes.front().demux;
+    state_->ledger = lanes.front().ledger;
+    for (auto& n : state_->notes) {
+        state_->ledger->add_note(std::move(n));
+    }
+    state_->notes.clear();
+}
+
+void PcapLiveSource::arm() {
+    State& st = *state_;
+    const std::string& ifname = options_.interface;
     // pcap_stats(3PCAP) on Linux (pcap-linux.c, pcap_stats_linux) comes from
     // the packet socket's PACKET_STATISTICS:
     //   ps_recv   frames that passed the filter, including those then dropped
@@ -268,194 +291,134 @@ RunOutcome run_pcap_capture(const PcapCaptureRequest& request, const MembershipF
     // Taken from here, after the filter is in place, so frames the socket saw
     // before the filter do not count.
     // (If this first read fails, the totals count from the activation.)
-    PcapStats stats;
-    if (!stats.read(p, true)) {
-        outcome.ledger.add_note(
-            fmt::format("libpcap statistics cannot be read on {}: {}", ifname, pcap_geterr(p)));
+    if (!st.stats.read(st.p, true)) {
+        st.notes.push_back(
+            fmt::format("libpcap statistics cannot be read on {}: {}", ifname, pcap_geterr(st.p)));
     }
-
     // Counters first, so that everything the joins bring in is in the window.
-    std::unique_ptr<NicCounters> counters;
-    if (request.nic_counters) {
-        counters = std::make_unique<NicCounters>(request.sysfs_root, "", 0, ifname);
-        counters->snapshot_start();
+    if (options_.nic_counters) {
+        st.counters = std::make_unique<NicCounters>(options_.sysfs_root, "", 0, ifname);
+        st.counters->snapshot_start();
     }
-
     // The joins, once the filter is in place: the ring keeps what they bring
-    // in until the loop below reads it.
-    std::vector<std::unique_ptr<GroupMembership>> joined;
-    if (memberships) {
-        for (const auto& group : request.demux.groups) {
-            joined.push_back(memberships(group));
+    // in until step() reads it, after the run has made its outputs.
+    if (memberships_) {
+        for (const auto& group : options_.groups) {
+            st.joined.push_back(memberships_(group));
         }
     }
+}
 
-    Faults local_faults;
-    Writer::Options writer_options = request.writer;
-    if (writer_options.faults == nullptr) {
-        writer_options.faults = &local_faults;
+bool PcapLiveSource::step(std::uint64_t limit, std::chrono::milliseconds max_wait,
+                          const std::atomic<bool>& /*stop*/) {
+    State& st = *state_;
+    const std::string& ifname = options_.interface;
+    // With a count, ask for no more than are left, so the run stops at
+    // exactly `count` frames (libpcap keeps the rest of the block).
+    const int budget = limit > 0 ? static_cast<int>(std::min<std::uint64_t>(limit, INT_MAX)) : -1;
+    const int n = pcap_dispatch(st.p, budget, on_packet, reinterpret_cast<u_char*>(&st.ctx));
+    if (!st.ctx.error.empty()) {
+        st.error = fmt::format("capture on {} stopped: {}", ifname, st.ctx.error);
+        return false;
     }
-    const Faults& faults = *writer_options.faults;
-    const auto writer = make_run_writer(request.demux, writer_options, /*live=*/true);
-    Demux demux(request.demux, outcome.ledger, writer.get());
-    if (request.observer) {
-        demux.set_observer(request.observer);
+    if (n == PCAP_ERROR) {
+        st.error = fmt::format("capture on {} failed after {} frames: {}", ifname, st.ctx.frames,
+                               pcap_geterr(st.p));
+        return false;
     }
-    if (request.blocks != nullptr) {
-        demux.add_observer(request.blocks->observer());
+    if (n > 0) {
+        return true;
     }
+    // Nothing ready: wait for the kernel to hand over a block (full, or
+    // retired by the packet buffer timeout), or for an error on the socket.
+    pollfd pfd{st.fd, POLLIN, 0};
+    (void)::poll(&pfd, 1, static_cast<int>(std::min(max_wait.count(), kWaitMs + 0L)));
+    // EINTR (a stop signal): the run loop looks at the flag.
+    return true;
+}
 
-    DispatchContext ctx;
-    ctx.demux = &demux;
-    ctx.pcap = p;
-    ctx.ns_per_unit = pcap_get_tstamp_precision(p) == PCAP_TSTAMP_PRECISION_NANO ? 1 : 1000;
+std::uint64_t PcapLiveSource::frames() const {
+    return state_->ctx.frames;
+}
 
-    using Clock = std::chrono::steady_clock;
-    const auto start = Clock::now();
-    // 0, negative or NaN: no limit; capped at ~30 years so the cast cannot overflow.
-    const double limit_s = request.duration_s > 0 ? std::min(request.duration_s, 1e9) : 0.0;
-    const auto deadline =
-        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit_s));
-    auto last_tick = start;
-    // The live stats line: built in the 1 Hz tick below, between two
-    // dispatches (this loop is the capture thread, so it is kept to a few
-    // additions and one short write a second). Drops are what this thread
-    // knows live: libpcap's ps_drop + ps_ifdrop and the netdev's drop
-    // counters. The writers' drops are known only when they finish (the
-    // summary has them), so they are not in the line.
-    StatsTicker ticker(request.stats);
-    const auto take_stats = [&] {
-        StatsSnapshot s;
-        stamp_now(s);
-        s.packets = ctx.frames;
-        s.bytes = ctx.bytes;
-        s.drops =
-            stats.drop.total + stats.ifdrop.total + (counters ? nic_drops_so_far(*counters) : 0);
-        if (writer) {
-            s.writer_backlog_bytes = writer->backlog_bytes();
-        }
-        return s;
-    };
-    if (ticker.enabled()) {
-        ticker.tick(take_stats());  // the baseline
+void PcapLiveSource::tick(RunInfo& /*info*/) {
+    // Once a second, between blocks: the sysfs counters (their growth is
+    // accumulated read by read) and libpcap's 32-bit totals.
+    if (state_->counters) {
+        state_->counters->snapshot();
     }
-    std::string error;
-    for (;;) {
-        if (stop.load(std::memory_order_relaxed)) {
-            outcome.info.interrupted = true;
-            break;
-        }
-        if (faults.raised()) {
-            break;  // a worker thread failed: stop as after a device fault
-        }
-        const auto now = Clock::now();
-        if (limit_s > 0 && now >= deadline) {
-            break;
-        }
-        if (now - last_tick >= std::chrono::seconds(1)) {
-            // Once a second, between blocks: the sysfs counters (their
-            // growth is accumulated read by read) and libpcap's 32-bit totals.
-            last_tick = now;
-            if (counters) {
-                counters->snapshot();
-            }
-            (void)stats.read(p, false);  // a failed read leaves the totals as they were
-            if (ticker.enabled()) {
-                ticker.tick(take_stats());
-            }
-        }
-        if (request.count > 0 && ctx.frames >= request.count) {
-            break;
-        }
-        // With a count, ask for no more than are left, so the run stops at
-        // exactly `count` frames (libpcap keeps the rest of the block).
-        const int budget =
-            request.count > 0
-                ? static_cast<int>(std::min<std::uint64_t>(request.count - ctx.frames, INT_MAX))
-                : -1;
-        const int n = pcap_dispatch(p, budget, on_packet, reinterpret_cast<u_char*>(&ctx));
-        if (!ctx.error.empty()) {
-            error = fmt::format("capture on {} stopped: {}", ifname, ctx.error);
-            break;
-        }
-        if (n == PCAP_ERROR) {
-            error = fmt::format("capture on {} failed after {} frames: {}", ifname, ctx.frames,
-                                pcap_geterr(p));
-            break;
-        }
-        if (n > 0) {
-            continue;
-        }
-        // Nothing ready: wait for the kernel to hand over a block (full, or
-        // retired by the packet buffer timeout), or for an error on the socket.
-        int wait_ms = kWaitMs;
-        if (limit_s > 0) {
-            const auto left =
-                std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-            wait_ms = static_cast<int>(std::clamp<decltype(left)>(left, 0, kWaitMs));
-        }
-        pollfd pfd{fd, POLLIN, 0};
-        (void)::poll(&pfd, 1, wait_ms);  // EINTR (a stop signal): the loop looks at the flag
-    }
+    (void)state_->stats.read(state_->p, false);  // a failed read leaves the totals as they were
+}
 
+SourceFigures PcapLiveSource::figures() const {
+    // Drops are what this thread knows live: libpcap's ps_drop + ps_ifdrop
+    // and the netdev's drop counters.
+    const State& st = *state_;
+    SourceFigures f;
+    f.packets = st.ctx.frames;
+    f.bytes = st.ctx.bytes;
+    f.drops = st.stats.drop.total + st.stats.ifdrop.total +
+              (st.counters ? nic_drops_so_far(*st.counters) : 0);
+    return f;
+}
+
+void PcapLiveSource::stop(std::optional<std::uint64_t> remaining) {
+    State& st = *state_;
     // Leave the groups, then read what the kernel still holds: a TPACKET_V3
     // block is handed over when it fills or when the packet buffer timeout
     // retires it, so keep reading a little past that timeout. Frames still
     // queued at the end would otherwise be counted by ps_recv and by nothing
     // else. A count limit stays exact.
-    joined.clear();
-    if (error.empty() && !(request.count > 0 && ctx.frames >= request.count)) {
+    st.joined.clear();
+    if (st.error.empty() && !(remaining && *remaining == 0)) {
+        using Clock = std::chrono::steady_clock;
+        const std::uint64_t start_frames = st.ctx.frames;
+        const auto left = [&]() -> std::uint64_t {
+            return remaining ? *remaining - (st.ctx.frames - start_frames) : 0;
+        };
         const auto drain_until = Clock::now() + std::chrono::milliseconds(3 * kBufferTimeoutMs);
-        while (Clock::now() < drain_until && ctx.error.empty() &&
-               !(request.count > 0 && ctx.frames >= request.count)) {
+        while (Clock::now() < drain_until && st.ctx.error.empty() && !(remaining && left() == 0)) {
             const int budget =
-                request.count > 0
-                    ? static_cast<int>(std::min<std::uint64_t>(request.count - ctx.frames, INT_MAX))
-                    : -1;
-            const int n = pcap_dispatch(p, budget, on_packet, reinterpret_cast<u_char*>(&ctx));
+                remaining ? static_cast<int>(std::min<std::uint64_t>(left(), INT_MAX)) : -1;
+            const int n =
+                pcap_dispatch(st.p, budget, on_packet, reinterpret_cast<u_char*>(&st.ctx));
             if (n < 0) {
                 break;
             }
             if (n == 0) {
-                pollfd pfd{fd, POLLIN, 0};
+                pollfd pfd{st.fd, POLLIN, 0};
                 (void)::poll(&pfd, 1, 10);
             }
         }
     }
-    if (!stats.read(p, false)) {
-        outcome.ledger.add_note(fmt::format(
+    if (!st.stats.read(st.p, false)) {
+        st.ledger->add_note(fmt::format(
             "libpcap statistics cannot be read on {} at the end (the counts are from the last "
             "second): {}",
-            ifname, pcap_geterr(p)));
+            options_.interface, pcap_geterr(st.p)));
     }
-    outcome.ledger.add_source_counter({"pcap/ps_recv", stats.recv.total, false});
-    outcome.ledger.add_source_counter({"pcap/ps_drop", stats.drop.total, true});
-    outcome.ledger.add_source_counter({"pcap/ps_ifdrop", stats.ifdrop.total, true});
-    if (counters) {
-        counters->snapshot();
-        for (const auto& name : counters->missing()) {
-            outcome.ledger.add_note(
-                fmt::format("{}: drop counter {} cannot be read", ifname, name));
+}
+
+void PcapLiveSource::report(std::span<const SourceLane> lanes, RunInfo& info) {
+    State& st = *state_;
+    const std::string& ifname = options_.interface;
+    Ledger& ledger = *lanes.front().ledger;
+    ledger.add_source_counter({"pcap/ps_recv", st.stats.recv.total, false});
+    ledger.add_source_counter({"pcap/ps_drop", st.stats.drop.total, true});
+    ledger.add_source_counter({"pcap/ps_ifdrop", st.stats.ifdrop.total, true});
+    if (st.counters) {
+        st.counters->snapshot();
+        for (const auto& name : st.counters->missing()) {
+            ledger.add_note(fmt::format("{}: drop counter {} cannot be read", ifname, name));
         }
-        for (auto& c : counters->to_source_counters(ifname + "/")) {
-            outcome.ledger.add_source_counter(std::move(c));
+        for (auto& c : st.counters->to_source_counters(ifname + "/")) {
+            ledger.add_source_counter(std::move(c));
         }
     }
-    if (writer) {
-        writer->finish();
-        outcome.ledger.set_outputs(writer->stats());
+    if (!st.error.empty()) {
+        info.error = st.error;
+        ledger.set_incomplete(st.error);
     }
-    if (request.blocks != nullptr) {
-        request.blocks->flush();  // the producer has stopped: hand out the open blocks
-    }
-    if (!error.empty()) {
-        outcome.info.error = error;
-        outcome.ledger.set_incomplete(error);
-    }
-    outcome.info.duration_s = std::chrono::duration<double>(Clock::now() - start).count();
-    outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
-    apply_faults(faults, outcome);
-    return outcome;
 }
 
 }  // namespace ibvcap

@@ -28,8 +28,8 @@ class DemuxCheck {
     explicit DemuxCheck(DemuxOptions options)
         : max_streams_(options.max_streams),
           ledger_(options.max_streams),
-          demux_(std::move(options), ledger_, nullptr) {
-        demux_.set_observer(
+          demux_(std::move(options), ledger_) {
+        demux_.add_observer(
             [this](const Frame& frame, const UdpPacket& packet, const CodifHeader& header,
                    const StreamStats& stats) { observe(frame, packet, header, stats); });
     }

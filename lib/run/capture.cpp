@@ -1,0 +1,85 @@
+#include "lib/run/capture.hpp"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "lib/host/devices.hpp"
+#include "lib/run/pcap_capture.hpp"
+#include "lib/run/verbs_capture.hpp"
+
+namespace ibvcap {
+
+RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool>& stop) {
+    // Declared before the GPU path, so that the device outlives its memory.
+    std::unique_ptr<verbs::Provider> provider;
+    std::unique_ptr<GpuPath> gpu;
+    const auto make_gpu = [&](const std::string& nic) {
+        if (request.gpu.mode != GpuRequest::Mode::none) {
+            gpu = std::make_unique<GpuPath>(request.gpu, nic);
+        }
+    };
+    RunOutcome outcome;
+    if (request.source == LiveCaptureRequest::Source::pcap) {
+        if (request.interfaces.size() != 1) {
+            throw std::invalid_argument(fmt::format(
+                "--source pcap captures on one interface; {} -i given", request.interfaces.size()));
+        }
+        const NetInterface nif = resolve_interface(request.interfaces.front());
+        PcapCaptureRequest r;
+        r.interface = nif.name;
+        r.interface_ipv4 = nif.ipv4.front();  // resolve_interface guarantees one
+        r.demux = request.demux;
+        r.outputs = request.outputs;
+        r.writer = request.writer;
+        r.count = request.count;
+        r.duration_s = request.duration_s;
+        r.observer = request.observer;
+        r.buffer_bytes = request.pcap_buffer_bytes;
+        r.sysfs_root = request.sysfs_root;
+        r.stats = request.stats;
+        const MembershipFactory join = [&r](const Endpoint& group) {
+            return kernel_membership(group, r.interface, r.interface_ipv4);
+        };
+        make_gpu(nif.name);
+        if (gpu) {
+            r.blocks = gpu->sink();
+            r.writer.faults = &gpu->faults();
+        }
+        outcome = run_pcap_capture(r, join, stop);
+    } else {
+        CaptureRequest r;
+        r.engine = request.engine;
+        r.engine.groups = request.demux.groups;
+        r.engine.antennas = request.demux.antennas;
+        r.demux = request.demux;
+        r.outputs = request.outputs;
+        r.writer = request.writer;
+        r.count = request.count;
+        r.duration_s = request.duration_s;
+        r.observer = request.observer;
+        r.sysfs_root = request.sysfs_root;
+        r.cpus = request.cpus;
+        r.stats = request.stats;
+        provider = verbs::make_ibv_provider();
+        for (const auto& i : request.interfaces) {
+            r.targets.push_back(verbs_target(*provider, i));
+        }
+        if (r.targets.empty()) {
+            throw std::runtime_error("no device to capture on");
+        }
+        make_gpu(r.targets.front().device);
+        if (gpu) {
+            r.blocks = gpu->sink();
+            r.payload = gpu->payload();
+            r.writer.faults = &gpu->faults();
+        }
+        outcome = run_verbs_capture(r, *provider, kernel_memberships(), stop);
+    }
+    if (gpu) {
+        gpu->finish(outcome);
+    }
+    return outcome;
+}
+
+}  // namespace ibvcap

@@ -1,0 +1,49 @@
+// `ibvcap capture`, whole: what the CLI fills from its options and hands to
+// one function. It resolves the interfaces, wires the GPU payload path when
+// asked, runs the chosen source through the run loop and finishes the GPU
+// path, so the CLI only parses and prints.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "lib/demux/demux.hpp"
+#include "lib/run/common.hpp"
+#include "lib/run/gpu_path.hpp"
+#include "lib/sinks/file_sinks.hpp"
+#include "lib/sinks/writer.hpp"
+#include "lib/sources/verbs/engine.hpp"
+
+namespace ibvcap {
+
+struct LiveCaptureRequest {
+    enum class Source { verbs, pcap };
+    Source source = Source::verbs;
+    std::vector<std::string> interfaces;  // -i: netdev names or IPv4 addresses
+    DemuxOptions demux;
+    OutputOptions outputs;
+    Writer::Options writer;
+    std::uint64_t count = 0;  // -c (verbs: at least N; pcap: exactly N)
+    double duration_s = 0;    // --duration
+    FrameObserver observer;   // -v
+    std::filesystem::path sysfs_root = "/sys";
+    std::FILE* stats = nullptr;  // the live stats line (null: -q)
+    GpuRequest gpu;              // --gpu, --gpu-standin
+    // --source verbs only.
+    EngineOptions engine;  // groups and antennas are taken from `demux`
+    std::vector<int> cpus;
+    // --source pcap only.
+    std::size_t pcap_buffer_bytes = std::size_t{256} << 20;
+};
+
+// Throws std::runtime_error (one line naming the fix) when the capture cannot
+// start: no RDMA device, an interface without an address, a GPU that cannot
+// be used, and what the sources throw.
+RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool>& stop);
+
+}  // namespace ibvcap

@@ -1,0 +1,58 @@
+// The GPU payload path of a capture (--gpu, --gpu-standin; docs/gpu.md):
+// block rings per (group, antenna) in GPU memory, fed by the demux through
+// the block sink, and a consumer that takes each block (with --gpu-verify it
+// checks the generator's pattern on the GPU). --gpu-standin runs the same
+// path with the rings in host memory and the check on the CPU: for tests,
+// and for hosts without a GPU that want the block ring's accounting.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "lib/fault.hpp"
+#include "lib/run/common.hpp"
+#include "lib/sinks/block_consumer.hpp"
+#include "lib/sinks/block_sink.hpp"
+#include "lib/sources/verbs/engine.hpp"
+
+namespace ibvcap {
+
+struct GpuRequest {
+    enum class Mode { none, standin, device };
+    Mode mode = Mode::none;
+    int device = 0;             // the CUDA device (Mode::device)
+    bool verify = false;        // --gpu-verify
+    BlockRingOptions ring;      // frames per block, blocks, threads (payload bytes: per stream)
+    std::FILE* info = nullptr;  // where the GPU's description line goes (null: nowhere)
+};
+
+class GpuPath {
+  public:
+    // Probes the GPU (Mode::device: throws one line naming the fix when it
+    // cannot be used, with `nic` for the PCIe topology check) and makes the
+    // payload memory, the block sink and the consumer.
+    GpuPath(const GpuRequest& request, const std::string& nic);
+
+    // What ended the copy thread, the consumer or a disk thread; the run
+    // watches it (lib/fault.hpp). Give it to the run's writer.
+    Faults& faults() { return faults_; }
+    PayloadMemory* payload() { return payload_.get(); }
+    BlockSink* sink() { return sink_.get(); }
+
+    // After the run: the consumer takes what the flushed rings hold; the
+    // block accounting and any pattern mismatch join the ledger, and the
+    // exit code is judged again.
+    void finish(RunOutcome& outcome);
+
+  private:
+    Faults faults_;  // first, so that it outlives everything that reports to it
+    std::unique_ptr<PayloadMemory> payload_;  // receive payload slots (verbs source)
+    std::unique_ptr<BlockSink> sink_;
+    std::unique_ptr<BlockConsumer> consumer_;
+    std::string mode_;
+    bool verify_ = false;
+};
+
+}  // namespace ibvcap

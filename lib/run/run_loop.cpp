@@ -1,0 +1,202 @@
+#include "lib/run/run_loop.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "lib/run/stats_line.hpp"
+
+namespace ibvcap {
+
+namespace {
+
+// One lane's demux, ledger and outputs. Members in construction order: the
+// demux goes before the sinks it calls, the sinks before the writer.
+struct Lane {
+    Ledger ledger;
+    std::unique_ptr<Writer> writer;
+    std::unique_ptr<FileSinks> files;
+    std::unique_ptr<Demux> demux;
+};
+
+// The longest one step may wait for frames: bounds how late the loop sees
+// the stop flag, the duration and the 1 Hz tick when nothing arrives.
+constexpr std::chrono::milliseconds kMaxStepWait{20};
+
+}  // namespace
+
+RunOutcome run_source(Source& source, const RunSettings& settings, const std::atomic<bool>& stop) {
+    RunOutcome outcome;
+    outcome.info.command = settings.command;
+    outcome.info.source = source.kind();
+    outcome.info.input = source.input();
+
+    const std::size_t lane_count = source.lanes();
+    if (settings.blocks != nullptr && lane_count > 1) {
+        throw std::runtime_error(
+            "--gpu takes one -i interface (one poll thread feeds the block rings)");
+    }
+    if (!settings.outputs.formats.empty()) {
+        prepare_output_dir(settings.outputs.output_dir);
+    }
+    source.arm();
+    Faults local_faults;
+    Writer::Options writer_options = settings.writer;
+    if (writer_options.faults == nullptr) {
+        writer_options.faults = &local_faults;
+    }
+    Faults& faults = *writer_options.faults;
+
+    std::vector<std::unique_ptr<Lane>> lanes;
+    // Writers and the block sink's copy thread may hold receive slots (the
+    // zero-copy hand-off): whatever way this function is left, they finish
+    // with them while the source and its memory still exist. (On the normal
+    // path both are no-ops by then.)
+    struct HoldersFinish {
+        std::vector<std::unique_ptr<Lane>>& lanes;
+        BlockSink* blocks;
+        ~HoldersFinish() {
+            if (blocks != nullptr) {
+                blocks->stop_copying();
+            }
+            for (auto& l : lanes) {
+                if (l->writer) {
+                    l->writer->finish();
+                }
+            }
+        }
+    } holders_finish{lanes, settings.blocks};
+
+    std::vector<SourceLane> targets;
+    for (std::size_t i = 0; i < lane_count; ++i) {
+        auto lane = std::make_unique<Lane>();
+        OutputOptions outputs = settings.outputs;
+        outputs.prefix += source.lane_prefix(i);
+        lane->writer = make_run_writer(outputs, writer_options, source.live());
+        lane->files = std::make_unique<FileSinks>(outputs, lane->writer.get());
+        lane->demux = std::make_unique<Demux>(settings.demux, lane->ledger);
+        lane->demux->add_sinks(lane->files->entries());
+        if (settings.observer) {
+            lane->demux->add_observer(settings.observer);
+        }
+        if (settings.blocks != nullptr) {
+            lane->demux->add_sink(*settings.blocks);
+        }
+        targets.push_back({lane->demux.get(), &lane->ledger});
+        lanes.push_back(std::move(lane));
+    }
+    source.connect(targets);
+    if (settings.blocks != nullptr) {
+        if (const auto plan = source.block_plan(); plan.prepare) {
+            // Every ring the options let us foresee, with its blocks, made
+            // here: no device memory or CUDA stream is made once frames flow.
+            settings.blocks->prepare(plan.expected, plan.max_payload_bytes);
+        }
+    }
+    source.start();
+
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    // 0, negative or NaN: no limit; capped at ~30 years so the cast cannot overflow.
+    const double limit_s = settings.duration_s > 0 ? std::min(settings.duration_s, 1e9) : 0.0;
+    const auto deadline =
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit_s));
+    // The live stats line: built in the 1 Hz tick below, on this thread (the
+    // capture thread for the libpcap source, never a verbs poll thread).
+    // The writers' drops are known only when they finish (the summary has
+    // them), so they are not in the line.
+    StatsTicker ticker(settings.stats);
+    const auto snapshot = [&lanes](const SourceFigures& f) {
+        StatsSnapshot s;
+        stamp_now(s);
+        s.packets = f.packets;
+        s.bytes = f.bytes;
+        s.drops = f.drops;
+        s.slots_held = f.slots_held;
+        for (const auto& l : lanes) {
+            if (l->writer) {
+                s.writer_backlog_bytes =
+                    s.writer_backlog_bytes.value_or(0) + l->writer->backlog_bytes();
+            }
+        }
+        return s;
+    };
+    if (ticker.enabled()) {
+        ticker.tick(snapshot(source.figures()));  // the baseline
+    }
+    auto last_tick = start;
+    for (;;) {
+        if (stop.load(std::memory_order_relaxed)) {
+            outcome.info.interrupted = true;
+            break;
+        }
+        if (faults.raised()) {
+            break;  // a worker thread failed: stop as after a device fault
+        }
+        const auto now = Clock::now();
+        if (limit_s > 0 && now >= deadline) {
+            break;
+        }
+        if (now - last_tick >= std::chrono::seconds(1)) {
+            last_tick = now;
+            // While the source's threads run, nothing may leave this loop by
+            // an exception (a running std::thread would terminate the process).
+            try {
+                source.tick(outcome.info);
+                if (ticker.enabled()) {
+                    ticker.tick(snapshot(source.figures()));
+                }
+            } catch (const std::exception& e) {
+                faults.report("counters and stats", e.what());
+            }
+        }
+        const std::uint64_t frames = source.frames();
+        if (settings.count > 0 && frames >= settings.count) {
+            break;
+        }
+        auto wait = kMaxStepWait;
+        if (limit_s > 0) {
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
+            wait = std::clamp(left, std::chrono::milliseconds(0), kMaxStepWait);
+        }
+        if (!source.step(settings.count > 0 ? settings.count - frames : 0, wait, stop)) {
+            break;
+        }
+    }
+    std::optional<std::uint64_t> remaining;
+    if (settings.count > 0) {
+        remaining = settings.count - std::min(settings.count, source.frames());
+    }
+    source.stop(remaining);
+    if (settings.blocks != nullptr) {
+        settings.blocks->flush();  // the producers have stopped: hand out the open blocks
+    }
+    for (auto& l : lanes) {
+        if (l->writer) {
+            l->writer->finish();
+            l->ledger.set_outputs(l->writer->stats());
+        }
+    }
+    std::vector<SourceLane> reports;
+    for (auto& l : lanes) {
+        reports.push_back({l->demux.get(), &l->ledger});
+    }
+    source.report(reports, outcome.info);
+    if (lanes.size() == 1) {
+        outcome.ledger = std::move(lanes.front()->ledger);
+    } else {
+        for (auto& l : lanes) {
+            outcome.ledger.merge(l->ledger);
+        }
+    }
+    outcome.info.duration_s = std::chrono::duration<double>(Clock::now() - start).count();
+    outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
+    apply_faults(faults, outcome);
+    return outcome;
+}
+
+}  // namespace ibvcap

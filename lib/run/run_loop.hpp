@@ -1,0 +1,47 @@
+// The one run loop: any source (lib/sources/source.hpp) into demux, sinks and
+// ledger. It owns the order every run keeps:
+//
+//   output directory checked → source armed (libpcap: counters, joins) → lanes (writer, file sinks,
+//   demux, the -v observer, the GPU block sink) → source connected → block rings prepared → source
+//   started → loop: stop flag, worker faults, --duration, the 1 Hz tick (counters, watchdog, stats
+//   line), -c, one step of the source → source stopped (groups left, drained) → block rings flushed
+//   → writers finished → the source's counters into the ledgers → lanes merged → exit code.
+//
+// Whatever way it is left (an exception included), the writers and the block
+// sink's copy thread give back every receive slot they hold while the
+// source, which owns the slots, still exists.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "lib/demux/demux.hpp"
+#include "lib/run/common.hpp"
+#include "lib/sinks/block_sink.hpp"
+#include "lib/sinks/file_sinks.hpp"
+#include "lib/sinks/writer.hpp"
+#include "lib/sources/source.hpp"
+
+namespace ibvcap {
+
+struct RunSettings {
+    std::string command = "capture";  // the report's "command"
+    DemuxOptions demux;
+    OutputOptions outputs;
+    Writer::Options writer;
+    std::uint64_t count = 0;      // stop after this many frames (0: no limit)
+    double duration_s = 0;        // stop after this long (0, negative, NaN: no limit)
+    FrameObserver observer;       // -v
+    BlockSink* blocks = nullptr;  // the GPU payload path's block rings (one lane only)
+    std::FILE* stats = nullptr;   // the live stats line once a second (null: none)
+};
+
+// Runs `source` until `stop`, the duration, the count, or the source ends.
+// Throws (one line naming the fix) when the run cannot start; nothing is
+// written then. An error after the start ends the run with info.error and an
+// incomplete ledger (exit code 1), keeping everything captured.
+RunOutcome run_source(Source& source, const RunSettings& settings, const std::atomic<bool>& stop);
+
+}  // namespace ibvcap

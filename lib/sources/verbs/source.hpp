@@ -1,0 +1,94 @@
+// The verbs source: one VerbsEngine (lib/sources/verbs/engine.hpp) and one
+// poll thread per device, each delivering into its own lane (demux, ledger,
+// writer), merged by the run loop at the end. The run loop's thread does the
+// once-a-second housekeeping (NIC counters, the watchdog), never a poll
+// thread.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/sources/igmp.hpp"
+#include "lib/sources/source.hpp"
+#include "lib/sources/verbs/engine.hpp"
+#include "lib/sources/verbs/seam.hpp"
+
+namespace ibvcap {
+
+struct CaptureTarget {
+    std::string device;  // RDMA device, "mlx5_0"
+    std::uint8_t port = 1;
+    std::string netdev;      // its network interface (for the IGMP joins and counters)
+    std::uint32_t ipv4 = 0;  // the interface's address (host byte order)
+};
+
+// Makes the IGMP membership for a group on a target (production: a kernel
+// socket on target.netdev; tests: a recording fake).
+using TargetMembershipFactory =
+    std::function<std::unique_ptr<GroupMembership>(const CaptureTarget&, const Endpoint&)>;
+TargetMembershipFactory kernel_memberships();
+
+// The `ibvcap devices` lines for one RDMA device: what the verbs layer says
+// it can do, or why it cannot be opened.
+std::vector<std::string> device_capability_lines(verbs::Provider& provider,
+                                                 const std::string& device, std::uint8_t port);
+
+// -i for the verbs source: the interface's RDMA device and port. Throws
+// std::runtime_error (one line, naming the fix) when the host has no RDMA
+// device or the interface is not driven by one.
+CaptureTarget verbs_target(verbs::Provider& provider, const std::string& interface);
+
+struct VerbsSourceOptions {
+    std::vector<CaptureTarget> targets;
+    EngineOptions engine;
+    std::filesystem::path sysfs_root = "/sys";
+    bool nic_counters = true;  // read hw_counters and netdev statistics
+    std::vector<int> cpus;     // pin poll thread i to cpus[i] (empty: no pinning)
+    bool watchdog = true;      // once a second: streams silent while the NIC counts
+    // Where payload slots live (--gpu: GPU memory or pinned staging; the
+    // stand-in with --gpu-standin). Null: host memory.
+    PayloadMemory* payload = nullptr;
+};
+
+class VerbsSource final : public Source {
+  public:
+    // Opens every target's device. Throws (one line, with the fix) when one
+    // cannot be opened.
+    VerbsSource(VerbsSourceOptions options, verbs::Provider& provider,
+                TargetMembershipFactory memberships);
+    ~VerbsSource() override;
+
+    std::string kind() const override { return "verbs"; }
+    std::string input() const override;
+    bool live() const override { return true; }
+    std::size_t lanes() const override;
+    // Several devices: each one's files are prefixed with its name.
+    std::string lane_prefix(std::size_t lane) const override;
+    void connect(std::span<const SourceLane> lanes) override;
+    BlockPlan block_plan() const override;
+    void start() override;
+    // The poll threads deliver; the step only waits (at most 2 ms) and says
+    // whether a poll thread has ended (a device fault). -c is "at least N".
+    bool step(std::uint64_t limit, std::chrono::milliseconds max_wait,
+              const std::atomic<bool>& stop) override;
+    std::uint64_t frames() const override;
+    void tick(RunInfo& info) override;
+    SourceFigures figures() const override;
+    void stop(std::optional<std::uint64_t> remaining) override;
+    void report(std::span<const SourceLane> lanes, RunInfo& info) override;
+
+  private:
+    struct Part;
+    VerbsSourceOptions options_;
+    TargetMembershipFactory memberships_;
+    // Declared before the parts so that it outlives their memory regions.
+    std::unique_ptr<PayloadMemory> host_memory_;
+    std::vector<std::unique_ptr<Part>> parts_;
+    std::atomic<bool> halt_{false};
+};
+
+}  // namespace ibvcap
