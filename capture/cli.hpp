@@ -34,7 +34,7 @@ const std::atomic<bool>& stop_flag();
 // third interrupt ends the process on the spot).
 const std::atomic<bool>& urgent_flag();
 
-// Options every capturing subcommand shares (DESIGN §6): --antenna, -o, -F,
+// Options every capturing subcommand shares (docs/formats.md, "Command line"): --antenna, -o, -F,
 // --prefix, -c, --report, -q, -v, and the positional GROUP:PORT list.
 void add_common_options(cxxopts::Options& options, const char* groups_help);
 struct CommonOptions {

@@ -99,7 +99,7 @@ int cmd_capture(int argc, char** argv) {
         ("block-threads", "CODIF threads per antenna in a block", cxxopts::value<std::uint16_t>()->default_value("2"), "N");
     // clang-format on
     add_common_options(options, "GROUP:PORT to capture");
-    // DESIGN §6 spells it `--gpu [ID]`: cxxopts takes an optional value only
+    // docs/formats.md, "Command line" spells it `--gpu [ID]`: cxxopts takes an optional value only
     // as --gpu=ID, so a GPU number right after --gpu is joined to it.
     std::vector<std::string> joined = join_optional_value(argc, argv, "--gpu");
     std::vector<char*> argv2;

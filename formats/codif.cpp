@@ -1,10 +1,10 @@
-// CODIF frame header codec: both layouts (DESIGN §8).
+// CODIF frame header codec: both layouts (docs/formats.md, "The CODIF header").
 //
 // Every field is read and written with explicit little-endian loads/stores and
 // shifts (formats/bytes.hpp): the header sits unaligned at offset 42 of an
 // Ethernet frame, so there are no bitfields and no pointer casts here.
 //
-// v2 layout (eight LE 64-bit words), as DESIGN §8 and DiFX codifio
+// v2 layout (eight LE 64-bit words), as docs/formats.md, "The CODIF header" and DiFX codifio
 // (difx/difx libraries/codifio/src/codifio.h, "#define CODIFV2"):
 //   W0  frame 0-31, seconds 32-63
 //   W1  epoch 0-7, nbits 8-15, power 16, invalid 17, complex 18, cal 19,
@@ -42,9 +42,9 @@
 // setCODIFNumChannels() stores numchannels-1, which is what is done here. An
 // earlier revision of the same file (commit 2716e3707f221c0c06f9a2c2226d078ee0f3b6c8)
 // has the 32-bit words of each pair in the other order (sync in word 10, nchan
-// not offset); DESIGN §8 specifies sync in word 11, so that revision is not used.
-// Draft has no power, cal, protocol, secondaryid, metaid, meta1 or metadata:
-// they decode as 0 and are not encoded.
+// not offset); docs/formats.md, "The CODIF header" has sync in word 11, so that revision is not
+// used. Draft has no power, cal, protocol, secondaryid, metaid, meta1 or metadata: they decode as 0
+// and are not encoded.
 //
 // Deliberate differences from codifio: seconds are never wrapped at 86400
 // (codifio's getCODIFFrameSecond() does), and the period is part of the

@@ -1,4 +1,4 @@
-// CODIF frame header codec: both layouts (DESIGN §8).
+// CODIF frame header codec: both layouts (docs/formats.md, "The CODIF header").
 //
 // Current layout ("v2"): eight little-endian 64-bit words, sync 0xFEEDCAFE in
 // word 5 bits 0-31. Draft layout: sixteen little-endian 32-bit words, sync
@@ -88,8 +88,8 @@ void encode_codif(const CodifHeader& h, MutableBytes out);
 // `datagram_bytes` is the UDP payload length (header + payload).
 CodifError validate_codif(const CodifHeader& h, std::uint64_t datagram_bytes);
 
-// Sequence arithmetic (DESIGN §8). Both return 0 when the header cannot define
-// them (zero channels/bits, or a payload that is not a whole number of samples);
+// Sequence arithmetic (docs/formats.md, "Sequence arithmetic"). Both return 0 when the header
+// cannot define them (zero channels/bits, or a payload that is not a whole number of samples);
 // frames per period is also 0 above kCodifMaxFramesPerPeriod.
 std::uint64_t codif_samples_per_frame(const CodifHeader& h);
 std::uint64_t codif_frames_per_period(const CodifHeader& h);

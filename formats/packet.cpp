@@ -2,7 +2,8 @@
 //
 // Every header field is read with the explicit big-endian loads of bytes.hpp,
 // only after checking that the field lies inside `head`: headers sit at
-// unaligned offsets and nothing from the wire is trusted (DESIGN.md §4.3).
+// unaligned offsets and nothing from the wire is trusted
+// (docs/architecture.md, "Nothing from the wire is trusted").
 //
 // Order of checks, and therefore which error a frame with several defects gets:
 //   1. Ethernet header and up to two VLAN tags    truncated_ethernet, too_many_vlans

@@ -1,8 +1,7 @@
-// The GPU payload path (DESIGN §2, §3): what lib/ reaches only through its
-// interfaces (BlockMemory, PayloadMemory) implemented with CUDA, plus the
-// GPU probe and an example consumer. No CUDA type appears here: a CUDA stream
-// is passed as `Stream` (cudaStream_t is `CUstream_st*`, so a consumer that
-// includes the CUDA headers passes its cudaStream_t as is).
+// The GPU payload path (docs/architecture.md, "The data path" and "Layout"): what lib/ reaches only
+// through its interfaces (BlockMemory, PayloadMemory) implemented with CUDA, plus the GPU probe and
+// an example consumer. No CUDA type appears here: a CUDA stream is passed as `Stream` (cudaStream_t
+// is `CUstream_st*`, so a consumer that includes the CUDA headers passes its cudaStream_t as is).
 //
 // Built from gpu_cuda.cpp and kernels.cu when CUDA is found; otherwise from
 // gpu_stub.cpp, whose functions throw std::runtime_error saying ibvcap was

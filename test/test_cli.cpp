@@ -1,5 +1,5 @@
-// The command-line contract (DESIGN §6, §7): exit codes, one-line errors, the
-// report's keys, and output that tshark reads. Runs the real binary.
+// The command-line contract (docs/formats.md, "Command line" and "The report"): exit codes,
+// one-line errors, the report's keys, and output that tshark reads. Runs the real binary.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -165,7 +165,7 @@ TEST(Cli, GenThenReadReproducesTruthInTheReport) {
 
     const auto truth = nlohmann::json::parse(slurp(dir / "truth.json"));
     const auto report = nlohmann::json::parse(slurp(dir / "r.json"));
-    // DESIGN §7 contract keys.
+    // The contract keys of docs/formats.md, "The report".
     EXPECT_EQ(report["verdict"], "loss");
     EXPECT_EQ(report["source"], "file");
     EXPECT_TRUE(report["duration_s"].is_number());
@@ -315,7 +315,7 @@ TEST(Cli, GpuWithoutAGpuFailsInOneLine) {
                         "error on hosts without one";
     }
     ASSERT_EQ(r.code, 1) << r.out << r.err;
-    // DESIGN §6's spelling `--gpu ID` names the GPU (not a GROUP:PORT).
+    // `--gpu ID`, as docs/formats.md, "Command line" spells it, names the GPU (not a GROUP:PORT).
     const Result one =
         ibvcap(dir, "capture --source pcap -i lo --gpu 1 --duration 1 -q 239.1.2.3:5000");
     EXPECT_EQ(one.code, 1) << one.err;

@@ -1,4 +1,4 @@
-// Unit tests for the CODIF header codec (formats/codif.hpp, DESIGN §8).
+// Unit tests for the CODIF header codec (formats/codif.hpp, docs/formats.md, "The CODIF header").
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,9 +17,9 @@ namespace {
 
 using Header64 = std::array<std::uint8_t, kCodifHeaderBytes>;
 
-// A v2 header written out byte by byte from the DESIGN §8 word map, independent
-// of encode_codif. Every field has a distinctive value so that a field read from
-// the wrong bits cannot pass.
+// A v2 header written out byte by byte from the word map of docs/formats.md, "The CODIF header",
+// independent of encode_codif. Every field has a distinctive value so that a field read from the
+// wrong bits cannot pass.
 constexpr Header64 kV2Bytes = {
     // W0: frame 0x00012345 (bits 0-31), seconds 0x1A2B3C4D (32-63)
     0x45, 0x23, 0x01, 0x00, 0x4D, 0x3C, 0x2B, 0x1A,
@@ -656,7 +656,7 @@ TEST(CodifTimingTest, GapMatchesIndexDifferenceForRandomPositions) {
         const std::int64_t expected = static_cast<std::int64_t>(t.index(s, f)) -
                                       static_cast<std::int64_t>(t.index(s0, f0)) - 1;
         ASSERT_EQ(t.gap(s0, f0, s, f), expected);
-        // DESIGN §8 formula for period-aligned seconds.
+        // The formula of docs/formats.md, "Sequence arithmetic", for period-aligned seconds.
         const std::int64_t design = (static_cast<std::int64_t>(s) - std::int64_t{s0}) /
                                         std::int64_t{period} * static_cast<std::int64_t>(fpp) +
                                     (std::int64_t{f} - std::int64_t{f0}) - 1;

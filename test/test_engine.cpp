@@ -1,6 +1,6 @@
-// The verbs engine on the simulated NIC (DESIGN §5): the same engine code as on
-// mlx5, with the wire played by the test. Every test ends by checking that the
-// ledger reconciles exactly against what was sent.
+// The verbs engine on the simulated NIC (docs/architecture.md, "The verbs seam"): the same engine
+// code as on mlx5, with the wire played by the test. Every test ends by checking that the ledger
+// reconciles exactly against what was sent.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -481,7 +481,7 @@ TEST(Engine, NonSplitModeUsesOneSge) {
 }
 
 // A decorator over the seam that logs the calls the engine makes, to check
-// the setup and teardown order of DESIGN §4.2.
+// the order of docs/architecture.md, "Setup and teardown order".
 struct CallLog {
     std::vector<std::string> calls;
 };

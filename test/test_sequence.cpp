@@ -1,4 +1,5 @@
-// Unit tests for the per-stream CODIF sequence tracker (lib/ledger/sequence.hpp, DESIGN §8).
+// Unit tests for the per-stream CODIF sequence tracker (lib/ledger/sequence.hpp;
+// docs/formats.md, "How a stream's frames are counted").
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -776,7 +776,7 @@ TEST_F(SimNic, RecoveryResetInitPostRtrReceivesAgain) {
     qp->modify(QpState::reset);
     EXPECT_EQ(hw->posted_wrs(qp->qp_num()), 0u);
     EXPECT_TRUE(drain().empty());
-    // The recovery sequence of DESIGN §4.6.
+    // The recovery sequence of docs/architecture.md, "QP error recovery".
     qp->modify(QpState::init);
     post_slots(2, 20);
     qp->modify(QpState::rtr);

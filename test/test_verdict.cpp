@@ -510,7 +510,7 @@ INSTANTIATE_TEST_SUITE_P(
 // ---------------------------------------------------------------------------
 // 3. The report equals the ledger.
 
-// Every totals counter with the key the report gives it (docs/formats.md §4).
+// Every totals counter with the key the report gives it (docs/formats.md, "The report").
 const std::vector<std::pair<const char*, std::uint64_t Totals::*>> kTotalsKeys = {
     {"packets", &Totals::packets},
     {"bytes", &Totals::bytes},

@@ -1,6 +1,6 @@
-// NIC drop counters from sysfs (DESIGN §4.1): frames the NIC or the kernel
-// driver lost before they reached ibvcap. Read at the start of a run,
-// periodically, and at the end; the deltas go into the ledger.
+// NIC drop counters from sysfs (docs/architecture.md, "Every frame counted once"): frames the NIC
+// or the kernel driver lost before they reached ibvcap. Read at the start of a run, periodically,
+// and at the end; the deltas go into the ledger.
 //
 // Counters read:
 //   <root>/class/infiniband/<dev>/ports/<port>/hw_counters/*   → "hw_counters/<file>"

@@ -1,5 +1,6 @@
 // The loss ledger: every frame a source delivers is counted exactly once, as a
-// CODIF frame of some stream or under a named reason (DESIGN §4.1).
+// CODIF frame of some stream or under a named reason
+// (docs/architecture.md, "Every frame counted once").
 #pragma once
 
 #include <array>

@@ -1,4 +1,4 @@
-// The run report: the ledger as JSON (DESIGN §7; docs/formats.md lists every
+// The run report: the ledger as JSON (docs/formats.md, "The report", lists every
 // key) and as the human summary printed at the end of a run.
 #pragma once
 

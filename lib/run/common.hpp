@@ -15,7 +15,7 @@
 
 namespace ibvcap {
 
-// DESIGN §6 exit codes.
+// docs/formats.md, "Exit codes".
 enum ExitCode : int { kExitZeroLoss = 0, kExitError = 1, kExitUsage = 2, kExitLoss = 3 };
 
 // Make sure `dir` exists (created when missing) and that a file can be

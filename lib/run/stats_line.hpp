@@ -3,7 +3,7 @@
 //
 //   ibvcap stats: 12:00:03  98,311 pkt/s  6.53 Gb/s  drops 0  slots held 512  ...
 //       ...  writer backlog 12.0 MiB
-// (one line, cut in two here; docs/operations.md §1 has each field).
+// (one line, cut in two here; docs/operations.md, "The live stats line" has each field).
 //
 // Every field is always there, in this order; a figure the source cannot know
 // live is "-" ("- Gb/s", "slots held -", "writer backlog -"). Whole lines

@@ -1,6 +1,6 @@
 // IGMP membership of one multicast group on one interface, held for the whole
-// run (DESIGN §4.2). The NIC never traps IGMP: a kernel UDP socket joins the
-// group so that the kernel sends the reports and answers the queries, and the
+// run (docs/architecture.md, "Setup and teardown order"). The NIC never traps IGMP: a kernel UDP
+// socket joins the group so that the kernel sends the reports and answers the queries, and the
 // switch keeps forwarding the group to this port.
 //
 // The socket is never bound, so it has no port and receives nothing. With the

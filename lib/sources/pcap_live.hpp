@@ -1,8 +1,7 @@
-// The libpcap live source (DESIGN §2): any NIC on any host, for hosts without
-// an mlx5 port (`ibvcap capture --source pcap`). The kernel copies the frames
-// that pass a BPF filter for the requested GROUP:PORTs into a memory-mapped
-// TPACKET_V3 ring; the run loop's thread takes them out block by block into
-// the same demux, ledger and sinks as the verbs source.
+// The libpcap live source (docs/architecture.md, "The data path"): any NIC on any host, for hosts
+// without an mlx5 port (`ibvcap capture --source pcap`). The kernel copies the frames that pass a
+// BPF filter for the requested GROUP:PORTs into a memory-mapped TPACKET_V3 ring; the run loop's
+// thread takes them out block by block into the same demux, ledger and sinks as the verbs source.
 //
 // Drops are counted where they can happen: the kernel ring overflowing
 // (pcap_stats ps_drop), the interface or driver (ps_ifdrop, and the netdev's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The layering of the code (docs/architecture.md, "Data path"): every
+# The layering of the code (docs/architecture.md, "Layout"): every
 # #include "..." in formats/, lib/, gpu/ and capture/ runs downward only.
 #
 #   formats/      the wire and file formats: nothing of lib/, gpu/, capture/,

@@ -1,8 +1,8 @@
-// A simulated mlx5 NIC behind the verbs seam (DESIGN §5). It models mlx5 as
-// rdma-core's provider (providers/mlx5/) and the kernel's mlx5_ib driver
-// (drivers/infiniband/hw/mlx5/) behave, not as ibvcap would like them to; each
-// behaviour names the file that shows it (docs/operations.md, "What the
-// engine relies on", lists them with what the acceptance run checks):
+// A simulated mlx5 NIC behind the verbs seam (docs/architecture.md, "The verbs seam"). It models
+// mlx5 as rdma-core's provider (providers/mlx5/) and the kernel's mlx5_ib driver
+// (drivers/infiniband/hw/mlx5/) behave, not as ibvcap would like them to; each behaviour names the
+// file that shows it (docs/operations.md, "What the engine relies on", lists them with what the
+// acceptance run checks):
 //   * a frame is steered to the QP whose flow rule matches it exactly
 //     (destination MAC, IPv4 destination, optional IPv4 source, UDP port);
 //     frames no rule matches go to the kernel and are only counted

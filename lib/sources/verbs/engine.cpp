@@ -247,7 +247,7 @@ void VerbsEngine::start() {
     }
     started_ = true;
     // 1. Every receive WR posted and every QP ready before any rule steers
-    //    traffic to it (DESIGN §4.2).
+    //    traffic to it (docs/architecture.md, "Setup and teardown order").
     for (auto& q : qps_) {
         q->qp->modify(verbs::QpState::init);
         post_all(*q);
@@ -368,7 +368,8 @@ void VerbsEngine::stop() {
     // go are caught by the second drain, so `undelivered` counts only drops.
     final_flow_counters_ = read_flow_counters();
     for (auto& q : qps_) {
-        q->flows.clear();  // rules before their QPs (DESIGN §4.2)
+        // Rules before their QPs (docs/architecture.md, "Setup and teardown order").
+        q->flows.clear();
     }
     if (!stats_.device_fatal) {
         drain();

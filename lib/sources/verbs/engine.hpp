@@ -1,9 +1,9 @@
-// The verbs capture engine for one device (DESIGN §2, §4.2, §4.6): one
-// completion queue shared by every QP of the device, one raw-packet QP per
-// GROUP:PORT (or per group and antenna with hardware demux), a receive ring
-// per QP whose work requests scatter each frame into a header slot (SGE0, host
-// memory) and a payload slot (SGE1, host or GPU memory), and a poll loop that
-// hands frames to the demultiplexer and re-posts their slots in batches.
+// The verbs capture engine for one device (docs/architecture.md, "The data path",
+// "Setup and teardown order", "QP error recovery"): one completion queue shared by every QP of the
+// device, one raw-packet QP per GROUP:PORT (or per group and antenna with hardware demux), a
+// receive ring per QP whose work requests scatter each frame into a header slot (SGE0, host memory)
+// and a payload slot (SGE1, host or GPU memory), and a poll loop that hands frames to the
+// demultiplexer and re-posts their slots in batches.
 //
 // Written once against the verbs seam (lib/sources/verbs/seam.hpp): the same code runs on
 // libibverbs and on the simulated NIC.
@@ -88,8 +88,8 @@ class VerbsEngine {
     VerbsEngine(const VerbsEngine&) = delete;
     VerbsEngine& operator=(const VerbsEngine&) = delete;
 
-    // DESIGN §4.2 order: post every receive WR and move the QPs to RTR, then
-    // create the flow rules, then join the groups.
+    // The order of docs/architecture.md, "Setup and teardown order": post every receive WR and move
+    // the QPs to RTR, then create the flow rules, then join the groups.
     void start();
     // One poll batch: completions → demux → re-post; QPs in error recovered.
     // Returns the number of completions handled. The poll thread calls this
@@ -101,8 +101,8 @@ class VerbsEngine {
     void handle_event(const verbs::AsyncEvent& event);
     // Drain what the CQ holds and handle pending events without waiting.
     void drain();
-    // DESIGN §4.2 stop order: leave the groups, drain, destroy the flows
-    // (before their QPs). Idempotent; the destructor calls it.
+    // Stop order of docs/architecture.md, "Setup and teardown order": leave the groups, drain,
+    // destroy the flows (before their QPs). Idempotent; the destructor calls it.
     void stop();
 
     const EngineStats& stats() const { return stats_; }

@@ -131,7 +131,8 @@ void VerbsEngine::flush_reposts(Qp& q) {
 }
 
 void VerbsEngine::recover(Qp& q) {
-    // DESIGN §4.6: drained (or timed out), then RESET → INIT → re-post → RTR.
+    // docs/architecture.md, "QP error recovery": drained (or timed out), then RESET → INIT →
+    // re-post → RTR.
     q.qp->modify(verbs::QpState::reset);  // discards whatever is still posted
     // Completions of the old ring still in the CQ (a drain that timed out)
     // carry the old generation and are told apart from the new ring's.
@@ -173,10 +174,11 @@ void VerbsEngine::handle(const verbs::Completion& c) {
     if (status_index < std::size(stats_.wc_by_status)) {
         ++stats_.wc_by_status[status_index];
     }
-    // Nothing from a completion is trusted (DESIGN §4.3): the wr_id must name a
-    // QP and a slot that is posted. The wr_id is all there is to go by: the
-    // completion's qpn field holds the flow tag on an mlx5 raw-packet QP, not
-    // the QP (lib/sources/verbs/seam.hpp, Completion::qp_num).
+    // Nothing from a completion is trusted
+    // (docs/architecture.md, "Nothing from the wire is trusted"): the wr_id must name a QP and a
+    // slot that is posted. The wr_id is all there is to go by: the completion's qpn field holds the
+    // flow tag on an mlx5 raw-packet QP, not the QP (lib/sources/verbs/seam.hpp,
+    // Completion::qp_num).
     const WrId id = WrId::decode(c.wr_id);
     const std::uint32_t slot = id.slot;
     if (id.qp >= qps_.size()) {
@@ -267,7 +269,7 @@ void VerbsEngine::handle(const verbs::Completion& c) {
         }
         case verbs::WcStatus::loc_len_err:
             // Larger than the slot: the frame is lost, the WR is consumed and
-            // the QP stays ready (DESIGN §4.6).
+            // the QP stays ready (docs/architecture.md, "QP error recovery").
             ++q.delivered;
             repost();
             return;

@@ -1,7 +1,7 @@
-// The libibverbs implementation of the verbs seam (lib/sources/verbs/seam.hpp, DESIGN §5):
-// raw-packet queue pairs on NVIDIA/Mellanox mlx5 NICs (ConnectX-4 or later),
-// steered by exact-match flow rules, receiving into registered host memory or
-// dma-buf GPU memory, polled through an extended completion queue.
+// The libibverbs implementation of the verbs seam (lib/sources/verbs/seam.hpp,
+// docs/architecture.md, "The verbs seam"): raw-packet queue pairs on NVIDIA/Mellanox mlx5 NICs
+// (ConnectX-4 or later), steered by exact-match flow rules, receiving into registered host memory
+// or dma-buf GPU memory, polled through an extended completion queue.
 //
 // This file holds the device context, memory regions, the Device and the
 // Provider; the completion queues, queue pairs and flow rules are in
@@ -15,7 +15,7 @@
 //                             Ethernet and state PORT_ACTIVE; max_qp_wr,
 //                             max_cqe, max_sge are the limits checked here
 //   ibvcap devices            the RDMA devices and, per device, the DeviceCaps
-//                             this provider reports (DESIGN §6)
+//                             this provider reports (docs/formats.md, "Command line")
 //   raw-packet QPs and flow rules need CAP_NET_RAW: run as root, or
 //     sudo setcap cap_net_raw=ep /path/to/ibvcap     (lost on NFS mounts)
 //   receive rings are pinned memory: ulimit -l unlimited (or a large memlock

@@ -25,9 +25,9 @@ namespace ibvcap::verbs::ibv_detail {
 
 // --- Completions and events -------------------------------------------------
 
-// ibv_wc_status → WcStatus: the four statuses DESIGN §4.6 acts on keep their
-// names; every other status (remote errors cannot happen on a receive-only
-// raw-packet QP; GENERAL_ERR, FATAL_ERR, ...) is `other`.
+// ibv_wc_status → WcStatus: the four statuses of docs/architecture.md, "QP error recovery", keep
+// their names; every other status (remote errors cannot happen on a receive-only raw-packet QP;
+// GENERAL_ERR, FATAL_ERR, ...) is `other`.
 WcStatus map_wc_status(ibv_wc_status status);
 
 // ibv_event_type → EventKind. QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR and WQ_FATAL

@@ -215,8 +215,8 @@ class IbvCompletionQueue final : public CompletionQueue {
 // the one modify() last set: a QP the device moves to the error state on its
 // own (an error completion, IBV_EVENT_QP_FATAL) still reads as before until
 // modify() is called; the engine learns of those transitions from completions
-// and events (DESIGN §4.6). ibv_query_qp would say, but it is a kernel round
-// trip; it is used only to resynchronise after a failed ibv_modify_qp.
+// and events (docs/architecture.md, "QP error recovery"). ibv_query_qp would say, but it is a
+// kernel round trip; it is used only to resynchronise after a failed ibv_modify_qp.
 class IbvQueuePair final : public QueuePair {
   public:
     explicit IbvQueuePair(std::shared_ptr<QpHandle> handle) : handle_(std::move(handle)) {}

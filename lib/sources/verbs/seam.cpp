@@ -22,11 +22,11 @@ const char* to_string(WcStatus status) {
 }
 
 // Per the InfiniBand specification a completion in error moves the QP to the
-// error state. LOC_LEN_ERR is the exception ibvcap relies on (DESIGN §4.6): on
-// an mlx5 raw-packet QP the oversized packet consumes its WR and the queue keeps
-// receiving. `other` (any status the seam does not name) is treated as fatal for
-// the queue: recovering a queue that was fine costs an outage, trusting one that
-// is in error loses everything after it.
+// error state. LOC_LEN_ERR is the exception ibvcap relies on
+// (docs/architecture.md, "QP error recovery"): on an mlx5 raw-packet QP the oversized packet
+// consumes its WR and the queue keeps receiving. `other` (any status the seam does not name) is
+// treated as fatal for the queue: recovering a queue that was fine costs an outage, trusting one
+// that is in error loses everything after it.
 bool qp_in_error(WcStatus status) {
     switch (status) {
         case WcStatus::success:

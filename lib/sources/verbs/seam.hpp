@@ -1,5 +1,5 @@
-// The verbs seam (DESIGN §5): the narrow interface the capture engine is
-// written against. Two implementations exist:
+// The verbs seam (docs/architecture.md, "The verbs seam"): the narrow interface the capture engine
+// is written against. Two implementations exist:
 //   * lib/sources/verbs/ibv.cpp — libibverbs on real hardware (mlx5 raw-packet QPs);
 //   * test/sim/sim_nic.cpp   — a simulated NIC, faithful to verbs semantics, for
 //                         tests and benchmarks on hosts without RDMA devices.
@@ -46,7 +46,8 @@ enum class WcStatus : std::uint8_t {
     other,
 };
 const char* to_string(WcStatus status);
-// True when the status means the QP moved to the error state (DESIGN §4.6).
+// True when the status means the QP moved to the error state
+// (docs/architecture.md, "QP error recovery").
 bool qp_in_error(WcStatus status);
 
 // What a completion's timestamp means (the CQ's TimestampFormat):
@@ -77,9 +78,9 @@ struct Completion {
     bool has_timestamp = false;
 };
 
-// An exact match on a UDP multicast stream (DESIGN §2): Ethernet destination
-// (01:00:5e + low 23 bits of the group), IPv4 destination /32, optionally IPv4
-// source /32 (one antenna, --hw-demux), UDP destination port.
+// An exact match on a UDP multicast stream (docs/architecture.md, "The data path"): Ethernet
+// destination (01:00:5e + low 23 bits of the group), IPv4 destination /32, optionally IPv4 source
+// /32 (one antenna, --hw-demux), UDP destination port.
 struct FlowMatch {
     std::array<std::uint8_t, 6> dst_mac{};
     std::uint32_t dst_ip = 0;  // host byte order
