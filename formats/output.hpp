@@ -5,7 +5,9 @@
 //          CODIF readers read them
 // codifhdr the 64-byte CODIF headers only, back to back
 // pcap     libpcap format with nanosecond timestamps (magic 0xa1b23c4d), link
-//          type Ethernet; what tcpdump, tshark and Wireshark open
+//          type Ethernet (or the input file's: ibvcap read); what tcpdump,
+//          tshark and Wireshark open. Its seconds are 32 bits: times from
+//          2106-02-07 06:28:16 UTC (2^32 s) on do not fit
 //
 // The pcap framing is written here rather than through pcap_dump(): the writers
 // own their buffers and file offsets (large aligned buffers, pwrite, O_DIRECT),
@@ -40,8 +42,13 @@ inline constexpr std::size_t kPcapRecordHeaderBytes = 16;
 
 // The 24-byte pcap file header, little-endian (the host order on every target).
 std::array<std::uint8_t, kPcapFileHeaderBytes> pcap_file_header(
-    std::uint32_t snaplen = kPcapSnaplen);
-// The 16-byte record header of one frame.
+    std::uint32_t snaplen = kPcapSnaplen, std::uint32_t link_type = kPcapLinkTypeEthernet);
+// Whether a time fits a pcap record header (seconds below 2^32).
+constexpr bool pcap_time_fits(std::uint64_t timestamp_ns) {
+    return timestamp_ns / 1'000'000'000u <= 0xFFFF'FFFFu;
+}
+// The 16-byte record header of one frame. Throws std::out_of_range when the
+// time does not fit (pcap_time_fits), rather than wrap it.
 std::array<std::uint8_t, kPcapRecordHeaderBytes> pcap_record_header(std::uint64_t timestamp_ns,
                                                                     std::uint32_t captured_bytes,
                                                                     std::uint32_t wire_bytes);

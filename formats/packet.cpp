@@ -6,7 +6,8 @@
 // (docs/architecture.md, "Nothing from the wire is trusted").
 //
 // Order of checks, and therefore which error a frame with several defects gets:
-//   1. Ethernet header and up to two VLAN tags    truncated_ethernet, too_many_vlans
+//   1. link header and up to two VLAN tags        truncated_ethernet, too_many_vlans
+//      (raw IP: none; an IPv6 version nibble is not_ipv4)
 //   2. EtherType                                  not_ipv4
 //   3. fixed 20-byte IPv4 header captured          truncated_ipv4
 //   4. version, IHL, IHL*4 bytes captured          bad_ip_version, bad_ip_header_length,
@@ -112,42 +113,62 @@ PacketError need(std::uint64_t end, std::uint64_t head_bytes, std::uint64_t capt
 // bytes of `head` past captured_bytes were not received: they are stale, so the
 // smaller of the two is authoritative and the parser looks at
 // min(head.size(), captured_bytes) bytes of `head` only.
-PacketError parse_udp_frame(Bytes head, std::uint64_t captured_bytes, UdpPacket& out) {
+PacketError parse_udp_frame(Bytes head, std::uint64_t captured_bytes, UdpPacket& out,
+                            LinkType link) {
     const std::uint64_t head_bytes = std::min<std::uint64_t>(head.size(), captured_bytes);
     const std::uint8_t* const p = head.data();
     UdpPacket pkt;
 
-    // Ethernet II and VLAN tags. `ethertype_at` is the offset of the 2-byte
-    // type field that follows the MACs and each tag.
-    if (const PacketError e =
-            need(kEthernetHeaderBytes, head_bytes, captured_bytes, PacketError::truncated_ethernet);
-        e != PacketError::none) {
-        return e;
+    // The link layer and VLAN tags (packet.hpp, LinkType). `type_at` is the
+    // offset of the 2-byte protocol (EtherType) field, `next` where what it
+    // announces starts: a tag (TCI, then the next type field) or the IP header.
+    std::size_t type_at = 12;  // Ethernet: after the two MACs
+    std::size_t next = kEthernetHeaderBytes;
+    if (link == LinkType::linux_sll) {
+        type_at = kLinuxSllHeaderBytes - 2;
+        next = kLinuxSllHeaderBytes;
+    } else if (link == LinkType::linux_sll2) {
+        type_at = 0;
+        next = kLinuxSll2HeaderBytes;
     }
-    std::size_t ethertype_at = 12;
-    std::uint16_t ethertype = load_be16(p + ethertype_at);
-    while (ethertype == kEtherTypeVlan || ethertype == kEtherTypeQinQ) {
-        if (pkt.vlan_count == kMaxVlanTags) {
-            return PacketError::too_many_vlans;
+    std::size_t ip = 0;
+    if (link == LinkType::raw_ip) {
+        // No link header: IPv6 (which LINKTYPE_RAW may carry) is not for us;
+        // anything else goes through the IPv4 checks below.
+        if (head_bytes >= 1 && (p[0] >> 4) == 6) {
+            return PacketError::not_ipv4;
         }
-        // The tag is TPID (already read) + TCI, then the next type field.
-        if (const PacketError e = need(ethertype_at + kVlanTagBytes + 2, head_bytes, captured_bytes,
-                                       PacketError::truncated_ethernet);
+    } else {
+        if (const PacketError e =
+                need(next, head_bytes, captured_bytes, PacketError::truncated_ethernet);
             e != PacketError::none) {
             return e;
         }
-        const std::uint16_t tci = load_be16(p + ethertype_at + 2);
-        pkt.vlan_ids[pkt.vlan_count] = static_cast<std::uint16_t>(tci & 0x0FFFu);
-        ++pkt.vlan_count;
-        ethertype_at += kVlanTagBytes;
-        ethertype = load_be16(p + ethertype_at);
-    }
-    if (ethertype != kEtherTypeIpv4) {
-        return PacketError::not_ipv4;
+        std::uint16_t ethertype = load_be16(p + type_at);
+        while (ethertype == kEtherTypeVlan || ethertype == kEtherTypeQinQ) {
+            if (pkt.vlan_count == kMaxVlanTags) {
+                return PacketError::too_many_vlans;
+            }
+            // The tag is TPID (already read) + TCI, then the next type field.
+            if (const PacketError e = need(next + kVlanTagBytes, head_bytes, captured_bytes,
+                                           PacketError::truncated_ethernet);
+                e != PacketError::none) {
+                return e;
+            }
+            const std::uint16_t tci = load_be16(p + next);
+            pkt.vlan_ids[pkt.vlan_count] = static_cast<std::uint16_t>(tci & 0x0FFFu);
+            ++pkt.vlan_count;
+            type_at = next + 2;
+            next += kVlanTagBytes;
+            ethertype = load_be16(p + type_at);
+        }
+        if (ethertype != kEtherTypeIpv4) {
+            return PacketError::not_ipv4;
+        }
+        ip = next;
     }
 
     // IPv4: the fixed header first, then what IHL says.
-    const std::size_t ip = ethertype_at + 2;
     if (const PacketError e =
             need(ip + kIpv4MinHeaderBytes, head_bytes, captured_bytes, PacketError::truncated_ipv4);
         e != PacketError::none) {

@@ -1,4 +1,5 @@
-// Ethernet / 802.1Q / IPv4 / UDP parsing of one received frame.
+// Ethernet / 802.1Q / IPv4 / UDP parsing of one received frame (or, from a
+// capture file, a Linux cooked or raw-IP frame: LinkType).
 //
 // Nothing here trusts the wire: every length is checked against the bytes that
 // were captured, and against each other (IP total length vs frame, UDP length vs
@@ -30,6 +31,22 @@ inline constexpr std::uint16_t kEtherTypeVlan = 0x8100;  // 802.1Q
 inline constexpr std::uint16_t kEtherTypeQinQ = 0x88A8;  // 802.1ad outer tag
 inline constexpr std::uint8_t kIpProtoUdp = 17;
 
+// The link-layer header a frame starts with: Ethernet from the NIC and from
+// most capture files; the others only from capture files (ibvcap read).
+// Layouts from libpcap's pcap/sll.h and tcpdump's print-sll.c
+// (https://www.tcpdump.org/linktypes/LINKTYPE_LINUX_SLL.html, ..._SLL2.html):
+//   linux_sll   16 bytes: packet type, ARPHRD type, address length, 8-byte
+//               address, then the protocol (EtherType, big-endian) at 14
+//   linux_sll2  20 bytes: the protocol at 0, then reserved, interface index,
+//               ARPHRD type, packet type, address length, 8-byte address
+//   raw_ip      none: the frame starts at the IP header (LINKTYPE_RAW, which
+//               may also carry IPv6, and LINKTYPE_IPV4)
+// In both cooked forms an 802.1Q-tagged frame has protocol 0x8100 and the tag
+// (TCI, then the inner protocol) right after the header, as in Ethernet.
+enum class LinkType : std::uint8_t { ethernet, linux_sll, linux_sll2, raw_ip };
+inline constexpr std::size_t kLinuxSllHeaderBytes = 16;
+inline constexpr std::size_t kLinuxSll2HeaderBytes = 20;
+
 // Why a frame was not a well-formed IPv4/UDP datagram. The first group means
 // "not for us" (counted as non-CODIF), the second "damaged" (counted malformed).
 enum class PacketError : std::uint8_t {
@@ -38,7 +55,7 @@ enum class PacketError : std::uint8_t {
     not_ipv4,  // EtherType is not IPv4 (ARP, IPv6, LLDP, ...)
     not_udp,   // IPv4 protocol is not UDP (IGMP, ICMP, TCP, ...)
     // damaged or unusable: counted as malformed
-    truncated_ethernet,    // fewer than 14 bytes (or a VLAN tag cut short)
+    truncated_ethernet,    // link-layer header (14 bytes Ethernet) or a VLAN tag cut short
     too_many_vlans,        // more than two 802.1Q/802.1ad tags
     truncated_ipv4,        // IPv4 header does not fit in the captured bytes
     bad_ip_version,        // version nibble != 4
@@ -69,8 +86,11 @@ struct UdpPacket {
 // Parse a frame. `head` holds the first bytes of the frame (all of it when the
 // frame is contiguous); `captured_bytes` is the total number of bytes captured
 // (head plus any second piece). Padding after the IP datagram (short frames are
-// padded to 60 bytes on the wire) is allowed. On error `out` is unspecified.
-PacketError parse_udp_frame(Bytes head, std::uint64_t captured_bytes, UdpPacket& out);
+// padded to 60 bytes on the wire) is allowed. `link`: the header the frame
+// starts with; the offsets in `out` count from the frame's first byte whatever
+// it is. On error `out` is unspecified.
+PacketError parse_udp_frame(Bytes head, std::uint64_t captured_bytes, UdpPacket& out,
+                            LinkType link = LinkType::ethernet);
 
 // Build Ethernet (+ optional 802.1Q tag) + IPv4 + UDP headers for a multicast
 // datagram into `out`; returns the header length (42, or 46 with a tag).

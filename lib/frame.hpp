@@ -1,4 +1,4 @@
-// One received Ethernet frame as the sources hand it to the demultiplexer.
+// One received frame as the sources hand it to the demultiplexer.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "formats/bytes.hpp"
+#include "formats/packet.hpp"
 
 namespace ibvcap {
 
@@ -125,6 +126,9 @@ struct Frame {
     Bytes tail;
     std::uint32_t wire_bytes = 0;    // length on the wire (>= captured when truncated)
     std::uint64_t timestamp_ns = 0;  // UNIX time in nanoseconds
+    // The header the frame starts with: Ethernet but from capture files of
+    // other link types (lib/sources/pcap_file.hpp).
+    LinkType link = LinkType::ethernet;
     // Non-null: `tail` is device memory, read only through this (the CPU
     // cannot dereference it). `head` is always host memory.
     const DeviceMemory* tail_device = nullptr;

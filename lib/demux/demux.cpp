@@ -164,7 +164,7 @@ void Demux::on_frame(const Frame& frame) {
     const std::uint64_t captured = frame.captured_bytes();
     ledger_.count_frame(frame.wire_bytes);
     UdpPacket packet;
-    const PacketError perr = parse_udp_frame(frame.head, captured, packet);
+    const PacketError perr = parse_udp_frame(frame.head, captured, packet, frame.link);
     if (!every_frame_sinks_.empty()) {
         const SinkFrame f{frame, perr == PacketError::none ? &packet : nullptr, nullptr, nullptr};
         for (FrameSink* sink : every_frame_sinks_) {

@@ -11,6 +11,7 @@ RunOutcome run_read(const ReadRequest& request, const std::atomic<bool>& stop) {
     settings.command = "read";
     settings.demux = request.demux;
     settings.outputs = request.outputs;
+    settings.outputs.pcap_link_type = source.pcap_link_type();
     settings.writer = request.writer;
     settings.count = request.count;
     settings.observer = request.observer;

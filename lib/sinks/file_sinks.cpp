@@ -30,10 +30,16 @@ std::string run_output_path(const OutputOptions& options, OutputFormat format) {
 PcapFileSink::PcapFileSink(const OutputOptions& options, Writer& writer)
     : writer_(writer),
       output_(writer.add_output(OutputFormat::pcap, run_output_path(options, OutputFormat::pcap),
-                                "", "", pcap_file_header())),
+                                "", "", pcap_file_header(kPcapSnaplen, options.pcap_link_type))),
       headers_only_(options.pcap_headers_only) {}
 
 void PcapFileSink::on_frame(const SinkFrame& f, SinkRoute /*route*/) {
+    if (!pcap_time_fits(f.frame.timestamp_ns)) {
+        writer_.refuse(output_,
+                       "their time stamps are at or after 2106-02-07 06:28:16 UTC (2^32 s), which "
+                       "the 32-bit seconds of a pcap record cannot hold; write -F raw or codif");
+        return;
+    }
     const std::uint64_t captured = f.frame.captured_bytes();
     std::uint64_t keep = captured;
     if (headers_only_ && f.packet != nullptr) {

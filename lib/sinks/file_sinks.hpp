@@ -22,6 +22,9 @@ struct OutputOptions {
     std::string output_dir = ".";
     std::string prefix = "ibvcap";
     bool pcap_headers_only = false;  // --pcap-snaplen headers: records end after the CODIF header
+    // The pcap file's link type (LINKTYPE_*): the frames' own, which is the
+    // input file's for ibvcap read.
+    std::uint32_t pcap_link_type = kPcapLinkTypeEthernet;
 };
 
 // The file a per-antenna output gets, and the run's own (pcap) file.
@@ -31,7 +34,9 @@ std::string run_output_path(const OutputOptions& options, OutputFormat format);
 
 // Every frame into the run's pcap file. --pcap-snaplen headers: a UDP frame
 // is cut after its CODIF header (the original length is kept, as tcpdump -s
-// does); others go whole.
+// does); others go whole. A frame whose time does not fit a pcap record
+// (2^32 s and later) is not written but counted, and fails the output
+// (Writer::refuse).
 class PcapFileSink final : public FrameSink {
   public:
     PcapFileSink(const OutputOptions& options, Writer& writer);

@@ -227,6 +227,13 @@ void Writer::write(OutputId output, std::span<const Bytes> pieces, std::uint64_t
     }
 }
 
+void Writer::refuse(OutputId output, const char* why) {
+    ++output->dropped_by_producer;
+    if (output->refused++ == 0) {
+        output->refused_why = why;
+    }
+}
+
 void Writer::write_frame(OutputId output, Bytes prefix, const Frame& frame, std::size_t offset,
                          std::size_t len) {
     Output& out = *output;
@@ -341,6 +348,10 @@ std::vector<OutputStats> Writer::stats() const {
         s.files = out.files;
         s.dropped = out.dropped_by_producer + out.dropped_by_writer;
         s.error = out.error;
+        if (out.refused > 0) {
+            s.error += fmt::format("{}{} records not written: {}", s.error.empty() ? "" : "; ",
+                                   out.refused, out.refused_why);
+        }
         result.push_back(std::move(s));
     }
     return result;

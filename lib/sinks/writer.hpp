@@ -124,6 +124,12 @@ class Writer {
     void write_frame(OutputId output, Bytes prefix, const Frame& frame, std::size_t offset,
                      std::size_t len);
 
+    // A record the caller cannot write, because the output's format cannot
+    // hold it: counted as dropped, and the output fails with "N records not
+    // written: `why`" (`why` must outlive the writer: a literal). Never
+    // allocates.
+    void refuse(OutputId output, const char* why);
+
     // Producer thread: hand over every partial buffer, wait for the disk
     // threads to finish, close the files. Idempotent.
     void finish();

@@ -151,6 +151,9 @@ struct Writer::Output {
     // Producer side.
     Buffer* current = nullptr;
     std::uint64_t dropped_by_producer = 0;
+    // Of those, the records refuse()d, and the first one's reason.
+    std::uint64_t refused = 0;
+    const char* refused_why = nullptr;
     std::uint64_t file_bytes = 0;  // rotation: bytes the current file will hold
     std::uint64_t file_records = 0;
     std::uint64_t file_period = 0;

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <ctime>
+#include <iterator>
 #include <stdexcept>
 
 #include "formats/bytes.hpp"
@@ -28,6 +30,32 @@ class MappingOwner final : public SlotOwner {
 };
 MappingOwner mapping_owner;
 
+// The link types read (lib/sources/pcap_file.hpp), by the DLT_ value
+// libpcap's pcap_datalink() gives, with the LINKTYPE_ value a file header
+// holds (pcap/dlt.h; https://www.tcpdump.org/linktypes.html: DLT_RAW is 12
+// here and LINKTYPE_RAW 101 in files).
+struct KnownLink {
+    int dlt;
+    LinkType link;
+    std::uint32_t linktype;
+};
+constexpr KnownLink kKnownLinks[] = {
+    {DLT_EN10MB, LinkType::ethernet, 1},         {DLT_LINUX_SLL, LinkType::linux_sll, 113},
+    {DLT_LINUX_SLL2, LinkType::linux_sll2, 276}, {DLT_RAW, LinkType::raw_ip, 101},
+    {DLT_IPV4, LinkType::raw_ip, 228},
+};
+
+// libpcap's 64-bit seconds; a 32-bit time_t would wrap pcapng times inside it.
+static_assert(sizeof(time_t) >= 8, "pcapng time stamps need a 64-bit time_t");
+
+// UNIX seconds + nanoseconds as 64-bit nanoseconds; false when they do not
+// fit (before 1970, or after 2554-07-21): never wrapped.
+bool timestamp_ns(std::int64_t seconds, std::int64_t nanoseconds, std::uint64_t& out) {
+    return seconds >= 0 && nanoseconds >= 0 &&
+           !__builtin_mul_overflow(static_cast<std::uint64_t>(seconds), 1'000'000'000u, &out) &&
+           !__builtin_add_overflow(out, static_cast<std::uint64_t>(nanoseconds), &out);
+}
+
 }  // namespace
 
 PcapFileSource::PcapFileSource(const std::string& path, bool mapped) : path_(path) {
@@ -40,15 +68,21 @@ PcapFileSource::PcapFileSource(const std::string& path, bool mapped) : path_(pat
         throw std::runtime_error(fmt::format("cannot read {}: {}", path, errbuf));
     }
     const int link = pcap_datalink(pcap_);
-    if (link != DLT_EN10MB) {
+    const auto link_entry = std::find_if(std::begin(kKnownLinks), std::end(kKnownLinks),
+                                         [link](const KnownLink& k) { return k.dlt == link; });
+    if (link_entry == std::end(kKnownLinks)) {
         const char* name = pcap_datalink_val_to_name(link);
         pcap_close(pcap_);
         pcap_ = nullptr;
         throw std::runtime_error(fmt::format(
-            "cannot read {}: link type {} ({}) is not Ethernet; capture with tcpdump -i "
-            "<interface> rather than -i any",
+            "cannot read {}: link type {} ({}) is not one ibvcap reads: Ethernet, Linux cooked "
+            "(LINUX_SLL, LINUX_SLL2: tcpdump -i any) or raw IPv4 (RAW, IPV4)",
             path, link, name != nullptr ? name : "unknown"));
     }
+    link_ = link_entry->link;
+    pcap_link_type_ = link_entry->linktype;
+    // libpcap gives pcapng files their major version 1, classic pcap 2.
+    classic_ = pcap_major_version(pcap_) == 2;
     if (!mapped) {
         return;
     }
@@ -156,6 +190,8 @@ PcapFileSource::Result PcapFileSource::run_mapped(Demux& demux, std::uint64_t ma
         // snapshot bytes are the frame, the rest is skipped (as libpcap does).
         frame.head = Bytes(h + kRecordHeaderBytes, std::min(caplen, snapshot_));
         frame.wire_bytes = field(h + 12);
+        frame.link = link_;
+        // 32-bit seconds and fraction: always fits in 64-bit nanoseconds.
         const std::uint64_t frac = field(h + 4);
         frame.timestamp_ns =
             std::uint64_t{field(h)} * 1'000'000'000u + (nanoseconds_ ? frac : frac * 1000u);
@@ -208,8 +244,29 @@ PcapFileSource::Result PcapFileSource::run(Demux& demux, std::uint64_t max_frame
         Frame frame;
         frame.head = Bytes(data, header->caplen);
         frame.wire_bytes = header->len;
-        frame.timestamp_ns = static_cast<std::uint64_t>(header->ts.tv_sec) * 1'000'000'000u +
-                             static_cast<std::uint64_t>(header->ts.tv_usec);  // ns here
+        frame.link = link_;
+        if (classic_) {
+            // A classic pcap record's seconds are unsigned 32 bits, which
+            // libpcap (sf-pcap.c) reads as a signed 32-bit field and widens:
+            // undone here, so 2038 and later read as the mapped path reads
+            // them (a fraction field of 2^31 or more, damaged anyway, is
+            // taken as nanoseconds). Always fits in 64-bit nanoseconds.
+            const auto frac = header->ts.tv_usec;  // ns here
+            frame.timestamp_ns =
+                std::uint64_t{static_cast<std::uint32_t>(header->ts.tv_sec)} * 1'000'000'000u +
+                (frac >= 0 ? static_cast<std::uint64_t>(frac)
+                           : std::uint64_t{static_cast<std::uint32_t>(frac)});
+        } else if (!timestamp_ns(header->ts.tv_sec, header->ts.tv_usec, frame.timestamp_ns)) {
+            // pcapng holds 64-bit times, which libpcap (sf-pcapng.c) hands
+            // over in a 64-bit time_t: carried exactly, or refused.
+            result.error = fmt::format(
+                "{}: frame {} has time stamp {}.{:09} s, outside what ibvcap carries (UNIX time "
+                "from 1970 to 2554 in nanoseconds); the file is damaged or its clock was wrong "
+                "(after {} frames)",
+                path_, result.frames + 1, static_cast<std::int64_t>(header->ts.tv_sec),
+                static_cast<std::int64_t>(header->ts.tv_usec), result.frames);
+            return result;
+        }
         demux.on_frame(frame);
         ++result.frames;
     }

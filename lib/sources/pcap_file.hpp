@@ -10,6 +10,16 @@
 // libpcap's (sf-pcap.c): the same limits, the same truncation handling, the
 // same error messages; a test compares the two on damaged files. pcapng and
 // anything else stay with libpcap.
+//
+// Link types: Ethernet, Linux cooked captures (LINUX_SLL, LINUX_SLL2: what
+// tcpdump -i any writes) and raw IP (RAW, IPV4). Every frame carries its
+// file's link type (Frame::link), so the demux finds the IP header behind
+// whichever header it is; anything else is refused when the file is opened.
+//
+// Timestamps: a frame's time is carried exactly (Frame::timestamp_ns, 64-bit
+// nanoseconds: up to 2554); a time beyond that, or before 1970 (a pcapng
+// file can say either), ends the read as a damaged record would, never
+// wrapped. Classic pcap times (32-bit unsigned seconds) always fit.
 #pragma once
 
 #include <pcap/pcap.h>
@@ -26,7 +36,8 @@ namespace ibvcap {
 class PcapFileSource final : public Source {
   public:
     // Opens the file; throws std::runtime_error with a one-line message naming
-    // the file and the cause (missing, unreadable, not a capture, not Ethernet).
+    // the file and the cause (missing, unreadable, not a capture, a link type
+    // it does not read).
     // `mapped`: read classic pcap files from a mapping (false: always libpcap).
     explicit PcapFileSource(const std::string& path, bool mapped = true);
     ~PcapFileSource() override;
@@ -44,6 +55,10 @@ class PcapFileSource final : public Source {
 
     // Whether this file is read from a mapping.
     bool is_mapped() const { return map_ != nullptr; }
+    // The file's link type as a pcap file header states it (LINKTYPE_*, which
+    // the run's pcap output repeats), and as the frames carry it.
+    std::uint32_t pcap_link_type() const { return pcap_link_type_; }
+    LinkType link_type() const { return link_; }
 
     // As a source for the run loop (lib/sources/source.hpp): one step reads
     // to the end of the file (or the limit, or the stop flag).
@@ -66,6 +81,9 @@ class PcapFileSource final : public Source {
     std::uint64_t frames_ = 0;
     std::string error_;
     pcap_t* pcap_ = nullptr;
+    LinkType link_ = LinkType::ethernet;
+    std::uint32_t pcap_link_type_ = 1;
+    bool classic_ = true;  // classic pcap, not pcapng
     // The mapping (classic pcap only).
     const std::uint8_t* map_ = nullptr;
     std::size_t map_bytes_ = 0;
