@@ -272,6 +272,40 @@ TEST(Cli, TsharkReadsThePcapOutputCleanly) {
     EXPECT_NE(info.out.find(std::to_string(report_lines)), std::string::npos) << info.out;
 }
 
+// Issue 14, item 3: with a -W ring the report lists the files that exist,
+// their records, and the records the ring overwrote; the listed files add up
+// to what is on disk.
+TEST(Cli, ReportListsTheFilesOfARingAsTheyAreOnDisk) {
+    test::TempDir dir;
+    // 400 slots x 2 threads x 8256 bytes = 6.6 MB of codif: 7 files of at
+    // most 1 MB (121 records), of which the ring of 2 keeps the last two.
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 400 --antennas 1").code, 0);
+    const Result r = ibvcap(dir, "read -q -r x.pcap -F codif -o out -C 1 -W 2 --report r.json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto report = nlohmann::json::parse(slurp(dir / "r.json"));
+    ASSERT_EQ(report["outputs"].size(), 1u);
+    const auto& o = report["outputs"][0];
+    ASSERT_TRUE(o.contains("on_disk")) << o.dump();
+    ASSERT_EQ(o["on_disk"].size(), 2u) << o.dump();
+    std::uint64_t listed = 0;
+    for (const auto& f : o["on_disk"]) {
+        const std::string path = dir / f["path"].get<std::string>();  // relative to the run's cwd
+        ASSERT_TRUE(std::filesystem::exists(path)) << path;
+        EXPECT_EQ(std::filesystem::file_size(path), f["bytes"].get<std::uint64_t>()) << path;
+        EXPECT_EQ(f["bytes"].get<std::uint64_t>(), f["packets"].get<std::uint64_t>() * 8256)
+            << path;
+        listed += f["packets"].get<std::uint64_t>();
+    }
+    std::size_t files = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir / "out")) {
+        files += e.path().extension() == ".codif" ? 1u : 0u;
+    }
+    EXPECT_EQ(files, 2u);
+    EXPECT_EQ(o["packets"].get<std::uint64_t>(), 800u);
+    EXPECT_EQ(listed + o["overwritten"].get<std::uint64_t>(), 800u);
+    EXPECT_GT(o["overwritten"].get<std::uint64_t>(), 0u);
+}
+
 TEST(Cli, VersionSaysHowTheGpuSideWasBuilt) {
     test::TempDir dir;
     const Result r = ibvcap(dir, "--version");

@@ -86,6 +86,12 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
         nlohmann::json e = {{"path", o.path},       {"format", o.format},   {"group", o.group},
                             {"antenna", o.antenna}, {"packets", o.packets}, {"bytes", o.bytes},
                             {"dropped", o.dropped}, {"files", o.files}};
+        nlohmann::json on_disk = nlohmann::json::array();
+        for (const auto& f : o.on_disk) {
+            on_disk.push_back({{"path", f.path}, {"packets", f.packets}, {"bytes", f.bytes}});
+        }
+        e["on_disk"] = std::move(on_disk);
+        e["overwritten"] = o.overwritten;
         if (!o.error.empty()) {
             e["error"] = o.error;
         }
