@@ -64,7 +64,8 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
         ("antenna", "antenna source IPv4 (repeatable; default: every source is an antenna)", cxxopts::value<std::vector<std::string>>(), "IP")
         ("o,output-dir", "directory for output files", cxxopts::value<std::string>()->default_value("."), "DIR")
         ("F,format", "output format: raw, codif, codifhdr, pcap (repeatable)", cxxopts::value<std::vector<std::string>>(), "FORMAT")
-        ("prefix", "output file name prefix", cxxopts::value<std::string>()->default_value("ibvcap"), "NAME")
+        ("prefix", "output file name prefix (no / or ..)", cxxopts::value<std::string>()->default_value("ibvcap"), "NAME")
+        ("overwrite", "replace an earlier run's output files of the same names (and its rotated set)")
         ("pcap-snaplen", "pcap records: full frames, or headers (up to the end of the CODIF header; original length kept)", cxxopts::value<std::string>()->default_value("full"), "full|headers")
         ("direct-io", "write output files with O_DIRECT (bypass the page cache; the filesystem must support it)")
         ("disk-threads", "writer threads; outputs are spread over them", cxxopts::value<unsigned>()->default_value("1"), "N")
@@ -86,6 +87,14 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args) {
     CommonOptions c;
     c.outputs.output_dir = args["output-dir"].as<std::string>();
     c.outputs.prefix = args["prefix"].as<std::string>();
+    if (c.outputs.prefix.empty() || c.outputs.prefix.find('/') != std::string::npos ||
+        c.outputs.prefix.find("..") != std::string::npos) {
+        throw UsageError(fmt::format(
+            "--prefix '{}': a file name prefix must be non-empty, without / or .. (files go "
+            "in -o DIR)",
+            c.outputs.prefix));
+    }
+    c.outputs.overwrite = args.count("overwrite") > 0;
     if (args.count("format")) {
         c.outputs.formats = parse_formats(args["format"].as<std::vector<std::string>>());
     }

@@ -2,7 +2,10 @@
 // one-line errors, the report's keys, and output that tshark reads. Runs the real binary.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -86,6 +89,10 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
         {"read -r x.pcap -W 3", "-W needs -G or -C"},
         {"read -r x.pcap --disk-threads 0", "--disk-threads takes 1 to 64"},
         {"read -r x.pcap --disk-cpu -1", "--disk-cpu: bad CPU -1"},
+        {"read -r x.pcap -F pcap --prefix ../x", "without / or .."},
+        {"read -r x.pcap -F pcap --prefix a/b", "without / or .."},
+        {"read -r x.pcap -F pcap --prefix ''", "must be non-empty"},
+        {"gen --send -i lo --overwrite", "--overwrite applies only with -w FILE"},
         {"gen", "-w FILE.pcap is required"},
         {"gen -w x.pcap --payload 100", "multiple of 8"},
         {"gen -w x.pcap --codif-layout v3", "valid: v2, draft"},
@@ -270,6 +277,66 @@ TEST(Cli, TsharkReadsThePcapOutputCleanly) {
     EXPECT_EQ(info.code, 0) << info.err;
     EXPECT_NE(info.out.find("nsecpcap"), std::string::npos) << info.out;
     EXPECT_NE(info.out.find(std::to_string(report_lines)), std::string::npos) << info.out;
+}
+
+// Issue 14, item 2: a second run into the same -o fails at once naming the
+// holder; outputs of an earlier run are kept unless --overwrite, which also
+// removes the earlier run's rotated set.
+TEST(Cli, RunsNeverShareOrSilentlyOverwriteOutputs) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 200 --antennas 1 --threads 1").code, 0);
+    // gen -w keeps an existing file too.
+    const std::string input = slurp(dir / "x.pcap");
+    Result r = ibvcap(dir, "gen -q -w x.pcap -c 3");
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.err.find("add --overwrite"), std::string::npos) << r.err;
+    EXPECT_TRUE(slurp(dir / "x.pcap") == input);
+    ASSERT_EQ(ibvcap(dir, "gen -q -w y.pcap -c 3").code, 0);
+    ASSERT_EQ(ibvcap(dir, "gen -q -w y.pcap -c 3 --overwrite").code, 0);
+
+    // Another run holds the directory (this test, as PID 4242).
+    std::filesystem::create_directory(dir / "out");
+    {
+        const int fd = ::open((dir / "out/.ibvcap.lock").c_str(), O_RDWR | O_CREAT, 0644);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(::write(fd, "4242\n", 5), 5);
+        ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+        r = ibvcap(dir, "read -q -r x.pcap -F pcap -o out");
+        ::close(fd);
+        EXPECT_EQ(r.code, 1) << r.err;
+        EXPECT_EQ(lines(r.err), 1u) << r.err;
+        EXPECT_NE(r.err.find("in use by another ibvcap run (PID 4242)"), std::string::npos)
+            << r.err;
+        EXPECT_FALSE(std::filesystem::exists(dir / "out/ibvcap.pcap"));
+    }
+
+    // A rotated set of 4 files, then a re-run: refused, nothing touched.
+    r = ibvcap(dir, "read -q -r x.pcap -F codif -F pcap -o out -C 1");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string stem = "out/ibvcap_239.17.0.1_36001_10.0.0.11";
+    ASSERT_TRUE(std::filesystem::exists(dir / (stem + ".000001.codif")));
+    const std::string first = slurp(dir / (stem + ".000001.codif"));
+    r = ibvcap(dir, "read -q -r x.pcap -F codif -o out");
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find("add --overwrite"), std::string::npos) << r.err;
+    EXPECT_TRUE(slurp(dir / (stem + ".000001.codif")) == first);
+    EXPECT_FALSE(std::filesystem::exists(dir / (stem + ".codif")));
+    // --overwrite: the earlier set is gone, so what is there is this run's.
+    r = ibvcap(dir, "read -q -r x.pcap -F codif -o out --overwrite");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(std::filesystem::exists(dir / (stem + ".codif")));
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_FALSE(std::filesystem::exists(dir / fmt::format("{}.{:06}.codif", stem, i))) << i;
+    }
+    // Other formats' files and the lock are not this run's business.
+    EXPECT_TRUE(std::filesystem::exists(dir / "out/ibvcap.000000.pcap"));
+    EXPECT_FALSE(std::filesystem::exists(dir / "out/.ibvcap.lock"));
+    // The input is never an output to overwrite.
+    r = ibvcap(dir, "read -q -r out/ibvcap.000000.pcap -F pcap -o out --overwrite");
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.err.find("is the input file"), std::string::npos) << r.err;
+    EXPECT_TRUE(std::filesystem::exists(dir / "out/ibvcap.000000.pcap"));
 }
 
 // Issue 14, item 3: with a -W ring the report lists the files that exist,

@@ -22,12 +22,18 @@ struct OutputOptions {
     std::string output_dir = ".";
     std::string prefix = "ibvcap";
     bool pcap_headers_only = false;  // --pcap-snaplen headers: records end after the CODIF header
+    bool overwrite = false;  // --overwrite: an earlier run's files of the same names are removed
 };
 
 // The file a per-antenna output gets, and the run's own (pcap) file.
 std::string output_path(const OutputOptions& options, OutputFormat format, const Endpoint& group,
                         std::uint32_t antenna);
 std::string run_output_path(const OutputOptions& options, OutputFormat format);
+// Whether `name` (a file name, no directory) is one these options make in
+// output_dir: {prefix}.pcap or {prefix}_{group}_{port}_{antenna}.{ext} of a
+// format asked for, with or without a device's lane prefix
+// (`_mlx5_0p1`) and a rotation index (`.000003`).
+bool is_output_name(const OutputOptions& options, const std::string& name);
 
 // Every frame into the run's pcap file. --pcap-snaplen headers: a UDP frame
 // is cut after its CODIF header (the original length is kept, as tcpdump -s
