@@ -279,6 +279,78 @@ TEST(Cli, TsharkReadsThePcapOutputCleanly) {
     EXPECT_NE(info.out.find(std::to_string(report_lines)), std::string::npos) << info.out;
 }
 
+// Issue 14, item 1: --report replaces a regular file atomically and writes
+// into anything else in place; it never replaces the input, an output of the
+// run, a device, a FIFO or a symbolic link; a bad path fails before the run.
+TEST(Cli, ReportIsWrittenWithoutDestroyingWhatIsAtThePath) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 5 --antennas 1 --threads 1").code, 0);
+    const std::string input = slurp(dir / "x.pcap");
+    // The input file, or a file this run writes: usage errors, nothing run.
+    for (const std::string args :
+         {"read -q -r x.pcap --report x.pcap", "read -q -r x.pcap -o . -F pcap --report x.pcap",
+          "read -q -r x.pcap -o out -F pcap --report out/ibvcap.pcap",
+          "read -q -r x.pcap -o out -F codif --report "
+          "out/ibvcap_239.17.0.1_36001_10.0.0.11.000002.codif"}) {
+        const Result r = ibvcap(dir, args);
+        EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+        EXPECT_EQ(lines(r.err), 1u) << r.err;
+        EXPECT_NE(r.err.find("give the report another path"), std::string::npos) << r.err;
+        EXPECT_EQ(r.out, "") << args;
+        EXPECT_TRUE(slurp(dir / "x.pcap") == input) << args;
+    }
+    // A report in the -o directory before it exists.
+    Result r = ibvcap(dir, "read -q -r x.pcap -o new/sub -F pcap --report new/sub/r.json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir / "new/sub/r.json"))["verdict"], "zero-loss");
+    // A directory, or a directory that does not exist: exit 1 before the run.
+    for (const std::string where : {"new", "nowhere/r.json"}) {
+        r = ibvcap(dir, "read -q -r x.pcap --report " + where);
+        EXPECT_EQ(r.code, 1) << where << ": " << r.err;
+        EXPECT_EQ(lines(r.err), 1u) << r.err;
+        EXPECT_NE(r.err.find("choose another path with --report"), std::string::npos) << r.err;
+        EXPECT_EQ(r.out, "") << "the run started: " << r.out;
+    }
+    // A stray FILE.tmp is someone's file: left alone. A regular file is
+    // replaced (a new inode: the rename), keeping its mode.
+    std::ofstream(dir / "r.json.tmp") << "mine";
+    std::ofstream(dir / "r.json") << "old";
+    ::chmod((dir / "r.json").c_str(), 0600);
+    ASSERT_EQ(ibvcap(dir, "read -q -r x.pcap --report r.json").code, 0);
+    EXPECT_EQ(slurp(dir / "r.json.tmp"), "mine");
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir / "r.json"))["verdict"], "zero-loss");
+    struct stat st {};
+    ASSERT_EQ(::stat((dir / "r.json").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    // A symbolic link stays a link; its target gets the report.
+    std::filesystem::create_directory(dir / "real");
+    std::filesystem::create_symlink(dir / "real/t.json", dir / "link.json");
+    std::ofstream(dir / "real/t.json") << "old";
+    ASSERT_EQ(ibvcap(dir, "read -q -r x.pcap --report link.json").code, 0);
+    EXPECT_TRUE(std::filesystem::is_symlink(dir / "link.json"));
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir / "real/t.json"))["verdict"], "zero-loss");
+    // A link to a device (as /dev/stdout is) is written into, not replaced.
+    std::filesystem::create_symlink("/dev/null", dir / "null");
+    ASSERT_EQ(ibvcap(dir, "read -q -r x.pcap --report null").code, 0);
+    EXPECT_TRUE(std::filesystem::is_symlink(dir / "null"));
+    EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+    // A FIFO stays a FIFO, and its reader gets the report.
+    ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+    r = sh(dir, "(cat fifo > got &) ; " + std::string(IBVCAP_BINARY) +
+                    " read -q -r x.pcap --report fifo; wait");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(std::filesystem::is_fifo(dir / "fifo"));
+    for (int i = 0; i < 50 && slurp(dir / "got").empty(); ++i) {
+        ::usleep(20'000);
+    }
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir / "got"))["verdict"], "zero-loss");
+    // `-`: the report on stdout, alone (the summary goes to stderr).
+    r = ibvcap(dir, "read -r x.pcap --report -");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["verdict"], "zero-loss");
+    EXPECT_NE(r.err.find("verdict: zero-loss"), std::string::npos) << r.err;
+}
+
 // Issue 14, item 2: a second run into the same -o fails at once naming the
 // holder; outputs of an earlier run are kept unless --overwrite, which also
 // removes the earlier run's rotated set.

@@ -163,17 +163,72 @@ void claim_outputs(const OutputOptions& options, const std::string& input_file) 
     }
 }
 
-void prepare_report_path(const std::string& path) {
-    const std::string probe = path + ".tmp";
-    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+namespace {
+bool same_file(const struct stat& a, const struct stat& b) {
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+}  // namespace
+
+std::string check_report_path(const std::string& path, const OutputOptions& outputs,
+                              const std::string& input_file) {
+    if (path == "-") {
+        return {};
+    }
+    const auto fail = [&path](const std::string& why) {
+        return std::runtime_error(fmt::format(
+            "cannot write report {}: {}; choose another path with --report", path, why));
+    };
+    struct stat st {};
+    const bool exists = ::stat(path.c_str(), &st) == 0;
+    struct stat input {};
+    if (exists && !input_file.empty() && ::stat(input_file.c_str(), &input) == 0 &&
+        same_file(st, input)) {
+        return fmt::format("--report {} is the input file; give the report another path", path);
+    }
+    if (exists && S_ISDIR(st.st_mode)) {
+        throw fail("it is a directory (give a file name in it, e.g. " + path + "/report.json)");
+    }
+    if (exists && !S_ISREG(st.st_mode)) {
+        // A device, FIFO or socket: written in place at the end.
+        if (::access(path.c_str(), W_OK) != 0) {
+            throw fail(std::strerror(errno));
+        }
+        return {};
+    }
+    // A regular file (through any links) or a new one: its directory must
+    // take the temporary file that is renamed over it.
+    std::error_code ec;
+    const std::filesystem::path target =
+        exists ? std::filesystem::canonical(path, ec) : std::filesystem::path(path);
+    if (ec) {
+        throw fail(ec.message());
+    }
+    std::filesystem::path dir = target.parent_path();
+    if (dir.empty()) {
+        dir = ".";
+    }
+    struct stat dir_st {};
+    if (::stat(dir.c_str(), &dir_st) != 0) {
+        throw fail(fmt::format("directory {}: {}", dir.string(), std::strerror(errno)));
+    }
+    struct stat out_st {};
+    if (!outputs.formats.empty() && ::stat(outputs.output_dir.c_str(), &out_st) == 0 &&
+        same_file(dir_st, out_st)) {
+        const std::string name = target.filename().string();
+        if (name == kOutputLockName || is_output_name(outputs, name)) {
+            return fmt::format(
+                "--report {} is a file this run writes; give the report another path", path);
+        }
+    }
+    std::string probe = (dir / ".ibvcap-report-XXXXXX").string();
+    const int fd = ::mkstemp(probe.data());
     if (fd < 0) {
-        throw std::runtime_error(
-            fmt::format("cannot write report {}: {}; choose another path "
-                        "with --report",
-                        path, std::strerror(errno)));
+        throw fail(
+            fmt::format("cannot create a file in {}: {}", dir.string(), std::strerror(errno)));
     }
     ::close(fd);
     ::unlink(probe.c_str());
+    return {};
 }
 
 void check_direct_io(const std::string& dir) {

@@ -66,10 +66,12 @@ std::vector<std::string> existing_outputs(const OutputOptions& options);
 // naming it as an output is an error.
 void claim_outputs(const OutputOptions& options, const std::string& input_file);
 
-// Check that the report can be written (its directory exists and takes a
-// file), so a run fails before it starts rather than after it ends. Throws
-// std::runtime_error with a one-line message.
-void prepare_report_path(const std::string& path);
+// --report PATH, checked before the run starts. Returns a usage problem (the
+// path is the input file, or a file this run writes: exit 2) or an empty
+// string; throws std::runtime_error (exit 1) when the path cannot be written
+// (a directory, a missing or unwritable directory). `-` is stdout.
+std::string check_report_path(const std::string& path, const OutputOptions& outputs,
+                              const std::string& input_file);
 
 // --direct-io: check that files in `dir` can be opened with O_DIRECT. Throws
 // std::runtime_error with one line naming the fix.
