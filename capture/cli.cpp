@@ -137,6 +137,9 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
     }
     c.count = args["count"].as<std::uint64_t>();
     c.report_path = args.count("report") ? args["report"].as<std::string>() : "";
+    if (args.count("report") && c.report_path.empty()) {
+        throw UsageError("--report needs a file name (or - for stdout)");
+    }
     if (!c.report_path.empty()) {
         // Fail now, not after the capture. A report in the -o directory is
         // fine before that directory exists: it is made first.

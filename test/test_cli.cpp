@@ -93,6 +93,7 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
         {"read -r x.pcap -F pcap --prefix a/b", "without / or .."},
         {"read -r x.pcap -F pcap --prefix ''", "must be non-empty"},
         {"gen --send -i lo --overwrite", "--overwrite applies only with -w FILE"},
+        {"read -r x.pcap --report ''", "--report needs a file name"},
         {"gen", "-w FILE.pcap is required"},
         {"gen -w x.pcap --payload 100", "multiple of 8"},
         {"gen -w x.pcap --codif-layout v3", "valid: v2, draft"},
