@@ -149,11 +149,12 @@ void claim_outputs(const OutputOptions& options, const std::string& input_file) 
     }
     if (!options.overwrite) {
         throw std::runtime_error(fmt::format(
-            "{} exists{}: an earlier run's output; add --overwrite to replace them, or choose "
+            "{} exists{}: an earlier run's output; add --overwrite to replace {}, or choose "
             "another -o DIR or --prefix",
             found.front(),
             found.size() > 1 ? fmt::format(" (and {} more of this run's names)", found.size() - 1)
-                             : std::string()));
+                             : std::string(),
+            found.size() > 1 ? "them" : "it"));
     }
     for (const auto& path : found) {
         if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
@@ -186,7 +187,11 @@ std::string check_report_path(const std::string& path, const OutputOptions& outp
         return fmt::format("--report {} is the input file; give the report another path", path);
     }
     if (exists && S_ISDIR(st.st_mode)) {
-        throw fail("it is a directory (give a file name in it, e.g. " + path + "/report.json)");
+        std::string in = path;
+        while (in.size() > 1 && in.back() == '/') {
+            in.pop_back();
+        }
+        throw fail("it is a directory (give a file name in it, e.g. " + in + "/report.json)");
     }
     if (exists && !S_ISREG(st.st_mode)) {
         // A device, FIFO or socket: written in place at the end.
