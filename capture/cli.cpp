@@ -64,7 +64,8 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
         ("antenna", "antenna source IPv4 (repeatable; default: every source is an antenna)", cxxopts::value<std::vector<std::string>>(), "IP")
         ("o,output-dir", "directory for output files", cxxopts::value<std::string>()->default_value("."), "DIR")
         ("F,format", "output format: raw, codif, codifhdr, pcap (repeatable)", cxxopts::value<std::vector<std::string>>(), "FORMAT")
-        ("prefix", "output file name prefix", cxxopts::value<std::string>()->default_value("ibvcap"), "NAME")
+        ("prefix", "output file name prefix (no / or ..)", cxxopts::value<std::string>()->default_value("ibvcap"), "NAME")
+        ("overwrite", "replace an earlier run's output files of the same names (and its rotated set)")
         ("pcap-snaplen", "pcap records: full frames, or headers (up to the end of the CODIF header; original length kept)", cxxopts::value<std::string>()->default_value("full"), "full|headers")
         ("direct-io", "write output files with O_DIRECT (bypass the page cache; the filesystem must support it)")
         ("disk-threads", "writer threads; outputs are spread over them", cxxopts::value<unsigned>()->default_value("1"), "N")
@@ -73,7 +74,7 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
         ("C,file-size", "start a new file of each output before it passes MB million bytes (tcpdump -C)", cxxopts::value<std::uint64_t>()->default_value("0"), "MB")
         ("W,file-count", "with -G or -C: keep N files per output, overwriting the oldest (a ring buffer)", cxxopts::value<std::uint32_t>()->default_value("0"), "N")
         ("c,count", "stop after N frames", cxxopts::value<std::uint64_t>()->default_value("0"), "N")
-        ("report", "write the ledger as JSON to FILE", cxxopts::value<std::string>(), "FILE")
+        ("report", "write the ledger as JSON to FILE (- for stdout)", cxxopts::value<std::string>(), "FILE")
         ("q,quiet", "final verdict only: no per-stream table, no live stats line")
         ("v,verbose", "one line per CODIF frame")
         ("h,help", "this help")
@@ -82,10 +83,18 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
     options.parse_positional({"groups"});
 }
 
-CommonOptions read_common_options(const cxxopts::ParseResult& args) {
+CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::string& input_file) {
     CommonOptions c;
     c.outputs.output_dir = args["output-dir"].as<std::string>();
     c.outputs.prefix = args["prefix"].as<std::string>();
+    if (c.outputs.prefix.empty() || c.outputs.prefix.find('/') != std::string::npos ||
+        c.outputs.prefix.find("..") != std::string::npos) {
+        throw UsageError(fmt::format(
+            "--prefix '{}': a file name prefix must be non-empty, without / or .. (files go "
+            "in -o DIR)",
+            c.outputs.prefix));
+    }
+    c.outputs.overwrite = args.count("overwrite") > 0;
     if (args.count("format")) {
         c.outputs.formats = parse_formats(args["format"].as<std::vector<std::string>>());
     }
@@ -128,8 +137,19 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args) {
     }
     c.count = args["count"].as<std::uint64_t>();
     c.report_path = args.count("report") ? args["report"].as<std::string>() : "";
+    if (args.count("report") && c.report_path.empty()) {
+        throw UsageError("--report needs a file name (or - for stdout)");
+    }
     if (!c.report_path.empty()) {
-        prepare_report_path(c.report_path);  // fail now, not after the capture
+        // Fail now, not after the capture. A report in the -o directory is
+        // fine before that directory exists: it is made first.
+        if (!c.outputs.formats.empty()) {
+            prepare_output_dir(c.outputs.output_dir);
+        }
+        if (const std::string problem = check_report_path(c.report_path, c.outputs, input_file);
+            !problem.empty()) {
+            throw UsageError(problem);
+        }
     }
     c.quiet = args.count("quiet") > 0;
     c.verbose = args.count("verbose") > 0;
@@ -145,10 +165,12 @@ void print_frame(const Frame& frame, const UdpPacket& p, const CodifHeader& h, c
 }
 
 int finish_run(const RunOutcome& outcome, const std::string& report_path, bool quiet) {
+    // With --report - stdout is the JSON alone; the summary goes to stderr.
+    std::FILE* summary = report_path == "-" ? stderr : stdout;
     if (urgent_flag().load()) {
         // Stopped at once: the counts are true, the queued records are
         // counted as not written, and 130 says how the run ended.
-        print_summary(stdout, outcome.ledger, outcome.info, !quiet);
+        print_summary(summary, outcome.ledger, outcome.info, !quiet);
         if (!report_path.empty()) {
             try {
                 write_report(report_path, report_json(outcome.ledger, outcome.info));
@@ -164,7 +186,7 @@ int finish_run(const RunOutcome& outcome, const std::string& report_path, bool q
     }
     // The summary first: if the report cannot be written, the ledger is still
     // on the terminal.
-    print_summary(stdout, outcome.ledger, outcome.info, !quiet);
+    print_summary(summary, outcome.ledger, outcome.info, !quiet);
     int code = outcome.exit_code;
     if (!report_path.empty()) {
         try {

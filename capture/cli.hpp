@@ -35,7 +35,7 @@ const std::atomic<bool>& stop_flag();
 const std::atomic<bool>& urgent_flag();
 
 // Options every capturing subcommand shares (docs/formats.md, "Command line"): --antenna, -o, -F,
-// --prefix, -c, --report, -q, -v, and the positional GROUP:PORT list.
+// --prefix, --overwrite, -c, --report, -q, -v, and the positional GROUP:PORT list.
 void add_common_options(cxxopts::Options& options, const char* groups_help);
 struct CommonOptions {
     DemuxOptions demux;
@@ -46,7 +46,9 @@ struct CommonOptions {
     bool quiet = false;
     bool verbose = false;
 };
-CommonOptions read_common_options(const cxxopts::ParseResult& args);
+// `input_file`: read's -r FILE (the report may not overwrite it), or empty.
+CommonOptions read_common_options(const cxxopts::ParseResult& args,
+                                  const std::string& input_file = {});
 
 // The -v line for one CODIF frame.
 void print_frame(const Frame& frame, const UdpPacket& packet, const CodifHeader& header,

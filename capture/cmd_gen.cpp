@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -22,6 +23,7 @@ int cmd_gen(int argc, char** argv) {
     // clang-format off
     options.add_options()
         ("w,write", "write the traffic to this pcap file", cxxopts::value<std::string>(), "FILE")
+        ("overwrite", "with -w: replace FILE if it exists")
         ("send", "send the traffic as live UDP multicast (needs -i; every antenna address must be local)")
         ("i,interface", "with --send: interface to send from (netdev name or IPv4 address)", cxxopts::value<std::string>(), "IF")
         ("rate", "with --send: packets per second (0: as fast as possible)", cxxopts::value<double>()->default_value("0"), "PPS")
@@ -67,6 +69,9 @@ int cmd_gen(int argc, char** argv) {
         throw UsageError(
             "-w FILE.pcap is required (where to write the traffic), or --send -i IF (send it as "
             "live multicast)");
+    }
+    if (send && args.count("overwrite")) {
+        throw UsageError("--overwrite applies only with -w FILE");
     }
     if (!send) {
         for (const char* name : {"interface", "rate", "duration", "ttl", "loop"}) {
@@ -169,6 +174,13 @@ int cmd_gen(int argc, char** argv) {
         packets = sent.packets;
     } else {
         path = args["write"].as<std::string>();
+        // A regular file is replaced only when asked (a FIFO or device is
+        // written into, as before).
+        if (std::error_code ec;
+            std::filesystem::is_regular_file(path, ec) && !args.count("overwrite")) {
+            throw std::runtime_error(fmt::format(
+                "{} exists; add --overwrite to replace it, or choose another -w FILE", path));
+        }
         packets = write_generated_pcap(generator, path);
     }
     // After an early stop the truth covers the slots actually sent.

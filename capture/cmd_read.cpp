@@ -23,7 +23,7 @@ int cmd_read(int argc, char** argv) {
     if (!args.count("read")) {
         throw UsageError("-r FILE is required (the pcap or pcapng file to read)");
     }
-    const CommonOptions common = read_common_options(args);
+    const CommonOptions common = read_common_options(args, args["read"].as<std::string>());
     ReadRequest request;
     request.writer = common.writer;
     request.writer.abandon = &urgent_flag();

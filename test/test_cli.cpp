@@ -2,7 +2,10 @@
 // one-line errors, the report's keys, and output that tshark reads. Runs the real binary.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -86,6 +89,11 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
         {"read -r x.pcap -W 3", "-W needs -G or -C"},
         {"read -r x.pcap --disk-threads 0", "--disk-threads takes 1 to 64"},
         {"read -r x.pcap --disk-cpu -1", "--disk-cpu: bad CPU -1"},
+        {"read -r x.pcap -F pcap --prefix ../x", "without / or .."},
+        {"read -r x.pcap -F pcap --prefix a/b", "without / or .."},
+        {"read -r x.pcap -F pcap --prefix ''", "must be non-empty"},
+        {"gen --send -i lo --overwrite", "--overwrite applies only with -w FILE"},
+        {"read -r x.pcap --report ''", "--report needs a file name"},
         {"gen", "-w FILE.pcap is required"},
         {"gen -w x.pcap --payload 100", "multiple of 8"},
         {"gen -w x.pcap --codif-layout v3", "valid: v2, draft"},
@@ -270,6 +278,172 @@ TEST(Cli, TsharkReadsThePcapOutputCleanly) {
     EXPECT_EQ(info.code, 0) << info.err;
     EXPECT_NE(info.out.find("nsecpcap"), std::string::npos) << info.out;
     EXPECT_NE(info.out.find(std::to_string(report_lines)), std::string::npos) << info.out;
+}
+
+// Issue 14, item 1: --report replaces a regular file atomically and writes
+// into anything else in place; it never replaces the input, an output of the
+// run, a device, a FIFO or a symbolic link; a bad path fails before the run.
+TEST(Cli, ReportIsWrittenWithoutDestroyingWhatIsAtThePath) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 5 --antennas 1 --threads 1").code, 0);
+    const std::string input = slurp(dir / "x.pcap");
+    // The input file, or a file this run writes: usage errors, nothing run.
+    for (const std::string args :
+         {"read -q -r x.pcap --report x.pcap", "read -q -r x.pcap -o . -F pcap --report x.pcap",
+          "read -q -r x.pcap -o out -F pcap --report out/ibvcap.pcap",
+          "read -q -r x.pcap -o out -F codif --report "
+          "out/ibvcap_239.17.0.1_36001_10.0.0.11.000002.codif"}) {
+        const Result r = ibvcap(dir, args);
+        EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+        EXPECT_EQ(lines(r.err), 1u) << r.err;
+        EXPECT_NE(r.err.find("give the report another path"), std::string::npos) << r.err;
+        EXPECT_EQ(r.out, "") << args;
+        EXPECT_TRUE(slurp(dir / "x.pcap") == input) << args;
+    }
+    // A report in the -o directory before it exists.
+    Result r = ibvcap(dir, "read -q -r x.pcap -o new/sub -F pcap --report new/sub/r.json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir / "new/sub/r.json"))["verdict"], "zero-loss");
+    // A directory, or a directory that does not exist: exit 1 before the run.
+    for (const std::string where : {"new", "nowhere/r.json"}) {
+        r = ibvcap(dir, "read -q -r x.pcap --report " + where);
+        EXPECT_EQ(r.code, 1) << where << ": " << r.err;
+        EXPECT_EQ(lines(r.err), 1u) << r.err;
+        EXPECT_NE(r.err.find("choose another path with --report"), std::string::npos) << r.err;
+        EXPECT_EQ(r.out, "") << "the run started: " << r.out;
+    }
+    // A stray FILE.tmp is someone's file: left alone. A regular file is
+    // replaced (a new inode: the rename), keeping its mode.
+    std::ofstream(dir / "r.json.tmp") << "mine";
+    std::ofstream(dir / "r.json") << "old";
+    ::chmod((dir / "r.json").c_str(), 0600);
+    ASSERT_EQ(ibvcap(dir, "read -q -r x.pcap --report r.json").code, 0);
+    EXPECT_EQ(slurp(dir / "r.json.tmp"), "mine");
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir / "r.json"))["verdict"], "zero-loss");
+    struct stat st {};
+    ASSERT_EQ(::stat((dir / "r.json").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    // A symbolic link stays a link; its target gets the report.
+    std::filesystem::create_directory(dir / "real");
+    std::filesystem::create_symlink(dir / "real/t.json", dir / "link.json");
+    std::ofstream(dir / "real/t.json") << "old";
+    ASSERT_EQ(ibvcap(dir, "read -q -r x.pcap --report link.json").code, 0);
+    EXPECT_TRUE(std::filesystem::is_symlink(dir / "link.json"));
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir / "real/t.json"))["verdict"], "zero-loss");
+    // A link to a device (as /dev/stdout is) is written into, not replaced.
+    std::filesystem::create_symlink("/dev/null", dir / "null");
+    ASSERT_EQ(ibvcap(dir, "read -q -r x.pcap --report null").code, 0);
+    EXPECT_TRUE(std::filesystem::is_symlink(dir / "null"));
+    EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+    // A FIFO stays a FIFO, and its reader gets the report.
+    ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+    r = sh(dir, "(cat fifo > got &) ; " + std::string(IBVCAP_BINARY) +
+                    " read -q -r x.pcap --report fifo; wait");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(std::filesystem::is_fifo(dir / "fifo"));
+    for (int i = 0; i < 50 && slurp(dir / "got").empty(); ++i) {
+        ::usleep(20'000);
+    }
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir / "got"))["verdict"], "zero-loss");
+    // `-`: the report on stdout, alone (the summary goes to stderr).
+    r = ibvcap(dir, "read -r x.pcap --report -");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["verdict"], "zero-loss");
+    EXPECT_NE(r.err.find("verdict: zero-loss"), std::string::npos) << r.err;
+}
+
+// Issue 14, item 2: a second run into the same -o fails at once naming the
+// holder; outputs of an earlier run are kept unless --overwrite, which also
+// removes the earlier run's rotated set.
+TEST(Cli, RunsNeverShareOrSilentlyOverwriteOutputs) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 200 --antennas 1 --threads 1").code, 0);
+    // gen -w keeps an existing file too.
+    const std::string input = slurp(dir / "x.pcap");
+    Result r = ibvcap(dir, "gen -q -w x.pcap -c 3");
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.err.find("add --overwrite"), std::string::npos) << r.err;
+    EXPECT_TRUE(slurp(dir / "x.pcap") == input);
+    ASSERT_EQ(ibvcap(dir, "gen -q -w y.pcap -c 3").code, 0);
+    ASSERT_EQ(ibvcap(dir, "gen -q -w y.pcap -c 3 --overwrite").code, 0);
+
+    // Another run holds the directory (this test, as PID 4242).
+    std::filesystem::create_directory(dir / "out");
+    {
+        const int fd = ::open((dir / "out/.ibvcap.lock").c_str(), O_RDWR | O_CREAT, 0644);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(::write(fd, "4242\n", 5), 5);
+        ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+        r = ibvcap(dir, "read -q -r x.pcap -F pcap -o out");
+        ::close(fd);
+        EXPECT_EQ(r.code, 1) << r.err;
+        EXPECT_EQ(lines(r.err), 1u) << r.err;
+        EXPECT_NE(r.err.find("in use by another ibvcap run (PID 4242)"), std::string::npos)
+            << r.err;
+        EXPECT_FALSE(std::filesystem::exists(dir / "out/ibvcap.pcap"));
+    }
+
+    // A rotated set of 4 files, then a re-run: refused, nothing touched.
+    r = ibvcap(dir, "read -q -r x.pcap -F codif -F pcap -o out -C 1");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string stem = "out/ibvcap_239.17.0.1_36001_10.0.0.11";
+    ASSERT_TRUE(std::filesystem::exists(dir / (stem + ".000001.codif")));
+    const std::string first = slurp(dir / (stem + ".000001.codif"));
+    r = ibvcap(dir, "read -q -r x.pcap -F codif -o out");
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find("add --overwrite"), std::string::npos) << r.err;
+    EXPECT_TRUE(slurp(dir / (stem + ".000001.codif")) == first);
+    EXPECT_FALSE(std::filesystem::exists(dir / (stem + ".codif")));
+    // --overwrite: the earlier set is gone, so what is there is this run's.
+    r = ibvcap(dir, "read -q -r x.pcap -F codif -o out --overwrite");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(std::filesystem::exists(dir / (stem + ".codif")));
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_FALSE(std::filesystem::exists(dir / fmt::format("{}.{:06}.codif", stem, i))) << i;
+    }
+    // Other formats' files and the lock are not this run's business.
+    EXPECT_TRUE(std::filesystem::exists(dir / "out/ibvcap.000000.pcap"));
+    EXPECT_FALSE(std::filesystem::exists(dir / "out/.ibvcap.lock"));
+    // The input is never an output to overwrite.
+    r = ibvcap(dir, "read -q -r out/ibvcap.000000.pcap -F pcap -o out --overwrite");
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.err.find("is the input file"), std::string::npos) << r.err;
+    EXPECT_TRUE(std::filesystem::exists(dir / "out/ibvcap.000000.pcap"));
+}
+
+// Issue 14, item 3: with a -W ring the report lists the files that exist,
+// their records, and the records the ring overwrote; the listed files add up
+// to what is on disk.
+TEST(Cli, ReportListsTheFilesOfARingAsTheyAreOnDisk) {
+    test::TempDir dir;
+    // 400 slots x 2 threads x 8256 bytes = 6.6 MB of codif: 7 files of at
+    // most 1 MB (121 records), of which the ring of 2 keeps the last two.
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 400 --antennas 1").code, 0);
+    const Result r = ibvcap(dir, "read -q -r x.pcap -F codif -o out -C 1 -W 2 --report r.json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto report = nlohmann::json::parse(slurp(dir / "r.json"));
+    ASSERT_EQ(report["outputs"].size(), 1u);
+    const auto& o = report["outputs"][0];
+    ASSERT_TRUE(o.contains("on_disk")) << o.dump();
+    ASSERT_EQ(o["on_disk"].size(), 2u) << o.dump();
+    std::uint64_t listed = 0;
+    for (const auto& f : o["on_disk"]) {
+        const std::string path = dir / f["path"].get<std::string>();  // relative to the run's cwd
+        ASSERT_TRUE(std::filesystem::exists(path)) << path;
+        EXPECT_EQ(std::filesystem::file_size(path), f["bytes"].get<std::uint64_t>()) << path;
+        EXPECT_EQ(f["bytes"].get<std::uint64_t>(), f["packets"].get<std::uint64_t>() * 8256)
+            << path;
+        listed += f["packets"].get<std::uint64_t>();
+    }
+    std::size_t files = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir / "out")) {
+        files += e.path().extension() == ".codif" ? 1u : 0u;
+    }
+    EXPECT_EQ(files, 2u);
+    EXPECT_EQ(o["packets"].get<std::uint64_t>(), 800u);
+    EXPECT_EQ(listed + o["overwritten"].get<std::uint64_t>(), 800u);
+    EXPECT_GT(o["overwritten"].get<std::uint64_t>(), 0u);
 }
 
 TEST(Cli, VersionSaysHowTheGpuSideWasBuilt) {

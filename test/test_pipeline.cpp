@@ -2,6 +2,7 @@
 // checked against the generator's ground truth and its bytes.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -219,6 +220,53 @@ TEST(Pipeline, UnwritableOutputDirectoryFailsBeforeReading) {
     } catch (const std::runtime_error& e) {
         EXPECT_NE(std::string(e.what()).find("-o DIR"), std::string::npos) << e.what();
     }
+}
+
+// Issue 14, item 2: one run per output directory (the lock names the
+// holder), and the names an earlier run left are found before a run starts.
+TEST(Pipeline, OutputDirectoryIsLockedAndEarlierOutputsAreFound) {
+    test::TempDir dir;
+    const std::string out = dir / "out";
+    std::filesystem::create_directory(out);
+    {
+        OutputDirLock first(out);
+        try {
+            OutputDirLock second(out);
+            ADD_FAILURE() << "a second lock on the same directory was granted";
+        } catch (const std::runtime_error& e) {
+            EXPECT_NE(std::string(e.what()).find(fmt::format("(PID {})", ::getpid())),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+    EXPECT_FALSE(std::filesystem::exists(out + "/" + kOutputLockName));
+    OutputDirLock again(out);  // released: granted
+
+    OutputOptions o;
+    o.output_dir = out;
+    o.formats = {OutputFormat::codif, OutputFormat::pcap};
+    for (const std::string name : {"ibvcap.pcap", "ibvcap.000012.pcap", "ibvcap_mlx5_0p1.pcap",
+                                   "ibvcap_239.17.0.1_36001_10.0.0.11.codif",
+                                   "ibvcap_239.17.0.1_36001_10.0.0.11.000003.codif",
+                                   "ibvcap_mlx5_1p2_239.17.0.1_36001_10.0.0.11.codif"}) {
+        EXPECT_TRUE(is_output_name(o, name)) << name;
+    }
+    for (const std::string name :
+         {"ibvcap.codif", "ibvcap_239.17.0.1_36001_10.0.0.11.raw", "ibvcapXpcap", "notes.pcap",
+          "ibvcap_notes.codif", "other.pcap", ".ibvcap.lock", "ibvcap.pcap.bak"}) {
+        EXPECT_FALSE(is_output_name(o, name)) << name;
+    }
+    std::ofstream(out + "/ibvcap.000001.pcap") << "x";
+    std::ofstream(out + "/ibvcap_239.17.0.1_36001_10.0.0.11.raw") << "x";  // not asked for
+    std::ofstream(out + "/keep.txt") << "x";
+    EXPECT_EQ(existing_outputs(o), std::vector<std::string>{out + "/ibvcap.000001.pcap"});
+    EXPECT_THROW(claim_outputs(o, ""), std::runtime_error);
+    EXPECT_TRUE(std::filesystem::exists(out + "/ibvcap.000001.pcap"));
+    o.overwrite = true;
+    claim_outputs(o, "");
+    EXPECT_FALSE(std::filesystem::exists(out + "/ibvcap.000001.pcap"));
+    EXPECT_TRUE(std::filesystem::exists(out + "/ibvcap_239.17.0.1_36001_10.0.0.11.raw"));
+    EXPECT_TRUE(std::filesystem::exists(out + "/keep.txt"));
 }
 
 TEST(Pipeline, NonEthernetCaptureIsRefusedInOneLine) {

@@ -582,6 +582,8 @@ void build_distinct_ledger(Ledger& ledger) {
     auto pcap = output("run.pcap", "", 20, 7);
     pcap.bytes = 4096;
     pcap.files = 2;
+    pcap.on_disk = {{"run.000001.pcap", 13, 3000}};
+    pcap.overwritten = 6;
     auto a = output("a.codif", format_ipv4(kAntenna1), 2, 7);
     a.bytes = 16512;
     a.error = "disk full";
@@ -717,8 +719,8 @@ TEST(ReportEqualsLedger, EveryOutputKeyIsTheLedgersOwnFigure) {
     for (std::size_t i = 0; i < ledger.outputs().size(); ++i) {
         const OutputStats& o = ledger.outputs()[i];
         auto& e = j["outputs"][i];
-        std::set<std::string> keys = {"path",    "format", "group",   "antenna",
-                                      "packets", "bytes",  "dropped", "files"};
+        std::set<std::string> keys = {"path",  "format",  "group", "antenna", "packets",
+                                      "bytes", "dropped", "files", "on_disk", "overwritten"};
         if (!o.error.empty()) {
             keys.insert("error");
             EXPECT_EQ(e["error"], o.error);
@@ -732,6 +734,13 @@ TEST(ReportEqualsLedger, EveryOutputKeyIsTheLedgersOwnFigure) {
         EXPECT_EQ(e["bytes"].get<std::uint64_t>(), o.bytes) << o.path;
         EXPECT_EQ(e["dropped"].get<std::uint64_t>(), o.dropped) << o.path;
         EXPECT_EQ(e["files"].get<std::uint64_t>(), o.files) << o.path;
+        EXPECT_EQ(e["overwritten"].get<std::uint64_t>(), o.overwritten) << o.path;
+        ASSERT_EQ(e["on_disk"].size(), o.on_disk.size()) << o.path;
+        for (std::size_t k = 0; k < o.on_disk.size(); ++k) {
+            EXPECT_EQ(e["on_disk"][k]["path"], o.on_disk[k].path);
+            EXPECT_EQ(e["on_disk"][k]["packets"].get<std::uint64_t>(), o.on_disk[k].packets);
+            EXPECT_EQ(e["on_disk"][k]["bytes"].get<std::uint64_t>(), o.on_disk[k].bytes);
+        }
     }
     EXPECT_EQ(j["outputs"][1]["error"], "disk full");
 }

@@ -850,6 +850,11 @@ TEST(Writer, RotationBySizeSplitsAtRecordsAndRepeatsThePreamble) {
         EXPECT_TRUE(read_file(Writer::rotated_path(dir.file("r.pcap"), f)) == expected) << f;
     }
     EXPECT_FALSE(fs::exists(dir.file("r.pcap")));
+    ASSERT_EQ(stats[0].on_disk.size(), 12u);
+    EXPECT_EQ(stats[0].overwritten, 0u);
+    EXPECT_EQ(stats[0].on_disk[11].packets, 1u);
+    EXPECT_EQ(stats[0].on_disk[11].bytes, 24u + 1000u);
+    EXPECT_EQ(stats[0].on_disk[3].path, Writer::rotated_path(dir.file("r.pcap"), 3));
     EXPECT_EQ(Writer::rotated_path("/d/x.codif", 3), "/d/x.000003.codif");
     EXPECT_EQ(Writer::rotated_path("/d.e/x", 3), "/d.e/x.000003");
 }
@@ -876,6 +881,17 @@ TEST(Writer, RotationByTimeFollowsRecordTimesAndARingKeepsTheNewest) {
     }
     EXPECT_EQ(stats[0].files, 5u);
     EXPECT_EQ(stats[0].packets, 20u);
+    // The report's truth about the ring: the three files that exist, oldest
+    // first, their records, and the 8 records of periods 0 and 1 overwritten.
+    ASSERT_EQ(stats[0].on_disk.size(), 3u);
+    EXPECT_EQ(stats[0].overwritten, 8u);
+    const std::uint64_t name_of_file[3] = {2, 0, 1};
+    for (std::size_t k = 0; k < 3; ++k) {
+        EXPECT_EQ(stats[0].on_disk[k].path,
+                  Writer::rotated_path(dir.file("t.codif"), name_of_file[k]));
+        EXPECT_EQ(stats[0].on_disk[k].packets, 4u);
+        EXPECT_EQ(stats[0].on_disk[k].bytes, 400u);
+    }
     // Files 0..4 went to names 0,1,2,0,1: name 0 holds period 3, name 1
     // period 4, name 2 period 2.
     const std::uint64_t period_of_name[3] = {3, 4, 2};

@@ -75,6 +75,13 @@ struct StreamStats {
     std::uint64_t packets() const { return sequence.received(); }
 };
 
+// One file of an output that is on disk at the end of the run.
+struct OutputFile {
+    std::string path;
+    std::uint64_t packets = 0;  // records it holds
+    std::uint64_t bytes = 0;    // its length, format framing included
+};
+
 // One output file as the writers report it.
 struct OutputStats {
     std::string path;
@@ -85,7 +92,11 @@ struct OutputStats {
     std::uint64_t bytes = 0;    // file bytes, format framing included
     std::uint64_t dropped = 0;  // records that were meant for it but are not in it
     std::uint64_t files = 1;    // files opened (more than one with -G/-C rotation)
-    std::string error;          // empty unless the output failed
+    // The files that exist at the end, in the order they were started: their
+    // packets add up to packets - overwritten (docs/formats.md, "The report").
+    std::vector<OutputFile> on_disk;
+    std::uint64_t overwritten = 0;  // records written, then overwritten by the -W ring
+    std::string error;              // empty unless the output failed
 };
 
 // A NIC- or kernel-side counter, read at the start and the end of a run.

@@ -2,10 +2,13 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <system_error>
 
@@ -86,6 +89,12 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
         nlohmann::json e = {{"path", o.path},       {"format", o.format},   {"group", o.group},
                             {"antenna", o.antenna}, {"packets", o.packets}, {"bytes", o.bytes},
                             {"dropped", o.dropped}, {"files", o.files}};
+        nlohmann::json on_disk = nlohmann::json::array();
+        for (const auto& f : o.on_disk) {
+            on_disk.push_back({{"path", f.path}, {"packets", f.packets}, {"bytes", f.bytes}});
+        }
+        e["on_disk"] = std::move(on_disk);
+        e["overwritten"] = o.overwritten;
         if (!o.error.empty()) {
             e["error"] = o.error;
         }
@@ -106,13 +115,14 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     return j;
 }
 
-void write_report(const std::string& path, const nlohmann::json& report) {
-    const std::string tmp = path + ".tmp";
-    const std::string text = report.dump(2) + "\n";
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        throw std::system_error(errno, std::generic_category(), "cannot write report " + path);
-    }
+namespace {
+
+[[noreturn]] void report_error(int err, const std::string& path) {
+    throw std::system_error(err, std::generic_category(), "cannot write report " + path);
+}
+
+// 0 or an errno value.
+int write_all(int fd, const std::string& text) {
     std::size_t done = 0;
     while (done < text.size()) {
         const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -120,17 +130,84 @@ void write_report(const std::string& path, const nlohmann::json& report) {
             continue;
         }
         if (n <= 0) {
-            const int err = n < 0 ? errno : ENOSPC;
-            ::close(fd);
-            ::unlink(tmp.c_str());
-            throw std::system_error(err, std::generic_category(), "cannot write report " + path);
+            return n < 0 ? errno : ENOSPC;
         }
         done += static_cast<std::size_t>(n);
     }
-    if (::close(fd) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int err = errno;
+    return 0;
+}
+
+}  // namespace
+
+void write_report(const std::string& path, const nlohmann::json& report) {
+    const std::string text = report.dump(2) + "\n";
+    if (path == "-") {
+        if (const int err = write_all(STDOUT_FILENO, text)) {
+            report_error(err, "to stdout");
+        }
+        return;
+    }
+    struct stat st {};
+    const bool exists = ::stat(path.c_str(), &st) == 0;
+    if (exists && !S_ISREG(st.st_mode)) {
+        // A device, FIFO or socket (/dev/stdout, a pipe to a collector):
+        // written into, never replaced.
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+            report_error(errno, path);
+        }
+        const int err = write_all(fd, text);
+        ::close(fd);
+        if (err != 0) {
+            report_error(err, path);
+        }
+        return;
+    }
+    // A regular file, or a new one: a uniquely named file in the same
+    // directory, made durable, then renamed over the target in one step (a
+    // symbolic link's target, not the link). Readers see the old report or
+    // the new one, never a part.
+    std::error_code ec;
+    const std::filesystem::path target =
+        exists ? std::filesystem::canonical(path, ec) : std::filesystem::path(path);
+    if (ec) {
+        report_error(ec.value(), path);
+    }
+    std::filesystem::path dir = target.parent_path();
+    if (dir.empty()) {
+        dir = ".";
+    }
+    std::string tmp = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
+    const int fd = ::mkstemp(tmp.data());
+    if (fd < 0) {
+        report_error(errno, path);
+    }
+    mode_t mode = 0;
+    if (exists) {
+        mode = st.st_mode & 07777;  // an existing report keeps its mode
+    } else {
+        const mode_t mask = ::umask(0);
+        ::umask(mask);
+        mode = 0666 & ~mask;
+    }
+    int err = write_all(fd, text);
+    if (err == 0 && (::fchmod(fd, mode) != 0 || ::fsync(fd) != 0)) {
+        err = errno;
+    }
+    if (::close(fd) != 0 && err == 0) {
+        err = errno;
+    }
+    if (err == 0 && ::rename(tmp.c_str(), target.c_str()) != 0) {
+        err = errno;
+    }
+    if (err != 0) {
         ::unlink(tmp.c_str());
-        throw std::system_error(err, std::generic_category(), "cannot write report " + path);
+        report_error(err, path);
+    }
+    // The rename itself made durable.
+    if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+        ::fsync(dfd);
+        ::close(dfd);
     }
 }
 

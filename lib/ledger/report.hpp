@@ -34,8 +34,10 @@ struct RunInfo {
 };
 
 nlohmann::json report_json(const Ledger& ledger, const RunInfo& run);
-// Writes the JSON atomically (temporary file, then rename). Throws
-// std::system_error naming the path on failure.
+// Writes the JSON: `-` to stdout; into a device, FIFO or socket in place;
+// over a regular file (or a new one) atomically: a uniquely named temporary
+// file in the same directory, fsync, rename. Throws std::system_error naming
+// the path on failure.
 void write_report(const std::string& path, const nlohmann::json& report);
 // `streams_table`: print one line per stream (off with -q).
 void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, bool streams_table);

@@ -2,13 +2,17 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <utility>
 
 namespace ibvcap {
 
@@ -34,17 +38,202 @@ void prepare_output_dir(const std::string& dir) {
     ::unlink(probe.c_str());
 }
 
-void prepare_report_path(const std::string& path) {
-    const std::string probe = path + ".tmp";
-    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+OutputDirLock::OutputDirLock(const std::string& dir) : path_(dir + "/" + kOutputLockName) {
+    for (int attempt = 0; attempt < 10; ++attempt) {
+        const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0) {
+            throw std::runtime_error(
+                fmt::format("cannot lock output directory {}: {}: {}; choose "
+                            "another with -o DIR",
+                            dir, path_, std::strerror(errno)));
+        }
+        if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            const int err = errno;
+            char text[32] = {};
+            const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+            ::close(fd);
+            const long pid = n > 0 ? std::strtol(text, nullptr, 10) : 0;
+            if (err == EWOULDBLOCK) {
+                throw std::runtime_error(fmt::format(
+                    "output directory {} is in use by another ibvcap run{}; wait for it to end, "
+                    "or choose another with -o DIR",
+                    dir, pid > 0 ? fmt::format(" (PID {})", pid) : std::string()));
+            }
+            throw std::runtime_error(
+                fmt::format("cannot lock output directory {}: {}; choose "
+                            "another with -o DIR",
+                            dir, std::strerror(err)));
+        }
+        // The holder before us may have removed the file between our open
+        // and our lock: a lock on a removed file holds nothing, so again.
+        struct stat held {};
+        struct stat named {};
+        if (::fstat(fd, &held) == 0 && ::stat(path_.c_str(), &named) == 0 &&
+            held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+            const std::string pid = fmt::format("{}\n", ::getpid());
+            if (::ftruncate(fd, 0) != 0 ||
+                ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+                // The PID is only for the message of a second run.
+            }
+            fd_ = fd;
+            return;
+        }
+        ::close(fd);
+    }
+    throw std::runtime_error(fmt::format(
+        "cannot lock output directory {}: its lock file keeps changing; choose another with -o DIR",
+        dir));
+}
+
+OutputDirLock::~OutputDirLock() {
+    release();
+}
+
+OutputDirLock::OutputDirLock(OutputDirLock&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+
+OutputDirLock& OutputDirLock::operator=(OutputDirLock&& other) noexcept {
+    if (this != &other) {
+        release();
+        fd_ = std::exchange(other.fd_, -1);
+        path_ = std::move(other.path_);
+    }
+    return *this;
+}
+
+void OutputDirLock::release() {
+    if (fd_ >= 0) {
+        // Removed while still held, so no other run can hold it meanwhile;
+        // a run that opened it before sees the removal and tries again.
+        ::unlink(path_.c_str());
+        ::close(fd_);
+        fd_ = -1;
+    }
+}
+
+std::vector<std::string> existing_outputs(const OutputOptions& options) {
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(options.output_dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (!is_output_name(options, name)) {
+            continue;
+        }
+        std::error_code sec;
+        const auto status = entry.symlink_status(sec);
+        if (!sec &&
+            (std::filesystem::is_regular_file(status) || std::filesystem::is_symlink(status))) {
+            found.push_back(entry.path().string());
+        }
+    }
+    std::sort(found.begin(), found.end());
+    return found;
+}
+
+void claim_outputs(const OutputOptions& options, const std::string& input_file) {
+    const std::vector<std::string> found = existing_outputs(options);
+    if (found.empty()) {
+        return;
+    }
+    struct stat input {};
+    const bool have_input = !input_file.empty() && ::stat(input_file.c_str(), &input) == 0;
+    for (const auto& path : found) {
+        struct stat st {};
+        if (have_input && ::stat(path.c_str(), &st) == 0 && st.st_dev == input.st_dev &&
+            st.st_ino == input.st_ino) {
+            throw std::runtime_error(fmt::format(
+                "{} is the input file and an output of this run; choose another -o DIR or "
+                "--prefix",
+                path));
+        }
+    }
+    if (!options.overwrite) {
+        throw std::runtime_error(fmt::format(
+            "{} exists{}: an earlier run's output; add --overwrite to replace {}, or choose "
+            "another -o DIR or --prefix",
+            found.front(),
+            found.size() > 1 ? fmt::format(" (and {} more of this run's names)", found.size() - 1)
+                             : std::string(),
+            found.size() > 1 ? "them" : "it"));
+    }
+    for (const auto& path : found) {
+        if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+            throw std::runtime_error(
+                fmt::format("--overwrite: cannot remove {}: {}", path, std::strerror(errno)));
+        }
+    }
+}
+
+namespace {
+bool same_file(const struct stat& a, const struct stat& b) {
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+}  // namespace
+
+std::string check_report_path(const std::string& path, const OutputOptions& outputs,
+                              const std::string& input_file) {
+    if (path == "-") {
+        return {};
+    }
+    const auto fail = [&path](const std::string& why) {
+        return std::runtime_error(fmt::format(
+            "cannot write report {}: {}; choose another path with --report", path, why));
+    };
+    struct stat st {};
+    const bool exists = ::stat(path.c_str(), &st) == 0;
+    struct stat input {};
+    if (exists && !input_file.empty() && ::stat(input_file.c_str(), &input) == 0 &&
+        same_file(st, input)) {
+        return fmt::format("--report {} is the input file; give the report another path", path);
+    }
+    if (exists && S_ISDIR(st.st_mode)) {
+        std::string in = path;
+        while (in.size() > 1 && in.back() == '/') {
+            in.pop_back();
+        }
+        throw fail("it is a directory (give a file name in it, e.g. " + in + "/report.json)");
+    }
+    if (exists && !S_ISREG(st.st_mode)) {
+        // A device, FIFO or socket: written in place at the end.
+        if (::access(path.c_str(), W_OK) != 0) {
+            throw fail(std::strerror(errno));
+        }
+        return {};
+    }
+    // A regular file (through any links) or a new one: its directory must
+    // take the temporary file that is renamed over it.
+    std::error_code ec;
+    const std::filesystem::path target =
+        exists ? std::filesystem::canonical(path, ec) : std::filesystem::path(path);
+    if (ec) {
+        throw fail(ec.message());
+    }
+    std::filesystem::path dir = target.parent_path();
+    if (dir.empty()) {
+        dir = ".";
+    }
+    struct stat dir_st {};
+    if (::stat(dir.c_str(), &dir_st) != 0) {
+        throw fail(fmt::format("directory {}: {}", dir.string(), std::strerror(errno)));
+    }
+    struct stat out_st {};
+    if (!outputs.formats.empty() && ::stat(outputs.output_dir.c_str(), &out_st) == 0 &&
+        same_file(dir_st, out_st)) {
+        const std::string name = target.filename().string();
+        if (name == kOutputLockName || is_output_name(outputs, name)) {
+            return fmt::format(
+                "--report {} is a file this run writes; give the report another path", path);
+        }
+    }
+    std::string probe = (dir / ".ibvcap-report-XXXXXX").string();
+    const int fd = ::mkstemp(probe.data());
     if (fd < 0) {
-        throw std::runtime_error(
-            fmt::format("cannot write report {}: {}; choose another path "
-                        "with --report",
-                        path, std::strerror(errno)));
+        throw fail(
+            fmt::format("cannot create a file in {}: {}", dir.string(), std::strerror(errno)));
     }
     ::close(fd);
     ::unlink(probe.c_str());
+    return {};
 }
 
 void check_direct_io(const std::string& dir) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lib/fault.hpp"
 #include "lib/ledger/ledger.hpp"
@@ -29,10 +30,48 @@ struct RunOutcome {
     int exit_code = kExitError;
 };
 
-// Check that the report can be written (its directory exists and takes a
-// file), so a run fails before it starts rather than after it ends. Throws
-// std::runtime_error with a one-line message.
-void prepare_report_path(const std::string& path);
+// The file in an output directory that holds the run's lock.
+inline constexpr const char* kOutputLockName = ".ibvcap.lock";
+
+// One run's hold on its output directory: an exclusive flock(2) on
+// DIR/.ibvcap.lock, which holds the run's PID. A second run into the same
+// directory fails at once. Released (and the file removed) by the destructor.
+class OutputDirLock {
+  public:
+    OutputDirLock() = default;
+    // Throws std::runtime_error with one line naming the holder's PID.
+    explicit OutputDirLock(const std::string& dir);
+    ~OutputDirLock();
+    OutputDirLock(OutputDirLock&& other) noexcept;
+    OutputDirLock& operator=(OutputDirLock&& other) noexcept;
+    OutputDirLock(const OutputDirLock&) = delete;
+    OutputDirLock& operator=(const OutputDirLock&) = delete;
+
+  private:
+    void release();
+    int fd_ = -1;
+    std::string path_;
+};
+
+// The files in options.output_dir that this run's outputs would write over:
+// regular files and symbolic links named as its outputs, rotated sets
+// (STEM.NNNNNN.EXT) included. A FIFO or device node of such a name is
+// written into, as before, and not listed.
+std::vector<std::string> existing_outputs(const OutputOptions& options);
+
+// Before a run, with the directory locked: without options.overwrite, any
+// existing output is an error (std::runtime_error, one line naming
+// --overwrite); with it they are removed, so no file of an earlier run is
+// mistaken for part of this one. `input_file` (read -r) is never removed:
+// naming it as an output is an error.
+void claim_outputs(const OutputOptions& options, const std::string& input_file);
+
+// --report PATH, checked before the run starts. Returns a usage problem (the
+// path is the input file, or a file this run writes: exit 2) or an empty
+// string; throws std::runtime_error (exit 1) when the path cannot be written
+// (a directory, a missing or unwritable directory). `-` is stdout.
+std::string check_report_path(const std::string& path, const OutputOptions& outputs,
+                              const std::string& input_file);
 
 // --direct-io: check that files in `dir` can be opened with O_DIRECT. Throws
 // std::runtime_error with one line naming the fix.

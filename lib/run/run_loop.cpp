@@ -40,8 +40,15 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         throw std::runtime_error(
             "--gpu takes one -i interface (one poll thread feeds the block rings)");
     }
+    // Held until every file of the run is closed (it outlives the lanes).
+    OutputDirLock output_lock;
     if (!settings.outputs.formats.empty()) {
         prepare_output_dir(settings.outputs.output_dir);
+        output_lock = OutputDirLock(settings.outputs.output_dir);
+        // Every name this run may write is checked here, under the lock:
+        // the per-antenna files that appear with their first frame too, so
+        // the disk threads never find an earlier run's file in their way.
+        claim_outputs(settings.outputs, source.kind() == "file" ? source.input() : "");
     }
     source.arm();
     Faults local_faults;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <regex>
 #include <stdexcept>
 
 namespace ibvcap {
@@ -25,6 +26,32 @@ std::string output_path(const OutputOptions& options, OutputFormat format, const
 
 std::string run_output_path(const OutputOptions& options, OutputFormat format) {
     return fmt::format("{}/{}.{}", options.output_dir, options.prefix, file_extension(format));
+}
+
+bool is_output_name(const OutputOptions& options, const std::string& name) {
+    std::string prefix;
+    for (const char c : options.prefix) {
+        if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) {
+            prefix += '\\';
+        }
+        prefix += c;
+    }
+    // A device's lane prefix (lib/sources/verbs/source.cpp lane_prefix) and
+    // a rotated file's index.
+    const std::string lane = "(_[A-Za-z0-9_.-]+p[0-9]+)?";
+    const std::string rotated = "(\\.[0-9]{6})?";
+    const std::string ip = "[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}";
+    for (const auto f : options.formats) {
+        const std::string ext = std::string(file_extension(f));
+        const std::string pattern =
+            f == OutputFormat::pcap
+                ? prefix + lane + rotated + "\\." + ext
+                : prefix + lane + "_" + ip + "_[0-9]+_" + ip + rotated + "\\." + ext;
+        if (std::regex_match(name, std::regex(pattern))) {
+            return true;
+        }
+    }
+    return false;
 }
 
 PcapFileSink::PcapFileSink(const OutputOptions& options, Writer& writer)

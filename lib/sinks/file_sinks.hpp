@@ -25,12 +25,18 @@ struct OutputOptions {
     // The pcap file's link type (LINKTYPE_*): the frames' own, which is the
     // input file's for ibvcap read.
     std::uint32_t pcap_link_type = kPcapLinkTypeEthernet;
+    bool overwrite = false;  // --overwrite: an earlier run's files of the same names are removed
 };
 
 // The file a per-antenna output gets, and the run's own (pcap) file.
 std::string output_path(const OutputOptions& options, OutputFormat format, const Endpoint& group,
                         std::uint32_t antenna);
 std::string run_output_path(const OutputOptions& options, OutputFormat format);
+// Whether `name` (a file name, no directory) is one these options make in
+// output_dir: {prefix}.pcap or {prefix}_{group}_{port}_{antenna}.{ext} of a
+// format asked for, with or without a device's lane prefix
+// (`_mlx5_0p1`) and a rotation index (`.000003`).
+bool is_output_name(const OutputOptions& options, const std::string& name);
 
 // Every frame into the run's pcap file. --pcap-snaplen headers: a UDP frame
 // is cut after its CODIF header (the original length is kept, as tcpdump -s

@@ -143,6 +143,7 @@ Writer::OutputId Writer::add_output(OutputFormat format, std::string path, std::
     out.preamble.assign(preamble.begin(), preamble.end());
     out.lane = &lane;
     out.file_bytes = out.preamble.size();
+    out.on_disk.reserve(std::max<std::size_t>(options_.rotation.files, 1));
     return &out;
 }
 
@@ -346,6 +347,8 @@ std::vector<OutputStats> Writer::stats() const {
         s.packets = out.written_records;
         s.bytes = out.closed_bytes + out.offset;
         s.files = out.files;
+        s.on_disk = out.on_disk;
+        s.overwritten = out.overwritten;
         s.dropped = out.dropped_by_producer + out.dropped_by_writer;
         s.error = out.error;
         if (out.refused > 0) {

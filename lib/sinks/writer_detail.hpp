@@ -168,6 +168,11 @@ struct Writer::Output {
     std::uint64_t dropped_by_writer = 0;
     std::uint64_t file_index = 0;
     std::uint64_t files = 0;  // files opened
+    // The files on disk (a ring of -W entries, reserved by add_output) and
+    // the entry of the current file; records written over by the ring.
+    std::vector<OutputFile> on_disk;
+    std::size_t on_disk_current = 0;
+    std::uint64_t overwritten = 0;
     std::string current_path;
     std::string error;
     writer_detail::PageBuffer carry;  // O_DIRECT: the bytes of the last, partial page
@@ -190,6 +195,7 @@ class WriterIo {
     void fail(Writer::Output& out, const std::string& what, int err);
     void open_file(Writer::Output& out);
     void close_file(Writer::Output& out);
+    void note_file_on_disk(Writer::Output& out);
     template <class Place>
     void copy_device_pieces(std::span<const Piece> pieces, Place place);
     int write_pieces(Writer::Output& out, std::span<const Piece> pieces, std::size_t bytes);

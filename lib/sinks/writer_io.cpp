@@ -124,6 +124,7 @@ void WriterIo::write_buffer(Writer::Buffer& buffer, Writer::Output& out) {
             fail(out, "write failed", err);
         } else {
             out.written_records += buffer.records;
+            out.on_disk[out.on_disk_current].packets += buffer.records;
         }
     }
     if (out.failed) {
@@ -193,6 +194,7 @@ void WriterIo::open_file(Writer::Output& out) {
     ++out.files;
     out.offset = 0;
     out.carry_len = 0;
+    note_file_on_disk(out);
     if (out.preamble.empty()) {
         return;
     }
@@ -206,8 +208,28 @@ void WriterIo::open_file(Writer::Output& out) {
         out.fd = -1;
         if (regular && ::unlink(out.current_path.c_str()) == 0) {
             out.error += " (file removed: its header could not be written)";
+            out.on_disk.erase(out.on_disk.begin() +
+                              static_cast<std::ptrdiff_t>(out.on_disk_current));
+            out.on_disk_current = 0;
         }
     }
+}
+
+// The file just opened, in the list of files on disk. In a -W ring, file
+// index i reuses name i mod W: the records that name held are overwritten.
+// (The ring's entries were reserved by add_output; without a ring one entry
+// is added per rotation, not per record.)
+void WriterIo::note_file_on_disk(Writer::Output& out) {
+    const std::uint32_t ring = options_.rotation.files;
+    if (ring > 0 && out.on_disk.size() >= ring) {
+        // The ring's index runs one by one: the name reused is the oldest's.
+        out.overwritten += out.on_disk.front().packets;
+        std::rotate(out.on_disk.begin(), out.on_disk.begin() + 1, out.on_disk.end());
+        out.on_disk.back() = OutputFile{out.current_path, 0, 0};
+    } else {
+        out.on_disk.push_back(OutputFile{out.current_path, 0, 0});
+    }
+    out.on_disk_current = out.on_disk.size() - 1;
 }
 
 void WriterIo::close_file(Writer::Output& out) {
@@ -221,6 +243,9 @@ void WriterIo::close_file(Writer::Output& out) {
         out.error = fmt::format("close failed: {}", std::strerror(errno));
     }
     out.fd = -1;
+    if (!out.on_disk.empty()) {
+        out.on_disk[out.on_disk_current].bytes = out.offset;
+    }
     out.closed_bytes += out.offset;
     out.offset = 0;
 }
