@@ -2,6 +2,7 @@
 // once, under the right reason, and routed byte-exact to the writers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 
 #include "frames.hpp"
@@ -104,6 +105,65 @@ TEST(Demux, SequenceAnomaliesAcrossAPeriodWrap) {
     EXPECT_EQ(st.last.frame, 5u);
     EXPECT_TRUE(ledger.reconciles());
     EXPECT_FALSE(ledger.zero_loss());
+}
+
+// One corrupted header (seconds 10^9) is counted as implausible, not as 10^12
+// frames missing, and the stream goes on where it was; the verdict says so.
+TEST(Demux, OneCorruptSecondsFieldIsImplausibleNotAbsurdLoss) {
+    Ledger ledger;
+    Demux demux({}, ledger);
+    for (std::uint32_t f = 0; f < 20; ++f) {
+        const std::uint32_t seconds = f == 10 ? 1000000000u : 100u;
+        demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, make_header(seconds, f))));
+    }
+    ASSERT_EQ(ledger.streams().size(), 1u);
+    const StreamStats& s = ledger.streams()[0];
+    EXPECT_EQ(s.packets(), 20u);
+    EXPECT_EQ(s.sequence.implausible(), 1u);
+    EXPECT_EQ(s.sequence.missing(), 1u);  // (100, 10): its header was the corrupt one
+    EXPECT_EQ(s.sequence.restarts(), 0u);
+    EXPECT_EQ(s.last.seconds, 100u);
+    EXPECT_EQ(s.last.frame, 19u);
+    const Totals t = ledger.totals();
+    EXPECT_EQ(t.missing, 1u);
+    EXPECT_EQ(t.implausible, 1u);
+    EXPECT_TRUE(ledger.reconciles());
+    EXPECT_FALSE(ledger.zero_loss());
+    const auto why = ledger.loss_reasons();
+    EXPECT_NE(std::find(why.begin(), why.end(),
+                        "1 CODIF frames with implausible headers (too far from their stream to "
+                        "place)"),
+              why.end());
+}
+
+// A sender whose clock went back to 0 for good: after kRestartRun frames the
+// stream is re-synchronised there and reported as a restart with its jump.
+TEST(Demux, AStreamThatRestartsIsResynchronisedAndReported) {
+    Ledger ledger;
+    Demux demux({}, ledger);
+    for (std::uint32_t f = 0; f < 10; ++f) {
+        demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, make_header(5000, f))));
+    }
+    for (std::uint32_t f = 0; f < 100; ++f) {
+        demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, make_header(0, f))));
+    }
+    ASSERT_EQ(ledger.streams().size(), 1u);
+    const StreamStats& s = ledger.streams()[0];
+    EXPECT_EQ(s.packets(), 110u);
+    EXPECT_EQ(s.sequence.restarts(), 1u);
+    EXPECT_EQ(s.sequence.last_restart_jump(), -5000009);  // index 0 - index (5000, 9)
+    EXPECT_EQ(s.sequence.implausible(), 0u);
+    EXPECT_EQ(s.sequence.missing(), 0u);
+    EXPECT_EQ(s.first.seconds, 0u);
+    EXPECT_EQ(s.first.frame, 0u);
+    EXPECT_EQ(s.last.seconds, 0u);
+    EXPECT_EQ(s.last.frame, 99u);
+    EXPECT_TRUE(ledger.reconciles());
+    EXPECT_FALSE(ledger.zero_loss());
+    const auto why = ledger.loss_reasons();
+    EXPECT_NE(std::find(why.begin(), why.end(),
+                        "1 stream restart: the position jumped by -5000009 frames"),
+              why.end());
 }
 
 // One row per way a frame can fail to be CODIF data. The class is written

@@ -1,5 +1,6 @@
 #include "lib/demux/demux.hpp"
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 
@@ -150,6 +151,9 @@ StreamStats* Demux::stream(int group, int antenna, const CodifHeader& header) {
     s.layout = header.layout;
     s.timing.period = header.period;
     s.timing.frames_per_period = codif_frames_per_period(header);
+    s.sequence.set_plausible_jump(
+        std::max(std::uint64_t{options_.plausible_periods} * s.timing.frames_per_period,
+                 options_.min_plausible_jump));
     s.frame_bytes = static_cast<std::uint32_t>(header.frame_bytes());
     stream_lookup_.emplace(key, streams.size() - 1);
     // Each stream sink opens what it needs for the new stream (its files,
@@ -264,11 +268,21 @@ void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& pack
     if (header.invalid) {
         ++s.invalid;
     }
-    if (index == s.sequence.newest()) {
-        s.last = {header.seconds, header.frame};
+    if (kind == SequenceTracker::Kind::restart) {
+        // A new segment: its lowest frame is the run's first, which came
+        // earlier; its position follows from the index.
+        const std::uint64_t fpp = s.timing.frames_per_period;
+        const std::uint64_t low = s.sequence.lowest();
+        s.first = {static_cast<std::uint32_t>(low / fpp * s.timing.period),
+                   static_cast<std::uint32_t>(low % fpp)};
     }
-    if (index == s.sequence.lowest() && kind != SequenceTracker::Kind::duplicate) {
-        s.first = {header.seconds, header.frame};
+    if (kind != SequenceTracker::Kind::implausible) {
+        if (index == s.sequence.newest()) {
+            s.last = {header.seconds, header.frame};
+        }
+        if (index == s.sequence.lowest() && kind != SequenceTracker::Kind::duplicate) {
+            s.first = {header.seconds, header.frame};
+        }
     }
     if (!stream_sinks_.empty()) {
         const SinkFrame f{frame, &packet, &header, &s};

@@ -31,6 +31,11 @@ struct DemuxOptions {
     std::size_t max_groups = 256;
     std::size_t max_antennas = 1024;
     std::size_t max_streams = 65536;
+    // A frame further than max(plausible_periods periods, min_plausible_jump
+    // frames) from its stream's newest frame is implausible (docs/formats.md,
+    // "How a stream's frames are counted").
+    std::uint32_t plausible_periods = 4;
+    std::uint64_t min_plausible_jump = SequenceTracker::kWindow;
 };
 
 class Demux {

@@ -130,6 +130,8 @@ Totals Ledger::totals() const {
         t.duplicates += s.sequence.duplicates();
         t.out_of_order += s.sequence.out_of_order();
         t.too_late += s.sequence.too_late();
+        t.implausible += s.sequence.implausible();
+        t.restarts += s.sequence.restarts();
         t.invalid += s.invalid;
     }
     for (std::size_t i = 0; i < kReasonCount; ++i) {
@@ -194,6 +196,24 @@ std::vector<std::string> Ledger::loss_reasons() const {
     }
     if (t.too_late > 0) {
         why.push_back(fmt::format("{} frames arrived too late to classify", t.too_late));
+    }
+    if (t.implausible > 0) {
+        why.push_back(fmt::format(
+            "{} CODIF frames with implausible headers (too far from their stream to place)",
+            t.implausible));
+    }
+    if (t.restarts > 0) {
+        // The largest jump, by size, says how far a stream moved.
+        std::int64_t jump = 0;
+        for (const auto& s : streams_) {
+            const std::int64_t j = s.sequence.last_restart_jump();
+            if (s.sequence.restarts() > 0 && (j < 0 ? -j : j) >= (jump < 0 ? -jump : jump)) {
+                jump = j;
+            }
+        }
+        why.push_back(fmt::format("{} stream restart{}: the position jumped by {} frames{}",
+                                  t.restarts, t.restarts == 1 ? "" : "s", jump,
+                                  t.restarts == 1 ? "" : " (the largest jump)"));
     }
     if (t.malformed > 0) {
         why.push_back(fmt::format("{} malformed frames", t.malformed));

@@ -103,6 +103,8 @@ struct Totals {
     std::uint64_t duplicates = 0;
     std::uint64_t out_of_order = 0;
     std::uint64_t too_late = 0;
+    std::uint64_t implausible = 0;  // CODIF frames not placed: header too far from the stream's
+    std::uint64_t restarts = 0;     // streams re-synchronised at a new position
     std::uint64_t invalid = 0;
     std::uint64_t malformed = 0;
     std::uint64_t non_codif = 0;

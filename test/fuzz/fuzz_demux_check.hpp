@@ -20,6 +20,12 @@ inline DemuxOptions small_demux_options(std::uint8_t config) {
     o.max_groups = 1 + ((config >> 2) & 3u);
     o.max_antennas = 1 + ((config >> 4) & 3u);
     o.max_streams = 1 + ((config >> 6) & 3u) * 5;  // 1, 6, 11, 16
+    if ((config & 0x80u) != 0) {
+        // A plausible jump the fuzzer's frame numbers reach: implausible
+        // frames and restarts (lib/ledger/sequence.hpp).
+        o.plausible_periods = 0;
+        o.min_plausible_jump = 32;
+    }
     return o;
 }
 
@@ -67,6 +73,13 @@ class DemuxCheck {
             FUZZ_CHECK(s.timing.index(s.first.seconds, s.first.frame) == s.sequence.lowest());
             FUZZ_CHECK(s.timing.index(s.last.seconds, s.last.frame) == s.sequence.newest());
             FUZZ_CHECK(s.invalid <= s.packets());
+            // Bounded: no placed frame moves the stream by more than the
+            // plausible jump, so one header cannot make `missing` absurd.
+            const SequenceTracker& q = s.sequence;
+            FUZZ_CHECK(q.implausible() < s.packets());
+            FUZZ_CHECK(q.plausible_jump() != 0);
+            FUZZ_CHECK(q.missing() / q.plausible_jump() <= s.packets() - q.implausible());
+            FUZZ_CHECK((q.restarts() == 0) == (q.last_restart_jump() == 0));
         }
         (void)loss_reasons_are_consistent();
     }
