@@ -208,6 +208,41 @@ PacketError parse_udp_frame(Bytes head, std::uint64_t captured_bytes, UdpPacket&
     return PacketError::none;
 }
 
+Ipv4Destination peek_ipv4_destination(Bytes head, std::uint64_t captured_bytes) {
+    const std::uint64_t n = std::min<std::uint64_t>(head.size(), captured_bytes);
+    const std::uint8_t* const p = head.data();
+    Ipv4Destination out;
+    if (n < kEthernetHeaderBytes) {
+        return out;
+    }
+    std::size_t ethertype_at = 12;
+    for (std::size_t tags = 0; tags <= kMaxVlanTags; ++tags) {
+        const std::uint16_t type = load_be16(p + ethertype_at);
+        if (type != kEtherTypeVlan && type != kEtherTypeQinQ) {
+            break;
+        }
+        if (tags == kMaxVlanTags || ethertype_at + kVlanTagBytes + 2 > n) {
+            return out;
+        }
+        ethertype_at += kVlanTagBytes;
+    }
+    const std::size_t ip = ethertype_at + 2;
+    if (load_be16(p + ethertype_at) != kEtherTypeIpv4 || ip + kIpv4MinHeaderBytes > n ||
+        (p[ip] >> 4) != 4) {
+        return out;
+    }
+    out.has_ip = true;
+    out.ip = load_be32(p + ip + 16);
+    const std::size_t ihl = std::size_t{p[ip] & 0x0Fu} * 4;
+    const std::size_t udp = ip + ihl;
+    if (p[ip + 9] == kIpProtoUdp && (load_be16(p + ip + 6) & kIpFragmentOffsetMask) == 0 &&
+        ihl >= kIpv4MinHeaderBytes && udp + 4 <= n) {
+        out.has_port = true;
+        out.port = load_be16(p + udp + 2);
+    }
+    return out;
+}
+
 void multicast_mac(std::uint32_t group, std::uint8_t mac[6]) {
     mac[0] = 0x01;
     mac[1] = 0x00;

@@ -116,6 +116,19 @@ int Demux::group_index(std::uint32_t ip, std::uint16_t port) {
     return static_cast<int>(groups_.size() - 1);
 }
 
+bool Demux::may_be_for_a_group(const Frame& frame) const {
+    const Ipv4Destination d = peek_ipv4_destination(frame.head, frame.captured_bytes());
+    if (!d.has_ip) {
+        return true;  // who it was for cannot be read: it may have been ours
+    }
+    for (const Endpoint& g : options_.groups) {
+        if (g.ip == d.ip && (!d.has_port || g.port == d.port)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 int Demux::antenna_index(std::uint32_t ip) {
     if (const auto it = antenna_lookup_.find(ip); it != antenna_lookup_.end()) {
         return it->second;
@@ -178,9 +191,15 @@ void Demux::on_frame(const Frame& frame) {
     if (perr != PacketError::none) {
         // A frame cut short by the capture length is reported as such, not as
         // whatever header the cut happened to fall in.
-        ledger_.count_reason(is_malformed(perr) && captured < frame.wire_bytes
-                                 ? Reason::truncated_capture
-                                 : reason_for(perr));
+        Reason reason = is_malformed(perr) && captured < frame.wire_bytes
+                            ? Reason::truncated_capture
+                            : reason_for(perr);
+        // With named groups, a damaged frame that was not addressed to one of
+        // them is someone else's traffic (docs/formats.md §3).
+        if (is_malformed(reason) && !options_.groups.empty() && !may_be_for_a_group(frame)) {
+            reason = Reason::other_destination;
+        }
+        ledger_.count_reason(reason);
         return;
     }
     // The fast path: a known stream with unchanged parameters. Everything the

@@ -55,6 +55,10 @@ class Demux {
     // the frame is not for us, -2 when a limit is reached.
     int group_index(std::uint32_t ip, std::uint16_t port);
     int antenna_index(std::uint32_t ip);
+    // With named groups: whether a frame the parser refused may have been
+    // addressed to one of them (its IPv4 destination, and UDP port when it can
+    // be read, match one; or its destination cannot be read at all).
+    bool may_be_for_a_group(const Frame& frame) const;
     StreamStats* stream(int group, int antenna, const CodifHeader& header);
     void accept(std::size_t stream, const Frame& frame, const UdpPacket& packet,
                 const CodifHeader& header);

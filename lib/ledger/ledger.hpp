@@ -23,7 +23,7 @@ enum class Reason : std::uint8_t {
     // non_codif
     not_ipv4,
     not_udp,
-    other_destination,  // UDP to a GROUP:PORT that was not asked for
+    other_destination,  // to a GROUP:PORT not asked for (named groups: damaged frames too)
     unlisted_source,    // source IP not in the --antenna list
     not_codif,          // UDP datagram without a CODIF sync word
     // malformed
