@@ -181,7 +181,20 @@ void Demux::on_frame(const Frame& frame) {
     const std::uint64_t captured = frame.captured_bytes();
     ledger_.count_frame(frame.wire_bytes);
     UdpPacket packet;
-    const PacketError perr = parse_udp_frame(frame.head, captured, packet);
+    PacketError perr = parse_udp_frame(frame.head, captured, packet);
+    // A frame the capture cut after its CODIF header (ibvcap's own
+    // --pcap-snaplen headers, tcpdump -s): its headers agree with its length
+    // on the wire, so it is a CODIF frame whose payload was not captured.
+    bool payload_absent = false;
+    if (perr != PacketError::none && captured < frame.wire_bytes && frame.tail.empty()) {
+        UdpPacket cut;
+        if (parse_udp_frame(frame.head, frame.wire_bytes, cut) == PacketError::none &&
+            cut.payload_offset + kCodifHeaderBytes <= captured) {
+            packet = cut;
+            perr = PacketError::none;
+            payload_absent = true;
+        }
+    }
     if (!every_frame_sinks_.empty()) {
         const SinkFrame f{frame, perr == PacketError::none ? &packet : nullptr, nullptr, nullptr};
         for (FrameSink* sink : every_frame_sinks_) {
@@ -224,7 +237,7 @@ void Demux::on_frame(const Frame& frame) {
                 k != nullptr && k->same_parameters(header) &&
                 header.frame_bytes() == packet.payload_bytes &&
                 header.frame < k->frames_per_period) {
-                accept(k->stream, frame, packet, header);
+                accept(k->stream, frame, packet, header, payload_absent);
                 return;
             }
         }
@@ -275,15 +288,18 @@ void Demux::on_frame(const Frame& frame) {
     }
     const auto index = static_cast<std::size_t>(s - ledger_.streams().data());
     add_known(packet, header, index);
-    accept(index, frame, packet, header);
+    accept(index, frame, packet, header, payload_absent);
 }
 
 void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& packet,
-                   const CodifHeader& header) {
+                   const CodifHeader& header, bool payload_absent) {
     StreamStats& s = ledger_.streams()[stream];
     const std::uint64_t index = s.timing.index(header.seconds, header.frame);
     const auto kind = s.sequence.observe(index);
     s.bytes += frame.wire_bytes;
+    if (payload_absent) {
+        ++s.payload_absent;
+    }
     if (header.invalid) {
         ++s.invalid;
     }

@@ -60,8 +60,9 @@ class Demux {
     // be read, match one; or its destination cannot be read at all).
     bool may_be_for_a_group(const Frame& frame) const;
     StreamStats* stream(int group, int antenna, const CodifHeader& header);
+    // payload_absent: the capture cut the frame after its CODIF header.
     void accept(std::size_t stream, const Frame& frame, const UdpPacket& packet,
-                const CodifHeader& header);
+                const CodifHeader& header, bool payload_absent);
 
     // The fast path: a frame of a stream seen before, whose header has the
     // same parameters, skips the filters, the registries and the divisions

@@ -133,6 +133,7 @@ Totals Ledger::totals() const {
         t.implausible += s.sequence.implausible();
         t.restarts += s.sequence.restarts();
         t.invalid += s.invalid;
+        t.payload_absent += s.payload_absent;
     }
     for (std::size_t i = 0; i < kReasonCount; ++i) {
         (is_malformed(static_cast<Reason>(i)) ? t.malformed : t.non_codif) += reasons_[i];
@@ -172,9 +173,12 @@ bool Ledger::reconciles() const {
         if (o.antenna.empty()) {
             expected = t.packets;
         } else {
+            // A frame captured without its payload has no raw or codif
+            // record; its header is in codifhdr.
+            const bool whole_frames = o.format != "codifhdr";
             for (const auto& s : streams_) {
                 if (s.group.to_string() == o.group && format_ipv4(s.antenna) == o.antenna) {
-                    expected += s.packets();
+                    expected += s.packets() - (whole_frames ? s.payload_absent : 0);
                 }
             }
         }

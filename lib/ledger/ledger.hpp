@@ -68,6 +68,9 @@ struct StreamStats {
     std::uint32_t frame_bytes = 0;  // CODIF header + payload
     std::uint64_t bytes = 0;        // wire bytes of the stream's frames
     std::uint64_t invalid = 0;      // frames whose header has the invalid flag set
+    // Frames the capture cut after the CODIF header (a headers-only pcap):
+    // sequence-tracked, but their payload is in no output.
+    std::uint64_t payload_absent = 0;
     SequenceTracker sequence;
     FramePosition first;  // lowest (seconds, frame) received
     FramePosition last;   // newest (seconds, frame) received
@@ -106,6 +109,7 @@ struct Totals {
     std::uint64_t implausible = 0;  // CODIF frames not placed: header too far from the stream's
     std::uint64_t restarts = 0;     // streams re-synchronised at a new position
     std::uint64_t invalid = 0;
+    std::uint64_t payload_absent = 0;  // CODIF frames captured without their payload
     std::uint64_t malformed = 0;
     std::uint64_t non_codif = 0;
     std::uint64_t nic_drops = 0;

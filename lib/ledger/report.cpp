@@ -41,6 +41,7 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
                    {"implausible", t.implausible},
                    {"restarts", t.restarts},
                    {"invalid", t.invalid},
+                   {"payload_absent", t.payload_absent},
                    {"malformed", t.malformed},
                    {"non_codif", t.non_codif},
                    {"nic_drops", t.nic_drops},
@@ -82,6 +83,7 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
                            {"restarts", s.sequence.restarts()},
                            {"last_restart_jump", s.sequence.last_restart_jump()},
                            {"invalid", s.invalid},
+                           {"payload_absent", s.payload_absent},
                            {"first", position(s.first)},
                            {"last", position(s.last)}});
     }
@@ -167,6 +169,11 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
                            s.sequence.restarts(), s.sequence.last_restart_jump());
             }
         }
+    }
+    if (t.payload_absent > 0) {
+        fmt::print(out,
+                   "  CODIF frames without payload (cut after the header by the capture): {}\n",
+                   t.payload_absent);
     }
     fmt::print(out, "  malformed: {}   non-CODIF: {}   NIC drops: {}   WC errors: {}\n",
                t.malformed, t.non_codif, t.nic_drops, t.wc_errors);
