@@ -229,6 +229,54 @@ PacketError parse_udp_frame(Bytes head, std::uint64_t captured_bytes, UdpPacket&
     return PacketError::none;
 }
 
+Ipv4Destination peek_ipv4_destination(Bytes head, std::uint64_t captured_bytes, LinkType link) {
+    const std::uint64_t n = std::min<std::uint64_t>(head.size(), captured_bytes);
+    const std::uint8_t* const p = head.data();
+    Ipv4Destination out;
+    // The link layer and tags as parse_udp_frame walks them.
+    std::size_t ip = 0;
+    if (link != LinkType::raw_ip) {
+        std::size_t type_at = 12;
+        std::size_t next = kEthernetHeaderBytes;
+        if (link == LinkType::linux_sll) {
+            type_at = kLinuxSllHeaderBytes - 2;
+            next = kLinuxSllHeaderBytes;
+        } else if (link == LinkType::linux_sll2) {
+            type_at = 0;
+            next = kLinuxSll2HeaderBytes;
+        }
+        if (n < next) {
+            return out;
+        }
+        std::uint16_t type = load_be16(p + type_at);
+        for (std::size_t tags = 0; type == kEtherTypeVlan || type == kEtherTypeQinQ; ++tags) {
+            if (tags == kMaxVlanTags || next + kVlanTagBytes > n) {
+                return out;
+            }
+            type_at = next + 2;
+            next += kVlanTagBytes;
+            type = load_be16(p + type_at);
+        }
+        if (type != kEtherTypeIpv4) {
+            return out;
+        }
+        ip = next;
+    }
+    if (ip + kIpv4MinHeaderBytes > n || (p[ip] >> 4) != 4) {
+        return out;
+    }
+    out.has_ip = true;
+    out.ip = load_be32(p + ip + 16);
+    const std::size_t ihl = std::size_t{p[ip] & 0x0Fu} * 4;
+    const std::size_t udp = ip + ihl;
+    if (p[ip + 9] == kIpProtoUdp && (load_be16(p + ip + 6) & kIpFragmentOffsetMask) == 0 &&
+        ihl >= kIpv4MinHeaderBytes && udp + 4 <= n) {
+        out.has_port = true;
+        out.port = load_be16(p + udp + 2);
+    }
+    return out;
+}
+
 void multicast_mac(std::uint32_t group, std::uint8_t mac[6]) {
     mac[0] = 0x01;
     mac[1] = 0x00;

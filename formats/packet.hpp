@@ -92,6 +92,22 @@ struct UdpPacket {
 PacketError parse_udp_frame(Bytes head, std::uint64_t captured_bytes, UdpPacket& out,
                             LinkType link = LinkType::ethernet);
 
+// Where a frame was addressed, as far as its first piece tells, for a frame
+// parse_udp_frame refused (a fragment, a datagram cut short by the capture, a
+// bad length): `has_ip` when the Ethernet header, its VLAN tags (at most two)
+// and the 20-byte IPv4 header lie in `head` with EtherType IPv4 and version 4;
+// `has_port` when, besides, the protocol is UDP, the datagram is not a later
+// fragment (offset 0), IHL is at least 5 and the UDP destination port lies in
+// `head`. Nothing else is checked: the answer only says who it was for.
+struct Ipv4Destination {
+    bool has_ip = false;
+    bool has_port = false;
+    std::uint32_t ip = 0;  // host byte order
+    std::uint16_t port = 0;
+};
+Ipv4Destination peek_ipv4_destination(Bytes head, std::uint64_t captured_bytes,
+                                      LinkType link = LinkType::ethernet);
+
 // Build Ethernet (+ optional 802.1Q tag) + IPv4 + UDP headers for a multicast
 // datagram into `out`; returns the header length (42, or 46 with a tag).
 // The destination MAC is the IPv4 multicast MAC (01:00:5e + low 23 bits of the

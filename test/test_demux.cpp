@@ -1,7 +1,9 @@
 // The demultiplexer on hand-built frames: every frame is classified exactly
 // once, under the right reason, and routed byte-exact to the writers.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 
 #include "frames.hpp"
@@ -104,6 +106,156 @@ TEST(Demux, SequenceAnomaliesAcrossAPeriodWrap) {
     EXPECT_EQ(st.last.frame, 5u);
     EXPECT_TRUE(ledger.reconciles());
     EXPECT_FALSE(ledger.zero_loss());
+}
+
+// One corrupted header (seconds 10^9) is counted as implausible, not as 10^12
+// frames missing, and the stream goes on where it was; the verdict says so.
+TEST(Demux, OneCorruptSecondsFieldIsImplausibleNotAbsurdLoss) {
+    Ledger ledger;
+    Demux demux({}, ledger);
+    for (std::uint32_t f = 0; f < 20; ++f) {
+        const std::uint32_t seconds = f == 10 ? 1000000000u : 100u;
+        demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, make_header(seconds, f))));
+    }
+    ASSERT_EQ(ledger.streams().size(), 1u);
+    const StreamStats& s = ledger.streams()[0];
+    EXPECT_EQ(s.packets(), 20u);
+    EXPECT_EQ(s.sequence.implausible(), 1u);
+    EXPECT_EQ(s.sequence.missing(), 1u);  // (100, 10): its header was the corrupt one
+    EXPECT_EQ(s.sequence.restarts(), 0u);
+    EXPECT_EQ(s.last.seconds, 100u);
+    EXPECT_EQ(s.last.frame, 19u);
+    const Totals t = ledger.totals();
+    EXPECT_EQ(t.missing, 1u);
+    EXPECT_EQ(t.implausible, 1u);
+    EXPECT_TRUE(ledger.reconciles());
+    EXPECT_FALSE(ledger.zero_loss());
+    const auto why = ledger.loss_reasons();
+    EXPECT_NE(std::find(why.begin(), why.end(),
+                        "1 CODIF frames with implausible headers (too far from their stream to "
+                        "place)"),
+              why.end());
+}
+
+// A sender whose clock went back to 0 for good: after kRestartRun frames the
+// stream is re-synchronised there and reported as a restart with its jump.
+TEST(Demux, AStreamThatRestartsIsResynchronisedAndReported) {
+    Ledger ledger;
+    Demux demux({}, ledger);
+    for (std::uint32_t f = 0; f < 10; ++f) {
+        demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, make_header(5000, f))));
+    }
+    for (std::uint32_t f = 0; f < 100; ++f) {
+        demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, make_header(0, f))));
+    }
+    ASSERT_EQ(ledger.streams().size(), 1u);
+    const StreamStats& s = ledger.streams()[0];
+    EXPECT_EQ(s.packets(), 110u);
+    EXPECT_EQ(s.sequence.restarts(), 1u);
+    EXPECT_EQ(s.sequence.last_restart_jump(), -5000009);  // index 0 - index (5000, 9)
+    EXPECT_EQ(s.sequence.implausible(), 0u);
+    EXPECT_EQ(s.sequence.missing(), 0u);
+    EXPECT_EQ(s.first.seconds, 0u);
+    EXPECT_EQ(s.first.frame, 0u);
+    EXPECT_EQ(s.last.seconds, 0u);
+    EXPECT_EQ(s.last.frame, 99u);
+    EXPECT_TRUE(ledger.reconciles());
+    EXPECT_FALSE(ledger.zero_loss());
+    const auto why = ledger.loss_reasons();
+    EXPECT_NE(std::find(why.begin(), why.end(),
+                        "1 stream restart: the position jumped by -5000009 frames"),
+              why.end());
+}
+
+// Traffic to other destinations that the parser refuses (fragments, frames cut
+// short by the capture, TCP cut short) is someone else's when the groups are
+// named: other_destination, not malformed, and the verdict stays zero-loss.
+// Damaged frames that may have been for a group stay malformed, and without
+// named groups every damaged frame is malformed as before.
+std::vector<Frame> others_traffic(std::vector<std::vector<std::uint8_t>>& keep) {
+    keep.clear();
+    keep.reserve(8);
+    std::vector<Frame> frames;
+    // A UDP fragment (MF) to another group.
+    keep.push_back(make_frame(kAntenna1, kGroup2, 36001, make_header(1, 1)));
+    keep.back().at(20) = 0x20;
+    frames.push_back(whole(keep.back()));
+    // A later fragment (offset 8, no UDP header) to another unicast host.
+    keep.push_back(make_frame(kAntenna1, (10u << 24) | 5u, 36001, make_header(1, 1)));
+    keep.back().at(21) = 0x01;
+    frames.push_back(whole(keep.back()));
+    // Another group's CODIF frame cut short by the capture (snaplen 100).
+    keep.push_back(make_frame(kAntenna1, kGroup2, 36001, make_header(1, 1), 7));
+    Frame cut = whole(keep.back());
+    cut.head = Bytes(keep.back()).first(100);
+    frames.push_back(cut);
+    // A jumbo TCP segment to a unicast host, cut short by the capture.
+    keep.push_back(make_frame(kAntenna1, (10u << 24) | 5u, 22, make_header(1, 1)));
+    keep.back().at(23) = 6;
+    Frame tcp = whole(keep.back());
+    tcp.head = Bytes(keep.back()).first(200);
+    frames.push_back(tcp);
+    // UDP with a bad length to the group's address but another port.
+    keep.push_back(make_frame(kAntenna1, kGroup1, 36002, make_header(1, 1)));
+    keep.back().at(38) = 0;
+    keep.back().at(39) = 4;
+    frames.push_back(whole(keep.back()));
+    // ARP.
+    keep.push_back(make_frame(kAntenna1, kGroup1, 36001, make_header(1, 1)));
+    keep.back().at(12) = 0x08;
+    keep.back().at(13) = 0x06;
+    frames.push_back(whole(keep.back()));
+    return frames;
+}
+
+TEST(Demux, DamagedFramesToOtherDestinationsAreNotLossWhenGroupsAreNamed) {
+    DemuxOptions options;
+    options.groups = {Endpoint{kGroup1, 36001}};
+    Ledger ledger;
+    Demux demux(options, ledger);
+    std::vector<std::vector<std::uint8_t>> keep;
+    const auto good0 = make_frame(kAntenna1, kGroup1, 36001, make_header(1, 0));
+    const auto good1 = make_frame(kAntenna1, kGroup1, 36001, make_header(1, 1));
+    demux.on_frame(whole(good0));
+    for (const Frame& f : others_traffic(keep)) {
+        demux.on_frame(f);
+    }
+    demux.on_frame(whole(good1));
+    EXPECT_EQ(ledger.reason_count(Reason::other_destination), 5u);
+    EXPECT_EQ(ledger.reason_count(Reason::not_ipv4), 1u);
+    const Totals t = ledger.totals();
+    EXPECT_EQ(t.malformed, 0u);
+    EXPECT_EQ(t.codif, 2u);
+    EXPECT_TRUE(ledger.reconciles());
+    EXPECT_TRUE(ledger.zero_loss()) << fmt::format("{}", fmt::join(ledger.loss_reasons(), "; "));
+
+    // Damaged frames that may have been the group's stay malformed: a fragment
+    // to the group (first, or later with no port to read), a frame cut before
+    // its IPv4 destination.
+    auto frag = make_frame(kAntenna1, kGroup1, 36001, make_header(1, 2));
+    frag.at(20) = 0x20;
+    auto later = make_frame(kAntenna1, kGroup1, 36001, make_header(1, 3));
+    later.at(21) = 0x01;
+    Frame early_cut = whole(good1);
+    early_cut.head = Bytes(good1).first(30);
+    demux.on_frame(whole(frag));
+    demux.on_frame(whole(later));
+    demux.on_frame(early_cut);
+    EXPECT_EQ(ledger.reason_count(Reason::ip_fragment), 2u);
+    EXPECT_EQ(ledger.reason_count(Reason::truncated_capture), 1u);
+    EXPECT_EQ(ledger.totals().malformed, 3u);
+    EXPECT_FALSE(ledger.zero_loss());
+}
+
+TEST(Demux, WithoutNamedGroupsDamagedFramesStayMalformed) {
+    Ledger ledger;
+    Demux demux({}, ledger);
+    std::vector<std::vector<std::uint8_t>> keep;
+    for (const Frame& f : others_traffic(keep)) {
+        demux.on_frame(f);
+    }
+    EXPECT_EQ(ledger.reason_count(Reason::other_destination), 0u);
+    EXPECT_EQ(ledger.totals().malformed, 5u);
 }
 
 // One row per way a frame can fail to be CODIF data. The class is written

@@ -152,6 +152,59 @@ TEST(Pipeline, CleanTrafficIsZeroLoss) {
     EXPECT_EQ(out.ledger.totals().codif, 2u * 3 * 2 * 400);
 }
 
+// ibvcap reads what it writes: a --pcap-snaplen headers file (records cut
+// after the CODIF header, original lengths kept) comes back as the same
+// CODIF frames, sequence-tracked, counted as captured without their payload,
+// and not as malformed.
+TEST(Pipeline, HeadersOnlyPcapReadsBackAsCodifFramesWithoutPayload) {
+    for (const bool faults : {false, true}) {
+        GeneratorConfig config = config_with_faults();
+        if (!faults) {
+            config.loss = config.duplicate = config.reorder = 0;
+        }
+        ReadRun first;
+        prepare(first, config, {OutputFormat::pcap});
+        first.request.outputs.pcap_headers_only = true;
+        const RunOutcome written = run_read(first.request, first.stop);
+        ASSERT_EQ(written.ledger.totals().payload_absent, 0u);
+
+        ReadRun again;
+        again.request.file = run_output_path(first.request.outputs, OutputFormat::pcap);
+        again.request.outputs.output_dir = again.dir / "out";
+        again.request.outputs.formats = {OutputFormat::codifhdr, OutputFormat::codif,
+                                         OutputFormat::raw};
+        const RunOutcome out = run_read(again.request, again.stop);
+
+        Generator gen(config);
+        GeneratedFrame f;
+        while (gen.next(f)) {
+        }
+        expect_ledger_matches_truth(out.ledger, gen);
+        const Totals t = out.ledger.totals();
+        EXPECT_EQ(t.codif, t.packets);
+        EXPECT_EQ(t.payload_absent, t.codif);
+        EXPECT_EQ(t.malformed, 0u);
+        EXPECT_EQ(t.non_codif, 0u);
+        for (const auto& s : out.ledger.streams()) {
+            EXPECT_EQ(s.payload_absent, s.packets());
+        }
+        EXPECT_TRUE(out.ledger.reconciles());
+        EXPECT_EQ(out.ledger.zero_loss(), !faults);
+        EXPECT_EQ(out.exit_code, faults ? kExitLoss : kExitZeroLoss);
+        // The headers are all there; there is no payload to write.
+        const Expected e = expected_files(config, again.request.outputs);
+        for (const auto& [path, bytes] : e.codifhdr) {
+            EXPECT_EQ(test::read_file(path), bytes) << path;
+        }
+        for (const auto& o : out.ledger.outputs()) {
+            EXPECT_EQ(o.dropped, 0u) << o.path;
+            if (o.format == "codif" || o.format == "raw") {
+                EXPECT_EQ(o.packets, 0u) << o.path;
+            }
+        }
+    }
+}
+
 TEST(Pipeline, DraftLayoutWithVlanTags) {
     GeneratorConfig config = config_with_faults();
     config.layout = CodifLayout::draft;

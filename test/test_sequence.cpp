@@ -199,6 +199,81 @@ TEST(SequenceTracker, WindowBoundaryDuplicateVersusTooLate) {
     EXPECT_EQ(t.missing(), 0u);
 }
 
+// With a plausible jump set, one frame far from the stream (a corrupt header)
+// is counted as implausible and moves nothing, ahead or behind; the stream
+// goes on where it was.
+TEST(SequenceTracker, OneImplausibleFrameMovesNothing) {
+    SequenceTracker t;
+    t.set_plausible_jump(4000);
+    for (std::uint64_t i = 5000; i < 5010; ++i) {
+        t.observe(i);
+    }
+    EXPECT_EQ(t.observe(std::uint64_t{1000000000} * 1000), Kind::implausible);  // seconds 1e9
+    EXPECT_EQ(t.observe(5010), Kind::in_order);
+    EXPECT_EQ(t.observe(3), Kind::implausible);  // seconds 0
+    EXPECT_EQ(t.observe(5011), Kind::in_order);
+    EXPECT_EQ(t.lowest(), 5000u);
+    EXPECT_EQ(t.newest(), 5011u);
+    EXPECT_EQ(t.received(), 14u);
+    EXPECT_EQ(t.implausible(), 2u);
+    EXPECT_EQ(t.missing(), 0u);
+    EXPECT_EQ(t.restarts(), 0u);
+    EXPECT_TRUE(t.reconciles());
+    // Within the plausible jump a gap is loss as before.
+    EXPECT_EQ(t.observe(5011 + 4000), Kind::gap);
+    EXPECT_EQ(t.missing(), 3999u);
+    EXPECT_TRUE(t.reconciles());
+}
+
+// kRestartRun frames in a row at a new position, none at the old one between
+// them: the stream restarted there. Forwards and backwards.
+TEST(SequenceTracker, ARunAtANewPositionIsARestart) {
+    constexpr std::size_t kRun = SequenceTracker::kRestartRun;
+    for (const std::uint64_t at : {std::uint64_t{5} << 40, std::uint64_t{7}}) {
+        SequenceTracker t;
+        t.set_plausible_jump(4000);
+        for (std::uint64_t i = 100000; i < 100010; ++i) {
+            t.observe(i);
+        }
+        for (std::size_t k = 0; k + 1 < kRun; ++k) {
+            // One frame of the run is lost: a gap inside the run still continues it.
+            EXPECT_EQ(t.observe(at + k + (k > 3 ? 1 : 0)), Kind::implausible) << k;
+        }
+        EXPECT_EQ(t.implausible(), kRun - 1);
+        EXPECT_EQ(t.observe(at + kRun), Kind::restart);
+        EXPECT_EQ(t.restarts(), 1u);
+        EXPECT_EQ(t.last_restart_jump(),
+                  static_cast<std::int64_t>(at) - static_cast<std::int64_t>(100009));
+        EXPECT_EQ(t.implausible(), 0u);
+        EXPECT_EQ(t.lowest(), at);
+        EXPECT_EQ(t.newest(), at + kRun);
+        EXPECT_EQ(t.missing(), 1u);  // the one lost inside the run
+        EXPECT_EQ(t.received(), 10u + kRun);
+        EXPECT_TRUE(t.reconciles());
+        EXPECT_EQ(t.observe(at + kRun + 1), Kind::in_order);
+        EXPECT_EQ(t.observe(at + 4), Kind::late);  // the lost one, late
+        EXPECT_EQ(t.missing(), 0u);
+        EXPECT_TRUE(t.reconciles());
+    }
+}
+
+// A plausible frame between them breaks the run: corrupt headers now and then
+// never add up to a restart.
+TEST(SequenceTracker, ScatteredImplausibleFramesAreNoRestart) {
+    SequenceTracker t;
+    t.set_plausible_jump(4000);
+    std::uint64_t next = 100000;
+    t.observe(next++);
+    for (std::size_t k = 0; k < 10 * SequenceTracker::kRestartRun; ++k) {
+        EXPECT_NE(t.observe((std::uint64_t{1} << 40) + k), Kind::restart);
+        t.observe(next++);
+    }
+    EXPECT_EQ(t.restarts(), 0u);
+    EXPECT_EQ(t.implausible(), 10 * SequenceTracker::kRestartRun);
+    EXPECT_EQ(t.missing(), 0u);
+    EXPECT_TRUE(t.reconciles());
+}
+
 TEST(SequenceTracker, HugeForwardJumpClearsTheWindow) {
     SequenceTracker t;
     for (std::uint64_t i = 0; i < 10; ++i) {

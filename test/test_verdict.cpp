@@ -300,6 +300,14 @@ struct Feed {
     Demux demux;
 };
 
+// A plausible jump of 64 periods (64000 frames): frames 39000 behind are too
+// late, not implausible (docs/formats.md, "How a stream's frames are counted").
+DemuxOptions wide() {
+    DemuxOptions o;
+    o.plausible_periods = 64;
+    return o;
+}
+
 OutputStats output(std::string path, std::string antenna, std::uint64_t packets,
                    std::uint64_t dropped) {
     OutputStats o;
@@ -315,7 +323,7 @@ OutputStats output(std::string path, std::string antenna, std::uint64_t packets,
 TEST(VerdictSums, MissingAndTooLateOfEveryStream) {
     // Stream A (first) has a gap and a frame too late; stream B (last) has neither.
     Ledger ledger;
-    Feed feed(ledger);
+    Feed feed(ledger, wide());
     feed.frame(codif_frame(kAntenna1, 1, 0));
     feed.frame(codif_frame(kAntenna1, 1, 3));  // 1 and 2 missing
     feed.frame(codif_frame(kAntenna2, 40, 0, 1));
@@ -434,8 +442,8 @@ TEST_P(DeviceSums, ACountOfTheFirstDeviceIsInTheMergedVerdict) {
     for (const bool inject : {false, true}) {
         Ledger d0;
         Ledger d1;
-        Feed f0(d0);
-        Feed f1(d1);
+        Feed f0(d0, wide());
+        Feed f1(d1, wide());
         f0.clean(kAntenna1, 5);
         f1.clean(kAntenna2, 5);
         if (inject) {
@@ -469,6 +477,18 @@ INSTANTIATE_TEST_SUITE_P(
                    },
                    [](const Ledger& l) { return l.totals().too_late; }, 1,
                    "1 frames arrived too late to classify"},
+        DeviceCase{"implausible", [](Feed& f) { f.frame(codif_frame(kAntenna1, 1000000000, 0)); },
+                   [](const Ledger& l) { return l.totals().implausible; }, 1,
+                   "1 CODIF frames with implausible headers (too far from their stream to place)"},
+        DeviceCase{"restarts",
+                   [](Feed& f) {
+                       for (std::uint32_t n = 0; n < SequenceTracker::kRestartRun; ++n) {
+                           f.frame(codif_frame(kAntenna1, 100001, n));
+                       }
+                   },
+                   // From (1, 4) to (100001, 0): 100001000 - 1004 frames.
+                   [](const Ledger& l) { return l.totals().restarts; }, 1,
+                   "1 stream restart: the position jumped by 99999996 frames"},
         DeviceCase{"malformed", [](Feed& f) { f.frame(with_byte(good(9), 20, 0x20)); },
                    [](const Ledger& l) { return l.totals().malformed; }, 1, "1 malformed frames"},
         DeviceCase{"nic_drops",
@@ -519,7 +539,10 @@ const std::vector<std::pair<const char*, std::uint64_t Totals::*>> kTotalsKeys =
     {"duplicates", &Totals::duplicates},
     {"out_of_order", &Totals::out_of_order},
     {"too_late", &Totals::too_late},
+    {"implausible", &Totals::implausible},
+    {"restarts", &Totals::restarts},
     {"invalid", &Totals::invalid},
+    {"payload_absent", &Totals::payload_absent},
     {"malformed", &Totals::malformed},
     {"non_codif", &Totals::non_codif},
     {"nic_drops", &Totals::nic_drops},
@@ -530,7 +553,7 @@ const std::vector<std::pair<const char*, std::uint64_t Totals::*>> kTotalsKeys =
     {"block_misses", &Totals::block_misses},
 };
 // A counter added to Totals without its key above does not build.
-static_assert(sizeof(Totals) == 16 * sizeof(std::uint64_t),
+static_assert(sizeof(Totals) == 19 * sizeof(std::uint64_t),
               "a new Totals counter needs its row in kTotalsKeys (and in docs/formats.md)");
 
 std::set<std::string> keys_of(const nlohmann::json& object) {
@@ -544,7 +567,7 @@ std::set<std::string> keys_of(const nlohmann::json& object) {
 // Two streams, reasons of both classes, counters, added counts and outputs,
 // chosen so that every totals counter has its own non-zero value.
 void build_distinct_ledger(Ledger& ledger) {
-    Feed feed(ledger);
+    Feed feed(ledger, wide());
     // Stream A (kAntenna1, thread 0): indices 0 1 2 10, then 4 5 6 late, then
     // 10 and 1 again: 9 received, 4 missing (3 7 8 9), 2 duplicates, 3 out of
     // order, 6 of them invalid.
@@ -557,6 +580,22 @@ void build_distinct_ledger(Ledger& ledger) {
     feed.frame(codif_frame(kAntenna2, 40, 0, 3));
     feed.frame(codif_frame(kAntenna2, 1, 0, 3));
     feed.frame(codif_frame(kAntenna2, 39, 999, 3));
+    // Stream C (kAntenna2, thread 4): (10, 0), then 16 frames at each of
+    // seconds 100000, 200000 and 300000 (3 restarts), then 15 at 400000 that
+    // never make a restart (15 implausible): 64 received.
+    feed.frame(codif_frame(kAntenna2, 10, 0, 4));
+    for (const std::uint32_t seconds : {100000u, 200000u, 300000u, 400000u}) {
+        const std::uint32_t run = seconds == 400000u ? 15 : 16;
+        for (std::uint32_t f = 0; f < run; ++f) {
+            const FrameBytes b = codif_frame(kAntenna2, seconds, f, 4);
+            Frame cut = whole(b);
+            if (seconds == 100000u && f < 12) {
+                // 12 of them captured only up to the end of the CODIF header.
+                cut.head = Bytes(b).first(kPlainUdpPayloadOffset + kCodifHeaderBytes);
+            }
+            feed.demux.on_frame(cut);
+        }
+    }
     // 7 malformed, 8 non_codif.
     for (int i = 0; i < 3; ++i) {
         feed.frame(with_byte(good(9), 20, 0x20));  // ip_fragment
@@ -578,8 +617,8 @@ void build_distinct_ledger(Ledger& ledger) {
     ledger.add_wc_errors(9);
     ledger.add_payload_mismatches(10);
     ledger.add_block_misses(11);
-    // 27 frames in all, 12 of them CODIF (9 of A, 3 of B).
-    auto pcap = output("run.pcap", "", 20, 7);
+    // 91 frames in all, 76 of them CODIF (9 of A, 3 of B, 64 of C).
+    auto pcap = output("run.pcap", "", 84, 7);
     pcap.bytes = 4096;
     pcap.files = 2;
     pcap.on_disk = {{"run.000001.pcap", 13, 3000}};
@@ -587,7 +626,8 @@ void build_distinct_ledger(Ledger& ledger) {
     auto a = output("a.codif", format_ipv4(kAntenna1), 2, 7);
     a.bytes = 16512;
     a.error = "disk full";
-    auto b = output("b.codif", format_ipv4(kAntenna2), 3, 0);
+    // B's 3 and C's 64 frames, less C's 12 without payload (no codif record).
+    auto b = output("b.codif", format_ipv4(kAntenna2), 55, 0);
     b.bytes = 24768;
     ledger.set_outputs({pcap, a, b});
     ledger.add_note("a note");
@@ -606,17 +646,20 @@ TEST(ReportEqualsLedger, EveryTotalsKeyIsTheLedgersOwnDistinctFigure) {
         values.insert(t.*field);
     }
     ASSERT_EQ(values.size(), kTotalsKeys.size()) << "two totals counters have the same value";
-    EXPECT_EQ(t.packets, 27u);
-    EXPECT_EQ(t.codif, 12u);
+    EXPECT_EQ(t.packets, 91u);
+    EXPECT_EQ(t.codif, 76u);
     EXPECT_EQ(t.missing, 4u);
     EXPECT_EQ(t.duplicates, 2u);
     EXPECT_EQ(t.out_of_order, 5u);
     EXPECT_EQ(t.too_late, 1u);
+    EXPECT_EQ(t.implausible, 15u);
+    EXPECT_EQ(t.restarts, 3u);
     EXPECT_EQ(t.invalid, 6u);
     EXPECT_EQ(t.malformed, 7u);
     EXPECT_EQ(t.non_codif, 8u);
     EXPECT_EQ(t.nic_drops, 13u);
-    EXPECT_EQ(t.written, 25u);
+    EXPECT_EQ(t.written, 141u);
+    EXPECT_EQ(t.payload_absent, 12u);
     EXPECT_EQ(t.write_drops, 14u);
 
     RunInfo run;
@@ -670,12 +713,12 @@ TEST(ReportEqualsLedger, EveryStreamKeyIsTheLedgersOwnFigure) {
     build_distinct_ledger(ledger);
     auto j = report_json(ledger, RunInfo{});
     ASSERT_EQ(j["streams"].size(), ledger.streams().size());
-    ASSERT_EQ(ledger.streams().size(), 2u);
+    ASSERT_EQ(ledger.streams().size(), 3u);
     const std::set<std::string> keys = {
-        "group",      "antenna",           "thread",   "station", "layout",
-        "period",     "frames_per_period", "packets",  "bytes",   "missing",
-        "duplicates", "out_of_order",      "too_late", "invalid", "first",
-        "last"};
+        "group",      "antenna",           "thread",   "station",        "layout",
+        "period",     "frames_per_period", "packets",  "bytes",          "missing",
+        "duplicates", "out_of_order",      "too_late", "invalid",        "first",
+        "last",       "implausible",       "restarts", "payload_absent", "last_restart_jump"};
     for (std::size_t i = 0; i < ledger.streams().size(); ++i) {
         const StreamStats& s = ledger.streams()[i];
         auto& e = j["streams"][i];
@@ -693,7 +736,11 @@ TEST(ReportEqualsLedger, EveryStreamKeyIsTheLedgersOwnFigure) {
         EXPECT_EQ(e["duplicates"].get<std::uint64_t>(), s.sequence.duplicates());
         EXPECT_EQ(e["out_of_order"].get<std::uint64_t>(), s.sequence.out_of_order());
         EXPECT_EQ(e["too_late"].get<std::uint64_t>(), s.sequence.too_late());
+        EXPECT_EQ(e["implausible"].get<std::uint64_t>(), s.sequence.implausible());
+        EXPECT_EQ(e["restarts"].get<std::uint64_t>(), s.sequence.restarts());
+        EXPECT_EQ(e["last_restart_jump"].get<std::int64_t>(), s.sequence.last_restart_jump());
         EXPECT_EQ(e["invalid"].get<std::uint64_t>(), s.invalid);
+        EXPECT_EQ(e["payload_absent"].get<std::uint64_t>(), s.payload_absent);
         EXPECT_EQ(e["first"]["seconds"].get<std::uint64_t>(), s.first.seconds);
         EXPECT_EQ(e["first"]["frame"].get<std::uint64_t>(), s.first.frame);
         EXPECT_EQ(e["last"]["seconds"].get<std::uint64_t>(), s.last.seconds);
@@ -709,6 +756,13 @@ TEST(ReportEqualsLedger, EveryStreamKeyIsTheLedgersOwnFigure) {
     EXPECT_EQ(j["streams"][1]["too_late"], 1);
     EXPECT_EQ(j["streams"][1]["first"]["seconds"], 39);
     EXPECT_EQ(j["streams"][1]["first"]["frame"], 999);
+    // Stream C: the last restart went from (200000, 15) to (300000, 0); its
+    // current segment is (300000, 0) .. (300000, 15).
+    EXPECT_EQ(j["streams"][2]["restarts"], 3);
+    EXPECT_EQ(j["streams"][2]["implausible"], 15);
+    EXPECT_EQ(j["streams"][2]["last_restart_jump"], 100000000 - 15);
+    EXPECT_EQ(j["streams"][2]["first"]["seconds"], 300000);
+    EXPECT_EQ(j["streams"][2]["last"]["frame"], 15);
 }
 
 TEST(ReportEqualsLedger, EveryOutputKeyIsTheLedgersOwnFigure) {

@@ -1,5 +1,6 @@
 #include "lib/demux/demux.hpp"
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 
@@ -115,6 +116,19 @@ int Demux::group_index(std::uint32_t ip, std::uint16_t port) {
     return static_cast<int>(groups_.size() - 1);
 }
 
+bool Demux::may_be_for_a_group(const Frame& frame) const {
+    const Ipv4Destination d = peek_ipv4_destination(frame.head, frame.captured_bytes(), frame.link);
+    if (!d.has_ip) {
+        return true;  // who it was for cannot be read: it may have been ours
+    }
+    for (const Endpoint& g : options_.groups) {
+        if (g.ip == d.ip && (!d.has_port || g.port == d.port)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 int Demux::antenna_index(std::uint32_t ip) {
     if (const auto it = antenna_lookup_.find(ip); it != antenna_lookup_.end()) {
         return it->second;
@@ -150,6 +164,9 @@ StreamStats* Demux::stream(int group, int antenna, const CodifHeader& header) {
     s.layout = header.layout;
     s.timing.period = header.period;
     s.timing.frames_per_period = codif_frames_per_period(header);
+    s.sequence.set_plausible_jump(
+        std::max(std::uint64_t{options_.plausible_periods} * s.timing.frames_per_period,
+                 options_.min_plausible_jump));
     s.frame_bytes = static_cast<std::uint32_t>(header.frame_bytes());
     stream_lookup_.emplace(key, streams.size() - 1);
     // Each stream sink opens what it needs for the new stream (its files,
@@ -164,7 +181,20 @@ void Demux::on_frame(const Frame& frame) {
     const std::uint64_t captured = frame.captured_bytes();
     ledger_.count_frame(frame.wire_bytes);
     UdpPacket packet;
-    const PacketError perr = parse_udp_frame(frame.head, captured, packet, frame.link);
+    PacketError perr = parse_udp_frame(frame.head, captured, packet, frame.link);
+    // A frame the capture cut after its CODIF header (ibvcap's own
+    // --pcap-snaplen headers, tcpdump -s): its headers agree with its length
+    // on the wire, so it is a CODIF frame whose payload was not captured.
+    bool payload_absent = false;
+    if (perr != PacketError::none && captured < frame.wire_bytes && frame.tail.empty()) {
+        UdpPacket cut;
+        if (parse_udp_frame(frame.head, frame.wire_bytes, cut, frame.link) == PacketError::none &&
+            cut.payload_offset + kCodifHeaderBytes <= captured) {
+            packet = cut;
+            perr = PacketError::none;
+            payload_absent = true;
+        }
+    }
     if (!every_frame_sinks_.empty()) {
         const SinkFrame f{frame, perr == PacketError::none ? &packet : nullptr, nullptr, nullptr};
         for (FrameSink* sink : every_frame_sinks_) {
@@ -174,9 +204,15 @@ void Demux::on_frame(const Frame& frame) {
     if (perr != PacketError::none) {
         // A frame cut short by the capture length is reported as such, not as
         // whatever header the cut happened to fall in.
-        ledger_.count_reason(is_malformed(perr) && captured < frame.wire_bytes
-                                 ? Reason::truncated_capture
-                                 : reason_for(perr));
+        Reason reason = is_malformed(perr) && captured < frame.wire_bytes
+                            ? Reason::truncated_capture
+                            : reason_for(perr);
+        // With named groups, a damaged frame that was not addressed to one of
+        // them is someone else's traffic (docs/formats.md §3).
+        if (is_malformed(reason) && !options_.groups.empty() && !may_be_for_a_group(frame)) {
+            reason = Reason::other_destination;
+        }
+        ledger_.count_reason(reason);
         return;
     }
     // The fast path: a known stream with unchanged parameters. Everything the
@@ -201,7 +237,7 @@ void Demux::on_frame(const Frame& frame) {
                 k != nullptr && k->same_parameters(header) &&
                 header.frame_bytes() == packet.payload_bytes &&
                 header.frame < k->frames_per_period) {
-                accept(k->stream, frame, packet, header);
+                accept(k->stream, frame, packet, header, payload_absent);
                 return;
             }
         }
@@ -252,23 +288,36 @@ void Demux::on_frame(const Frame& frame) {
     }
     const auto index = static_cast<std::size_t>(s - ledger_.streams().data());
     add_known(packet, header, index);
-    accept(index, frame, packet, header);
+    accept(index, frame, packet, header, payload_absent);
 }
 
 void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& packet,
-                   const CodifHeader& header) {
+                   const CodifHeader& header, bool payload_absent) {
     StreamStats& s = ledger_.streams()[stream];
     const std::uint64_t index = s.timing.index(header.seconds, header.frame);
     const auto kind = s.sequence.observe(index);
     s.bytes += frame.wire_bytes;
+    if (payload_absent) {
+        ++s.payload_absent;
+    }
     if (header.invalid) {
         ++s.invalid;
     }
-    if (index == s.sequence.newest()) {
-        s.last = {header.seconds, header.frame};
+    if (kind == SequenceTracker::Kind::restart) {
+        // A new segment: its lowest frame is the run's first, which came
+        // earlier; its position follows from the index.
+        const std::uint64_t fpp = s.timing.frames_per_period;
+        const std::uint64_t low = s.sequence.lowest();
+        s.first = {static_cast<std::uint32_t>(low / fpp * s.timing.period),
+                   static_cast<std::uint32_t>(low % fpp)};
     }
-    if (index == s.sequence.lowest() && kind != SequenceTracker::Kind::duplicate) {
-        s.first = {header.seconds, header.frame};
+    if (kind != SequenceTracker::Kind::implausible) {
+        if (index == s.sequence.newest()) {
+            s.last = {header.seconds, header.frame};
+        }
+        if (index == s.sequence.lowest() && kind != SequenceTracker::Kind::duplicate) {
+            s.first = {header.seconds, header.frame};
+        }
     }
     if (!stream_sinks_.empty()) {
         const SinkFrame f{frame, &packet, &header, &s};

@@ -31,6 +31,11 @@ struct DemuxOptions {
     std::size_t max_groups = 256;
     std::size_t max_antennas = 1024;
     std::size_t max_streams = 65536;
+    // A frame further than max(plausible_periods periods, min_plausible_jump
+    // frames) from its stream's newest frame is implausible (docs/formats.md,
+    // "How a stream's frames are counted").
+    std::uint32_t plausible_periods = 4;
+    std::uint64_t min_plausible_jump = SequenceTracker::kWindow;
 };
 
 class Demux {
@@ -50,9 +55,14 @@ class Demux {
     // the frame is not for us, -2 when a limit is reached.
     int group_index(std::uint32_t ip, std::uint16_t port);
     int antenna_index(std::uint32_t ip);
+    // With named groups: whether a frame the parser refused may have been
+    // addressed to one of them (its IPv4 destination, and UDP port when it can
+    // be read, match one; or its destination cannot be read at all).
+    bool may_be_for_a_group(const Frame& frame) const;
     StreamStats* stream(int group, int antenna, const CodifHeader& header);
+    // payload_absent: the capture cut the frame after its CODIF header.
     void accept(std::size_t stream, const Frame& frame, const UdpPacket& packet,
-                const CodifHeader& header);
+                const CodifHeader& header, bool payload_absent);
 
     // The fast path: a frame of a stream seen before, whose header has the
     // same parameters, skips the filters, the registries and the divisions

@@ -130,7 +130,10 @@ Totals Ledger::totals() const {
         t.duplicates += s.sequence.duplicates();
         t.out_of_order += s.sequence.out_of_order();
         t.too_late += s.sequence.too_late();
+        t.implausible += s.sequence.implausible();
+        t.restarts += s.sequence.restarts();
         t.invalid += s.invalid;
+        t.payload_absent += s.payload_absent;
     }
     for (std::size_t i = 0; i < kReasonCount; ++i) {
         (is_malformed(static_cast<Reason>(i)) ? t.malformed : t.non_codif) += reasons_[i];
@@ -170,9 +173,12 @@ bool Ledger::reconciles() const {
         if (o.antenna.empty()) {
             expected = t.packets;
         } else {
+            // A frame captured without its payload has no raw or codif
+            // record; its header is in codifhdr.
+            const bool whole_frames = o.format != "codifhdr";
             for (const auto& s : streams_) {
                 if (s.group.to_string() == o.group && format_ipv4(s.antenna) == o.antenna) {
-                    expected += s.packets();
+                    expected += s.packets() - (whole_frames ? s.payload_absent : 0);
                 }
             }
         }
@@ -194,6 +200,24 @@ std::vector<std::string> Ledger::loss_reasons() const {
     }
     if (t.too_late > 0) {
         why.push_back(fmt::format("{} frames arrived too late to classify", t.too_late));
+    }
+    if (t.implausible > 0) {
+        why.push_back(fmt::format(
+            "{} CODIF frames with implausible headers (too far from their stream to place)",
+            t.implausible));
+    }
+    if (t.restarts > 0) {
+        // The largest jump, by size, says how far a stream moved.
+        std::int64_t jump = 0;
+        for (const auto& s : streams_) {
+            const std::int64_t j = s.sequence.last_restart_jump();
+            if (s.sequence.restarts() > 0 && (j < 0 ? -j : j) >= (jump < 0 ? -jump : jump)) {
+                jump = j;
+            }
+        }
+        why.push_back(fmt::format("{} stream restart{}: the position jumped by {} frames{}",
+                                  t.restarts, t.restarts == 1 ? "" : "s", jump,
+                                  t.restarts == 1 ? "" : " (the largest jump)"));
     }
     if (t.malformed > 0) {
         why.push_back(fmt::format("{} malformed frames", t.malformed));

@@ -23,7 +23,7 @@ enum class Reason : std::uint8_t {
     // non_codif
     not_ipv4,
     not_udp,
-    other_destination,  // UDP to a GROUP:PORT that was not asked for
+    other_destination,  // to a GROUP:PORT not asked for (named groups: damaged frames too)
     unlisted_source,    // source IP not in the --antenna list
     not_codif,          // UDP datagram without a CODIF sync word
     // malformed
@@ -68,6 +68,9 @@ struct StreamStats {
     std::uint32_t frame_bytes = 0;  // CODIF header + payload
     std::uint64_t bytes = 0;        // wire bytes of the stream's frames
     std::uint64_t invalid = 0;      // frames whose header has the invalid flag set
+    // Frames the capture cut after the CODIF header (a headers-only pcap):
+    // sequence-tracked, but their payload is in no output.
+    std::uint64_t payload_absent = 0;
     SequenceTracker sequence;
     FramePosition first;  // lowest (seconds, frame) received
     FramePosition last;   // newest (seconds, frame) received
@@ -114,7 +117,10 @@ struct Totals {
     std::uint64_t duplicates = 0;
     std::uint64_t out_of_order = 0;
     std::uint64_t too_late = 0;
+    std::uint64_t implausible = 0;  // CODIF frames not placed: header too far from the stream's
+    std::uint64_t restarts = 0;     // streams re-synchronised at a new position
     std::uint64_t invalid = 0;
+    std::uint64_t payload_absent = 0;  // CODIF frames captured without their payload
     std::uint64_t malformed = 0;
     std::uint64_t non_codif = 0;
     std::uint64_t nic_drops = 0;

@@ -41,7 +41,10 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
                    {"duplicates", t.duplicates},
                    {"out_of_order", t.out_of_order},
                    {"too_late", t.too_late},
+                   {"implausible", t.implausible},
+                   {"restarts", t.restarts},
                    {"invalid", t.invalid},
+                   {"payload_absent", t.payload_absent},
                    {"malformed", t.malformed},
                    {"non_codif", t.non_codif},
                    {"nic_drops", t.nic_drops},
@@ -79,7 +82,11 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
                            {"duplicates", s.sequence.duplicates()},
                            {"out_of_order", s.sequence.out_of_order()},
                            {"too_late", s.sequence.too_late()},
+                           {"implausible", s.sequence.implausible()},
+                           {"restarts", s.sequence.restarts()},
+                           {"last_restart_jump", s.sequence.last_restart_jump()},
                            {"invalid", s.invalid},
+                           {"payload_absent", s.payload_absent},
                            {"first", position(s.first)},
                            {"last", position(s.last)}});
     }
@@ -229,6 +236,22 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
                "out of order {})\n",
                t.codif, ledger.streams().size(), t.missing + t.duplicates + t.out_of_order,
                t.missing, t.duplicates, t.out_of_order);
+    if (t.implausible > 0 || t.restarts > 0) {
+        fmt::print(out, "  implausible headers: {}   stream restarts: {}\n", t.implausible,
+                   t.restarts);
+        for (const auto& s : ledger.streams()) {
+            if (s.sequence.restarts() > 0) {
+                fmt::print(out, "    {} {} thread {}: restarted {} times, last jump {} frames\n",
+                           s.group.to_string(), format_ipv4(s.antenna), s.thread,
+                           s.sequence.restarts(), s.sequence.last_restart_jump());
+            }
+        }
+    }
+    if (t.payload_absent > 0) {
+        fmt::print(out,
+                   "  CODIF frames without payload (cut after the header by the capture): {}\n",
+                   t.payload_absent);
+    }
     fmt::print(out, "  malformed: {}   non-CODIF: {}   NIC drops: {}   WC errors: {}\n",
                t.malformed, t.non_codif, t.nic_drops, t.wc_errors);
     for (std::size_t i = 0; i < kReasonCount; ++i) {

@@ -10,6 +10,43 @@ SequenceTracker::Kind SequenceTracker::observe(std::uint64_t index) {
         set(index);
         return Kind::first;
     }
+    if (!plausible(index)) {
+        return candidate(index);
+    }
+    run_length_ = 0;  // the stream is where it was: no restart under way
+    return place(index);
+}
+
+// A frame too far from the newest to be the stream's next: not placed. It may
+// be the start, or the continuation, of a run at a new position.
+SequenceTracker::Kind SequenceTracker::candidate(std::uint64_t index) {
+    ++implausible_;
+    const bool continues = run_length_ > 0 && index > run_[run_length_ - 1] &&
+                           index - run_[run_length_ - 1] <= plausible_jump_;
+    if (!continues) {
+        run_length_ = 0;
+    }
+    run_[run_length_++] = index;
+    if (run_length_ < kRestartRun) {
+        return Kind::implausible;
+    }
+    // kRestartRun frames agree: the stream restarted at run_[0]. The old
+    // segment is closed; the run's frames are placed in the new one.
+    spanned_ += newest_ - lowest_ + 1;
+    last_restart_jump_ = static_cast<std::int64_t>(run_[0] - newest_);
+    ++restarts_;
+    implausible_ -= kRestartRun;
+    seen_.fill(0);
+    lowest_ = newest_ = run_[0];
+    set(run_[0]);
+    for (std::size_t i = 1; i < kRestartRun; ++i) {
+        place(run_[i]);  // each is ahead of the one before: in order or a gap
+    }
+    run_length_ = 0;
+    return Kind::restart;
+}
+
+SequenceTracker::Kind SequenceTracker::place(std::uint64_t index) {
     if (index > newest_) {
         const std::uint64_t gap = index - newest_ - 1;
         // Forget the indices the window slides past; they become the slots of

@@ -12,9 +12,19 @@
 // A frame later than the window cannot be classified; it is counted in
 // `too_late` (and out_of_order) and leaves `missing` unchanged, so missing may
 // then overstate, never understate, the loss.
+//
+// With a plausible jump set (set_plausible_jump), a frame further than that
+// from the newest, ahead or behind, is not placed: it is `implausible` (a
+// corrupt header) and moves nothing. kRestartRun such frames in a row, each
+// ahead of the one before by at most the plausible jump and with no plausible
+// frame between them, are a stream that restarted elsewhere: the tracker
+// starts a new segment there (`restarts`, `last_restart_jump`), those frames
+// are counted in it and no longer implausible. The jump itself is neither
+// missing nor received: it is the restart.
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace ibvcap {
@@ -22,8 +32,18 @@ namespace ibvcap {
 class SequenceTracker {
   public:
     static constexpr std::uint64_t kWindow = 8192;  // frames; about 1 ms at 8 Mpps
+    // Frames in a row at a new position that make a restart (docs/formats.md,
+    // "How a stream's frames are counted").
+    static constexpr std::size_t kRestartRun = 16;
 
-    enum class Kind : std::uint8_t { first, in_order, gap, duplicate, late };
+    // implausible: not placed (yet); restart: this frame completed a run of
+    // kRestartRun that started a new segment.
+    enum class Kind : std::uint8_t { first, in_order, gap, duplicate, late, implausible, restart };
+
+    // The largest jump from the newest index, ahead or behind, that is taken
+    // as the stream's own; 0 (the default): no limit.
+    void set_plausible_jump(std::uint64_t frames) { plausible_jump_ = frames; }
+    std::uint64_t plausible_jump() const { return plausible_jump_; }
 
     // Record one received frame; returns how it was classified.
     Kind observe(std::uint64_t index);
@@ -36,15 +56,28 @@ class SequenceTracker {
     std::uint64_t duplicates() const { return duplicates_; }
     std::uint64_t out_of_order() const { return out_of_order_; }
     std::uint64_t too_late() const { return too_late_; }
+    std::uint64_t implausible() const { return implausible_; }
+    std::uint64_t restarts() const { return restarts_; }
+    // New segment's first index minus the old newest index, of the latest
+    // restart (negative: backwards); 0 when there was none.
+    std::int64_t last_restart_jump() const { return last_restart_jump_; }
 
-    // Distinct frames received plus missing equals the span [lowest, newest]
-    // unless a frame arrived later than the window allowed to classify.
+    // Distinct frames placed plus missing equals the spans [lowest, newest] of
+    // the segments unless a frame arrived later than the window allowed to
+    // classify.
     bool reconciles() const {
-        return !started_ ||
-               (too_late_ > 0 || received_ - duplicates_ + missing_ == newest_ - lowest_ + 1);
+        return !started_ || (too_late_ > 0 || received_ - implausible_ - duplicates_ + missing_ ==
+                                                  spanned_ + newest_ - lowest_ + 1);
     }
 
   private:
+    Kind place(std::uint64_t index);
+    bool plausible(std::uint64_t index) const {
+        const std::uint64_t d = index > newest_ ? index - newest_ : newest_ - index;
+        return plausible_jump_ == 0 || d <= plausible_jump_;
+    }
+    Kind candidate(std::uint64_t index);
+
     bool test(std::uint64_t index) const {
         const std::uint64_t bit = index % kWindow;
         return (seen_[bit / 64] >> (bit % 64)) & 1u;
@@ -66,6 +99,14 @@ class SequenceTracker {
     std::uint64_t duplicates_ = 0;
     std::uint64_t out_of_order_ = 0;
     std::uint64_t too_late_ = 0;
+    std::uint64_t implausible_ = 0;
+    std::uint64_t restarts_ = 0;
+    std::int64_t last_restart_jump_ = 0;
+    std::uint64_t spanned_ = 0;  // frames spanned by the segments before the current one
+    std::uint64_t plausible_jump_ = 0;
+    // The run of implausible frames that may be a restart (indices, in arrival order).
+    std::array<std::uint64_t, kRestartRun> run_{};
+    std::size_t run_length_ = 0;
     std::array<std::uint64_t, kWindow / 64> seen_{};
 };
 

@@ -309,6 +309,10 @@ void BlockSink::queue(std::uint32_t stream, const Frame& frame, std::size_t offs
 }
 
 void BlockSink::on_frame(const SinkFrame& f, SinkRoute /*route*/) {
+    if (!f.payload_captured()) {
+        ++copy_dropped_;  // no payload to place (a frame the capture cut short)
+        return;
+    }
     place(f.frame, *f.packet, *f.header, *f.stream);
 }
 

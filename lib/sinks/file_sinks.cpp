@@ -108,6 +108,16 @@ void StreamFileSink::on_frame(const SinkFrame& f, SinkRoute route) {
     // (the zero-copy hand-off) and copies otherwise.
     const auto& r = *static_cast<const Route*>(route);
     const UdpPacket& packet = *f.packet;
+    if (!f.payload_captured()) {
+        // Cut after the CODIF header by the capture: the header is all there
+        // is, so only codifhdr gets a record (the ledger expects none in raw
+        // and codif: Ledger::reconciles).
+        if (r.outputs[2] != nullptr) {
+            writer_.write_frame(r.outputs[2], {}, f.frame, packet.payload_offset,
+                                kCodifHeaderBytes);
+        }
+        return;
+    }
     if (r.outputs[0] != nullptr) {
         writer_.write_frame(r.outputs[0], {}, f.frame, 0,
                             static_cast<std::size_t>(f.frame.captured_bytes()));

@@ -30,6 +30,14 @@ struct SinkFrame {
     // an every-frame sink (it is called before classification).
     const CodifHeader* header = nullptr;
     const StreamStats* stream = nullptr;
+
+    // Whether the whole UDP payload was captured: false for a CODIF frame the
+    // capture cut after its header (a headers-only pcap read back), whose
+    // payload a sink must not read.
+    bool payload_captured() const {
+        return packet != nullptr && std::uint64_t{packet->payload_offset} + packet->payload_bytes <=
+                                        frame.captured_bytes();
+    }
 };
 
 // What a sink gets back with each frame of a stream (its own pointer, opaque

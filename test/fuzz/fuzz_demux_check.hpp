@@ -20,6 +20,12 @@ inline DemuxOptions small_demux_options(std::uint8_t config) {
     o.max_groups = 1 + ((config >> 2) & 3u);
     o.max_antennas = 1 + ((config >> 4) & 3u);
     o.max_streams = 1 + ((config >> 6) & 3u) * 5;  // 1, 6, 11, 16
+    if ((config & 0x80u) != 0) {
+        // A plausible jump the fuzzer's frame numbers reach: implausible
+        // frames and restarts (lib/ledger/sequence.hpp).
+        o.plausible_periods = 0;
+        o.min_plausible_jump = 32;
+    }
     return o;
 }
 
@@ -58,6 +64,7 @@ class DemuxCheck {
         FUZZ_CHECK(!check_bytes || t.bytes == wire_bytes_);
         FUZZ_CHECK(t.packets == t.codif + t.malformed + t.non_codif);
         FUZZ_CHECK(t.codif == observed_);
+        FUZZ_CHECK(t.payload_absent == observed_absent_);
         FUZZ_CHECK(ledger_.reconciles());
         FUZZ_CHECK(ledger_.streams().size() <= max_streams_);
         for (const StreamStats& s : ledger_.streams()) {
@@ -67,6 +74,13 @@ class DemuxCheck {
             FUZZ_CHECK(s.timing.index(s.first.seconds, s.first.frame) == s.sequence.lowest());
             FUZZ_CHECK(s.timing.index(s.last.seconds, s.last.frame) == s.sequence.newest());
             FUZZ_CHECK(s.invalid <= s.packets());
+            // Bounded: no placed frame moves the stream by more than the
+            // plausible jump, so one header cannot make `missing` absurd.
+            const SequenceTracker& q = s.sequence;
+            FUZZ_CHECK(q.implausible() < s.packets());
+            FUZZ_CHECK(q.plausible_jump() != 0);
+            FUZZ_CHECK(q.missing() / q.plausible_jump() <= s.packets() - q.implausible());
+            FUZZ_CHECK((q.restarts() == 0) == (q.last_restart_jump() == 0));
         }
         (void)loss_reasons_are_consistent();
     }
@@ -79,8 +93,18 @@ class DemuxCheck {
                  const StreamStats& stats) {
         ++observed_;
         FUZZ_CHECK(packet.payload_offset >= kPlainUdpPayloadOffset);
-        FUZZ_CHECK(std::uint64_t{packet.payload_offset} + packet.payload_bytes <=
+        // The CODIF header was captured; the payload too, unless the capture
+        // cut the frame after the header (then it lay within the wire length).
+        FUZZ_CHECK(std::uint64_t{packet.payload_offset} + kCodifHeaderBytes <=
                    frame.captured_bytes());
+        const bool whole =
+            std::uint64_t{packet.payload_offset} + packet.payload_bytes <= frame.captured_bytes();
+        if (!whole) {
+            ++observed_absent_;
+            FUZZ_CHECK(frame.captured_bytes() < frame.wire_bytes && frame.tail.empty());
+            FUZZ_CHECK(std::uint64_t{packet.payload_offset} + packet.payload_bytes <=
+                       frame.wire_bytes);
+        }
         FUZZ_CHECK(packet.payload_bytes >= kCodifHeaderBytes);
         std::uint8_t raw[kCodifHeaderBytes];
         // An observed frame's CODIF header was read: it lies in host memory.
@@ -90,10 +114,12 @@ class DemuxCheck {
         FUZZ_CHECK(decoded == header);
         FUZZ_CHECK(validate_codif(header, packet.payload_bytes) == CodifError::none);
         // The payload pieces as a writer would get them cover exactly the payload.
-        Bytes first;
-        Bytes second;
-        frame.slice(packet.payload_offset, packet.payload_bytes, first, second);
-        FUZZ_CHECK(first.size() + second.size() == packet.payload_bytes);
+        if (whole) {
+            Bytes first;
+            Bytes second;
+            frame.slice(packet.payload_offset, packet.payload_bytes, first, second);
+            FUZZ_CHECK(first.size() + second.size() == packet.payload_bytes);
+        }
         FUZZ_CHECK(stats.group == (Endpoint{packet.dst_ip, packet.dst_port}));
         FUZZ_CHECK(stats.antenna == packet.src_ip);
         FUZZ_CHECK(stats.thread == header.threadid);
@@ -115,6 +141,7 @@ class DemuxCheck {
     std::uint64_t frames_ = 0;
     std::uint64_t wire_bytes_ = 0;
     std::uint64_t observed_ = 0;
+    std::uint64_t observed_absent_ = 0;
 };
 
 }  // namespace ibvcap::fuzz

@@ -95,6 +95,15 @@ int ibvcap_fuzz_packet(const std::uint8_t* data, std::size_t size) {
     UdpPacket pkt;
     const PacketError err = ibvcap::parse_udp_frame(Bytes(head.data(), head.size()), captured, pkt);
     check_classification(err);
+    // Where the frame was going, as the demux asks for a refused frame: read
+    // within the head only, and for a well-formed frame the parser's answer.
+    const ibvcap::Ipv4Destination dest =
+        ibvcap::peek_ipv4_destination(Bytes(head.data(), head.size()), captured);
+    FUZZ_CHECK(dest.has_ip || !dest.has_port);
+    if (err == PacketError::none) {
+        FUZZ_CHECK(dest.has_ip && dest.ip == pkt.dst_ip);
+        FUZZ_CHECK(dest.has_port && dest.port == pkt.dst_port);
+    }
     if (err == PacketError::headers_split) {
         FUZZ_CHECK(head_size < captured);
     }
