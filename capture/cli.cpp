@@ -4,8 +4,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
+
+#include "lib/run/console.hpp"
 
 namespace ibvcap::cli {
 
@@ -50,11 +56,169 @@ std::vector<std::uint32_t> parse_addresses(const std::vector<std::string>& texts
     return out;
 }
 
+std::string_view valid_range(std::string_view name) {
+    // Every numeric option of capture, read and gen, by its long name.
+    struct Range {
+        std::string_view name;
+        std::string_view valid;
+    };
+    static constexpr Range kRanges[] = {
+        {"duration", "a number of seconds greater than 0"},
+        {"count", "a whole number, 1 or more"},
+        {"rotate-seconds", "a whole number of seconds, 1 or more"},
+        {"file-size", "1 to 1099511 (million bytes)"},
+        {"file-count", "1 to 4294967295 (files)"},
+        {"disk-threads", "1 to 64"},
+        {"disk-cpu", "CPU numbers 0 or more, comma-separated"},
+        {"cpu", "a CPU number, 0 or more"},
+        {"ring-depth", "16 to 4294967295"},
+        {"num-blocks", "16 to 4294967295"},
+        {"poll-batch", "1 to 4294967295"},
+        {"repost-batch", "1 to 4294967295"},
+        {"vlan-tags", "0, 1 or 2"},
+        {"max-frame", "128 to 65535 (bytes)"},
+        {"num-devices", "the number of -i given"},
+        {"num-multicast-groups", "the number of GROUP:PORT given"},
+        {"num-antennas", "1 or more"},
+        {"gpu", "a GPU number, 0 or more"},
+        {"cuda-dev", "a GPU number, 0 or more"},
+        {"frames-per-block", "1 to 4294967295"},
+        {"gpu-blocks", "2 to 4294967295"},
+        {"block-threads", "1 to 65535"},
+        {"rate", "packets per second, 0 or more (0: as fast as possible)"},
+        {"ttl", "0 to 255"},
+        {"antennas", "1 to 200"},
+        {"threads", "1 to 65535"},
+        {"payload", "a multiple of 8 bytes"},
+        {"nchan", "1 to 65535"},
+        {"nbits", "1 to 32"},
+        {"period", "1 to 65535 (seconds)"},
+        {"frames-per-period", "1 or more"},
+        {"epoch", "0 to 63"},
+        {"start-seconds", "0 to 4294967295"},
+        {"start-frame", "a whole number, 0 or more"},
+        {"loss", "a probability, 0 to 1"},
+        {"duplicate", "a probability, 0 to 1"},
+        {"reorder", "a probability, 0 to 1"},
+        {"seed", "a whole number, 0 or more"},
+        {"vlan", "0 to 4094"},
+    };
+    for (const auto& r : kRanges) {
+        if (r.name == name) {
+            return r.valid;
+        }
+    }
+    return {};
+}
+
+namespace {
+
+// The text between cxxopts' quotes in one of its messages ("Argument ‘-5’
+// failed to parse").
+std::string quoted(const std::string& message) {
+    for (const auto& [open, close] : {std::pair{"\u2018", "\u2019"}, std::pair{"'", "'"}}) {
+        const auto a = message.find(open);
+        const auto b = message.rfind(close);
+        if (a != std::string::npos && b != std::string::npos && b > a) {
+            const auto start = a + std::string_view(open).size();
+            return message.substr(start, b - start);
+        }
+    }
+    return {};
+}
+
+// "-c (--count)" or "--duration" for an option given as `-c`, `--count` or
+// `duration`, with its long name; empty when `options` has no such option.
+std::pair<std::string, std::string> option_names(const cxxopts::Options& options,
+                                                 std::string_view given) {
+    while (!given.empty() && given.front() == '-') {
+        given.remove_prefix(1);
+    }
+    for (const auto& o : options.group_help("").options) {
+        const bool is_long = std::find(o.l.begin(), o.l.end(), given) != o.l.end();
+        if ((o.s == given || is_long) && !o.l.empty()) {
+            return {o.s.empty() ? "--" + o.l.front() : "-" + o.s + " (--" + o.l.front() + ")",
+                    o.l.front()};
+        }
+    }
+    return {};
+}
+
+// The option `value` was given to on this command line (`-c -5`,
+// `--count=-5`, `-c-5`); empty when it cannot be told.
+std::string option_of_value(int argc, char** argv, const std::string& value) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == value && i > 1 && argv[i - 1][0] == '-') {
+            return argv[i - 1];
+        }
+        if (a.starts_with("--") && a.ends_with("=" + value)) {
+            return std::string(a.substr(0, a.size() - value.size() - 1));
+        }
+        if (a.size() > 2 && a[0] == '-' && a[1] != '-' && a.substr(2) == value) {
+            return std::string(a.substr(0, 2));
+        }
+    }
+    return {};
+}
+
+// tcpdump's options and ibvcap's own from the wrong subcommand, with where
+// to look instead; empty when there is no pointer to give.
+std::string pointer_for(std::string_view program, std::string_view option) {
+    const bool gen = program.ends_with(" gen");
+    const bool capture = program.ends_with(" capture");
+    if (option == "w" && !gen) {
+        return "-w: ibvcap writes one file per stream, not one file: give -F pcap -o DIR "
+               "(--prefix NAME names the files)";
+    }
+    if ((option == "s" || option == "snaplen") && !gen) {
+        return fmt::format(
+            "-{}{}: the pcap output's snapshot length is --pcap-snaplen full|headers",
+            option.size() > 1 ? "-" : "", option);
+    }
+    if (option == "B" || option == "buffer-size") {
+        return capture ? "-B: the receive ring is --ring-depth N (receive work requests per QP, "
+                         "--source verbs; --source pcap uses a 256 MiB kernel buffer)"
+                       : fmt::format("-B: ibvcap {} has no capture buffer to size",
+                                     gen ? "gen" : "read");
+    }
+    if (option == "r" && capture) {
+        return "-r: to read a capture file, use ibvcap read -r FILE";
+    }
+    if (option == "i" && program.ends_with(" read")) {
+        return "-i: to capture from an interface, use ibvcap capture -i IF";
+    }
+    return {};
+}
+
+}  // namespace
+
 cxxopts::ParseResult parse(cxxopts::Options& options, int argc, char** argv) {
     try {
         return options.parse(argc, argv);
+    } catch (const cxxopts::exceptions::incorrect_argument_type& e) {
+        // cxxopts names the value, not the option: name both, and the range.
+        const std::string value = quoted(e.what());
+        const auto [shown, name] = option_names(options, option_of_value(argc, argv, value));
+        if (shown.empty()) {
+            throw UsageError(e.what());
+        }
+        const std::string_view valid = valid_range(name);
+        throw UsageError(fmt::format("bad {} '{}'{}{}", shown, value,
+                                     valid.empty() ? "" : ": expected ", valid));
+    } catch (const cxxopts::exceptions::no_such_option& e) {
+        const std::string hint = pointer_for(options.program(), quoted(e.what()));
+        throw UsageError(hint.empty() ? std::string(e.what()) : "unknown option " + hint);
     } catch (const cxxopts::exceptions::exception& e) {
         throw UsageError(e.what());
+    }
+}
+
+void check_positive(const cxxopts::ParseResult& args, const char* name, double value,
+                    const char* shown, const char* otherwise) {
+    if (args.count(name) && !(std::isfinite(value) && value > 0)) {
+        throw UsageError(
+            fmt::format("bad {} {}: expected {} ({})", shown, value, valid_range(name), otherwise));
     }
 }
 
@@ -75,7 +239,7 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
         ("W,file-count", "with -G or -C: keep N files per output, overwriting the oldest (a ring buffer)", cxxopts::value<std::uint32_t>()->default_value("0"), "N")
         ("c,count", "stop after N frames", cxxopts::value<std::uint64_t>()->default_value("0"), "N")
         ("report", "write the ledger as JSON to FILE (- for stdout)", cxxopts::value<std::string>(), "FILE")
-        ("q,quiet", "final verdict only: no per-stream table, no live stats line")
+        ("q,quiet", "no per-stream table and no live stats line: the totals, notes and verdict only")
         ("v,verbose", "one line per CODIF frame")
         ("h,help", "this help")
         ("groups", groups_help, cxxopts::value<std::vector<std::string>>());
@@ -125,17 +289,26 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
         }
     }
     c.writer.rotation.seconds = args["rotate-seconds"].as<std::uint64_t>();
+    check_positive(args, "rotate-seconds", double(c.writer.rotation.seconds),
+                   "-G (--rotate-seconds)", "leave -G out for no time rotation");
     const std::uint64_t mb = args["file-size"].as<std::uint64_t>();
+    check_positive(args, "file-size", double(mb), "-C (--file-size)",
+                   "leave -C out for no size rotation");
     if (mb > (std::uint64_t{1} << 40) / 1'000'000) {
-        throw UsageError("-C: at most 1099511 (million bytes)");
+        throw UsageError(
+            fmt::format("bad -C (--file-size) {}: expected {}", mb, valid_range("file-size")));
     }
     c.writer.rotation.bytes = mb * 1'000'000;
     c.writer.rotation.files = args["file-count"].as<std::uint32_t>();
+    check_positive(args, "file-count", double(c.writer.rotation.files), "-W (--file-count)",
+                   "leave -W out to keep every file");
     if (c.writer.rotation.files > 0 && c.writer.rotation.seconds == 0 &&
         c.writer.rotation.bytes == 0) {
         throw UsageError("-W needs -G or -C (it counts the files they rotate through)");
     }
     c.count = args["count"].as<std::uint64_t>();
+    check_positive(args, "count", double(c.count), "-c (--count)",
+                   "leave -c out for no frame limit");
     c.report_path = args.count("report") ? args["report"].as<std::string>() : "";
     if (args.count("report") && c.report_path.empty()) {
         throw UsageError("--report needs a file name (or - for stdout)");
@@ -157,51 +330,91 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
 }
 
 void print_frame(const Frame& frame, const UdpPacket& p, const CodifHeader& h, const StreamStats&) {
-    fmt::print("{}.{:09} {}:{} > {}:{} codif {} station {} thread {} {}:{} {} bytes{}\n",
-               frame.timestamp_ns / 1'000'000'000u, frame.timestamp_ns % 1'000'000'000u,
-               format_ipv4(p.src_ip), p.src_port, format_ipv4(p.dst_ip), p.dst_port,
-               to_string(h.layout), h.stationid, h.threadid, h.seconds, h.frame, h.payload_bytes(),
-               h.invalid ? " invalid" : "");
+    // Formatted on the stack and written only if stdout takes it at once: a
+    // blocked stdout drops (and counts) the line rather than stall the demux.
+    char line[256];
+    char src[16];
+    char dst[16];
+    const auto ip = [](char* out, std::uint32_t a) {
+        *fmt::format_to_n(out, 15, "{}.{}.{}.{}", a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff,
+                          a & 0xff)
+             .out = '\0';
+        return out;
+    };
+    const auto r = fmt::format_to_n(
+        line, sizeof line,
+        "{}.{:09} {}:{} > {}:{} codif {} station {} thread {} {}:{} {} bytes{}\n",
+        frame.timestamp_ns / 1'000'000'000u, frame.timestamp_ns % 1'000'000'000u, ip(src, p.src_ip),
+        p.src_port, ip(dst, p.dst_ip), p.dst_port, to_string(h.layout), h.stationid, h.threadid,
+        h.seconds, h.frame, h.payload_bytes(), h.invalid ? " invalid" : "");
+    stdout_console().try_write(std::string_view(line, std::min(r.size, sizeof line)));
 }
+
+namespace {
+
+// How long the end of a run waits for a blocked stdout or stderr to take the
+// summary and the error lines: a pipe nobody reads delays the exit by this
+// much, never forever (the report file has everything).
+constexpr std::chrono::seconds kEndPatience{2};
+
+void say(const std::string& line) {
+    stderr_console().write_within(line, kEndPatience);
+}
+
+void summary(const RunOutcome& outcome, bool quiet, bool to_stderr) {
+    char* text = nullptr;
+    std::size_t size = 0;
+    std::FILE* mem = open_memstream(&text, &size);
+    if (mem == nullptr) {
+        return;
+    }
+    print_summary(mem, outcome.ledger, outcome.info, !quiet);
+    std::fclose(mem);
+    (to_stderr ? stderr_console() : stdout_console())
+        .write_within(std::string_view(text, size), kEndPatience);
+    std::free(text);
+}
+
+}  // namespace
 
 int finish_run(const RunOutcome& outcome, const std::string& report_path, bool quiet) {
     // With --report - stdout is the JSON alone; the summary goes to stderr.
-    std::FILE* summary = report_path == "-" ? stderr : stdout;
+    const bool to_stderr = report_path == "-";
     if (urgent_flag().load()) {
         // Stopped at once: the counts are true, the queued records are
         // counted as not written, and 130 says how the run ended.
-        print_summary(summary, outcome.ledger, outcome.info, !quiet);
+        summary(outcome, quiet, to_stderr);
         if (!report_path.empty()) {
             try {
                 write_report(report_path, report_json(outcome.ledger, outcome.info));
             } catch (const std::exception& e) {
-                fmt::print(stderr, "ibvcap {}: {}\n", outcome.info.command, e.what());
+                say(fmt::format("ibvcap {}: {}\n", outcome.info.command, e.what()));
             }
         }
-        fmt::print(stderr,
-                   "ibvcap {}: stopped at once on a second interrupt; queued records were "
-                   "not written, every file holds whole records\n",
-                   outcome.info.command);
+        say(
+            fmt::format("ibvcap {}: stopped at once on a second interrupt; queued records were "
+                        "not written, every file holds whole records\n",
+                        outcome.info.command));
         return 130;
     }
     // The summary first: if the report cannot be written, the ledger is still
     // on the terminal.
-    print_summary(summary, outcome.ledger, outcome.info, !quiet);
+    summary(outcome, quiet, to_stderr);
     int code = outcome.exit_code;
     if (!report_path.empty()) {
         try {
             write_report(report_path, report_json(outcome.ledger, outcome.info));
         } catch (const std::exception& e) {
-            fmt::print(stderr, "ibvcap {}: {}\n", outcome.info.command, e.what());
+            say(fmt::format("ibvcap {}: {}\n", outcome.info.command, e.what()));
             code = kExitError;
         }
     }
     if (!outcome.info.error.empty()) {
-        fmt::print(stderr, "ibvcap {}: {}\n", outcome.info.command, outcome.info.error);
+        say(fmt::format("ibvcap {}: {}\n", outcome.info.command, outcome.info.error));
     }
     for (const auto& o : outcome.ledger.outputs()) {
         if (!o.error.empty()) {
-            fmt::print(stderr, "ibvcap {}: {}: {}\n", outcome.info.command, o.path, o.error);
+            say(fmt::format("ibvcap {}: {}: {}\n", outcome.info.command, o.path, o.error));
         }
     }
     return code;
@@ -225,14 +438,33 @@ extern "C" void on_stop_signal(int) {
     }
     std::_Exit(130);
 }
+
+// SIGHUP (the terminal or ssh session went away) and SIGPIPE (stdout or
+// stderr lost its reader, e.g. `| head -1`): a clean stop, as the first
+// Ctrl-C. They never escalate: every later write to a closed pipe raises
+// SIGPIPE again, and that must not abandon the queued records.
+extern "C" void on_end_signal(int) {
+    g_stop.store(true);
+}
 }  // namespace
 
 void install_stop_handler() {
+    // No SA_RESTART: a read blocked on a pipe or FIFO (`read -r -`) returns
+    // EINTR, so the run sees the stop at once.
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
+    struct sigaction end {};
+    end.sa_handler = on_end_signal;
+    sigemptyset(&end.sa_mask);
+    sigaction(SIGHUP, &end, nullptr);
+    sigaction(SIGPIPE, &end, nullptr);
+    // The non-blocking stdout and stderr, made now: stdio's buffered stdout
+    // is flushed before the run rather than from a capture thread.
+    stdout_console();
+    stderr_console();
 }
 
 const std::atomic<bool>& stop_flag() {

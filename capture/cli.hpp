@@ -4,6 +4,7 @@
 #include <cxxopts.hpp>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "formats/output.hpp"
@@ -23,11 +24,22 @@ std::vector<OutputFormat> parse_formats(const std::vector<std::string>& names);
 std::vector<Endpoint> parse_groups(const std::vector<std::string>& texts);
 std::vector<std::uint32_t> parse_addresses(const std::vector<std::string>& texts,
                                            const char* option);
-// Parse with cxxopts, turning its exceptions into UsageError.
+// Parse with cxxopts, turning its exceptions into UsageError: a value that
+// does not parse names its option and valid_range(); tcpdump's options
+// (-w, -s, -B, capture -r) get a pointer to ibvcap's own.
 cxxopts::ParseResult parse(cxxopts::Options& options, int argc, char** argv);
+// The valid values of a numeric option, by its long name ("count": "a whole
+// number, 1 or more"); empty for an option not in the table.
+std::string_view valid_range(std::string_view name);
+// An option given explicitly (not its default) must be a finite number > 0;
+// otherwise a UsageError names it (`shown`), its range and `otherwise` (what
+// to do instead: "leave -c out for no frame limit").
+void check_positive(const cxxopts::ParseResult& args, const char* name, double value,
+                    const char* shown, const char* otherwise);
 
 // SIGINT/SIGTERM: the first sets the stop flag for a clean end; the second
 // ends the process at once (files hold whole records up to the last buffer).
+// SIGHUP and SIGPIPE set the stop flag only (a clean end, never escalated).
 void install_stop_handler();
 const std::atomic<bool>& stop_flag();
 // Set by a second interrupt: stop at once, leave queued buffers unwritten (a

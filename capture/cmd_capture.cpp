@@ -7,6 +7,7 @@
 
 #include "capture/cli.hpp"
 #include "lib/run/capture.hpp"
+#include "lib/run/console.hpp"
 
 namespace ibvcap::cli {
 
@@ -50,6 +51,11 @@ GpuRequest gpu_request(const cxxopts::ParseResult& args) {
     }
     r.mode = standin ? GpuRequest::Mode::standin : GpuRequest::Mode::device;
     r.device = args.count("gpu") ? args["gpu"].as<int>() : args["cuda-dev"].as<int>();
+    if (r.device < 0) {
+        throw UsageError(fmt::format("bad {} {}: expected {}",
+                                     args.count("gpu") ? "--gpu" : "--cuda-dev", r.device,
+                                     valid_range("gpu")));
+    }
     r.verify = args.count("gpu-verify") > 0;
     r.ring.frames_per_block = args["frames-per-block"].as<std::uint32_t>();
     r.ring.blocks = args["gpu-blocks"].as<std::uint32_t>();
@@ -122,8 +128,11 @@ int cmd_capture(int argc, char** argv) {
     request.outputs = common.outputs;
     request.count = common.count;
     request.duration_s = args["duration"].as<double>();
+    check_positive(args, "duration", request.duration_s, "--duration",
+                   "leave it out to capture until Ctrl-C");
     request.sysfs_root = args["sysfs-root"].as<std::string>();
     request.stats = common.quiet ? nullptr : stderr;  // the live stats line
+    request.notices = stderr;                         // "stopping: writing 120.0 MiB; ..."
     if (common.verbose) {
         request.observer = print_frame;
     }
@@ -149,7 +158,9 @@ int cmd_capture(int argc, char** argv) {
     }
     if (args.count("num-antennas")) {
         const unsigned n = args["num-antennas"].as<unsigned>();
-        if (n == 0 || (!request.demux.antennas.empty() && n != request.demux.antennas.size())) {
+        check_positive(args, "num-antennas", n, "--num-antennas",
+                       "leave it out to take every antenna that sends");
+        if ((!request.demux.antennas.empty() && n != request.demux.antennas.size())) {
             throw UsageError(fmt::format("--num-antennas {} disagrees with the {} --antenna given",
                                          n, request.demux.antennas.size()));
         }
@@ -207,7 +218,8 @@ int cmd_capture(int argc, char** argv) {
     }
     request.gpu = gpu_request(args);
     install_stop_handler();
-    const RunOutcome outcome = run_capture(request, stop_flag());
+    RunOutcome outcome = run_capture(request, stop_flag());
+    outcome.info.frame_lines_dropped = stdout_console().dropped();
     return finish_run(outcome, common.report_path, common.quiet);
 }
 

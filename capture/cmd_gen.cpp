@@ -155,6 +155,12 @@ int cmd_gen(int argc, char** argv) {
     config.reorder = args["reorder"].as<double>();
     config.seed = args["seed"].as<std::uint64_t>();
     config.vlan_id = args["vlan"].as<int>();
+    if (args.count("vlan") && config.vlan_id < 0) {
+        throw UsageError(
+            fmt::format("bad --vlan {}: expected {} (leave it out for untagged "
+                        "frames)",
+                        config.vlan_id, valid_range("vlan")));
+    }
     try {
         config.validate();
     } catch (const std::invalid_argument& e) {

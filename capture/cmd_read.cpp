@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "capture/cli.hpp"
+#include "lib/run/console.hpp"
 #include "lib/run/read.hpp"
 
 namespace ibvcap::cli {
@@ -34,8 +35,10 @@ int cmd_read(int argc, char** argv) {
     if (common.verbose) {
         request.observer = print_frame;
     }
+    request.notices = stderr;  // "stopping: writing 120.0 MiB; ..."
     install_stop_handler();
-    const RunOutcome outcome = run_read(request, stop_flag());
+    RunOutcome outcome = run_read(request, stop_flag());
+    outcome.info.frame_lines_dropped = stdout_console().dropped();
     return finish_run(outcome, common.report_path, common.quiet);
 }
 

@@ -38,6 +38,13 @@ int main(int argc, char** argv) {
         print_usage(stderr);
         return kExitUsage;
     }
+    // `ibvcap capture --version` as well as `ibvcap --version`.
+    for (int i = 2; i < argc; ++i) {
+        if (std::string_view(argv[i]) == "--version") {
+            argv[1] = argv[i];
+            break;
+        }
+    }
     const std::string_view command = argv[1];
     try {
         if (command == "read") {

@@ -1,5 +1,6 @@
 // The command-line contract (docs/formats.md, "Command line" and "The report"): exit codes,
 // one-line errors, the report's keys, and output that tshark reads. Runs the real binary.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
@@ -7,10 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "frames.hpp"
 
@@ -48,6 +52,96 @@ Result ibvcap(const test::TempDir& dir, const std::string& args) {
 
 std::size_t lines(const std::string& s) {
     return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+// The binary started directly (no shell between it and the signals a test
+// sends), with stdin, stdout and stderr on the descriptors given.
+pid_t spawn(const test::TempDir& dir, const std::vector<std::string>& args, int in, int out,
+            int err) {
+    std::vector<std::string> argv{IBVCAP_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::dup2(in, 0);
+        ::dup2(out, 1);
+        ::dup2(err, 2);
+        if (::chdir(dir.path().c_str()) != 0) {
+            ::_exit(127);
+        }
+        std::vector<char*> cargv;
+        for (auto& a : argv) {
+            cargv.push_back(a.data());
+        }
+        cargv.push_back(nullptr);
+        ::execv(cargv[0], cargv.data());
+        ::_exit(127);
+    }
+    return pid;
+}
+
+// Its wait status, or -1 after killing it when it runs past `limit`.
+int wait_for(pid_t pid, std::chrono::seconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > end) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            return -1;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return status;
+}
+
+std::string describe(int status) {
+    if (status == -1) {
+        return "still running at the limit (killed)";
+    }
+    return WIFEXITED(status) ? fmt::format("exit {}", WEXITSTATUS(status))
+                             : fmt::format("killed by signal {}", WTERMSIG(status));
+}
+
+// Whether `pid` has a handler for `sig` (/proc/PID/status, SigCgt): from
+// then on the signal is the run's to handle.
+bool wait_for_handler(pid_t pid, int sig) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < end) {
+        std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+        for (std::string line; std::getline(status, line);) {
+            if (line.rfind("SigCgt:", 0) == 0 &&
+                (std::stoull(line.substr(7), nullptr, 16) >> (sig - 1) & 1) != 0) {
+                return true;
+            }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+}
+
+// A pipe whose buffer is full, its write end blocking: a stdout or stderr
+// that nobody reads (a pager, Ctrl-S, `| sleep 1000`).
+struct FullPipe {
+    int fds[2] = {-1, -1};
+    FullPipe() {
+        EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+        const int flags = ::fcntl(fds[1], F_GETFL);
+        ::fcntl(fds[1], F_SETFL, flags | O_NONBLOCK);
+        const std::string block(4096, 'x');
+        while (::write(fds[1], block.data(), block.size()) > 0) {
+        }
+        for (char c = 'x'; ::write(fds[1], &c, 1) == 1;) {
+        }
+        ::fcntl(fds[1], F_SETFL, flags);
+    }
+    ~FullPipe() {
+        ::close(fds[0]);
+        ::close(fds[1]);
+    }
+};
+
+int open_file(const std::string& path) {
+    return ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 }
 
 // The binary must load on acquisition hosts with an older rdma-core:
@@ -501,6 +595,298 @@ TEST(Cli, GpuWithoutAGpuFailsInOneLine) {
         << r.err;
     EXPECT_EQ(lines(r.err), 1u) << r.err;
     EXPECT_EQ(r.out, "");
+}
+
+}  // namespace
+}  // namespace ibvcap
+
+// Issue 14, "Every way a run can end" and "Options an operator gets wrong".
+namespace ibvcap {
+namespace {
+
+// A live capture on the loopback interface with nothing sent (exit 3, "no
+// CODIF frames were received"): a run that only ends by its duration or a
+// signal. Skips where libpcap may not capture.
+std::vector<std::string> silent_capture(std::vector<std::string> more) {
+    std::vector<std::string> args{"capture", "--source", "pcap", "-i", "lo", "239.1.2.3:5000"};
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+}
+
+#define SKIP_WITHOUT_CAPTURE_PERMISSION(dir)                                                      \
+    do {                                                                                          \
+        const Result probe =                                                                      \
+            ibvcap(dir, "capture --source pcap -i lo 239.1.2.3:5000 --duration 0.1 -q");          \
+        if (probe.code == 1 && probe.err.find("no permission to capture") != std::string::npos) { \
+            IBVCAP_SKIP_UNLESS_CI(probe.err);                                                     \
+        }                                                                                         \
+    } while (false)
+
+// Item 4: stdout and stderr full (a pager, Ctrl-S, a pipe nobody reads) never
+// stall the run: the stats line is dropped and counted, --duration ends the
+// run, the report says how many lines were not printed. The old code waited
+// on stderr at the first stats line and never ended.
+TEST(CliEnds, AFullStdoutAndStderrNeverStallTheCapture) {
+    test::TempDir dir;
+    SKIP_WITHOUT_CAPTURE_PERMISSION(dir);
+    FullPipe out;
+    FullPipe err;
+    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const pid_t pid = spawn(dir, silent_capture({"--duration", "2.5", "--report", "r.json"}), null,
+                            out.fds[1], err.fds[1]);
+    const int status = wait_for(pid, std::chrono::seconds(20));
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << describe(status);
+    const auto report = nlohmann::json::parse(slurp(dir / "r.json"));
+    EXPECT_EQ(report["interrupted"], false);
+    EXPECT_GE(report["lines_not_printed"]["stats"].get<int>(), 1) << report.dump();
+    EXPECT_EQ(report["lines_not_printed"]["frames"], 0);
+
+    // Ctrl-C keeps working too.
+    const pid_t again =
+        spawn(dir, silent_capture({"--report", "i.json"}), null, out.fds[1], err.fds[1]);
+    ASSERT_TRUE(wait_for_handler(again, SIGINT));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    ::kill(again, SIGINT);
+    const int interrupted = wait_for(again, std::chrono::seconds(20));
+    ::close(null);
+    ASSERT_TRUE(WIFEXITED(interrupted) && WEXITSTATUS(interrupted) == 3) << describe(interrupted);
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir / "i.json"))["interrupted"], true);
+}
+
+// Item 4: -v lines to a stdout nobody reads are dropped and counted (one per
+// frame), and the run ends with its report. The old code waited on stdout.
+TEST(CliEnds, VerboseLinesToAFullStdoutAreCountedNotWaitedFor) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 200 --antennas 2 --threads 2").code, 0);
+    FullPipe out;
+    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const int err = open_file(dir / "err");
+    const pid_t pid =
+        spawn(dir, {"read", "-r", "x.pcap", "-v", "--report", "r.json"}, null, out.fds[1], err);
+    const int status = wait_for(pid, std::chrono::seconds(20));
+    ::close(null);
+    ::close(err);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+    const auto report = nlohmann::json::parse(slurp(dir / "r.json"));
+    EXPECT_EQ(report["lines_not_printed"]["frames"], 800);
+    EXPECT_EQ(report["lines_not_printed"]["stats"], 0);
+    EXPECT_EQ(report["totals"]["packets"], 800);
+}
+
+// Items 4 and 5: SIGTERM and SIGHUP end a run as the first Ctrl-C does (a
+// clean stop, the files and the report, exit by the verdict), and the stop
+// is acknowledged at once on stderr with what is still queued. The old code
+// died on SIGHUP without a report and said nothing on SIGINT or SIGTERM.
+TEST(CliEnds, InterruptTermAndHangupEndTheRunWithAReport) {
+    test::TempDir dir;
+    SKIP_WITHOUT_CAPTURE_PERMISSION(dir);
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+        SCOPED_TRACE(strsignal(sig));
+        const std::string report = fmt::format("r{}.json", sig);
+        const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        const int out = open_file(dir / "out");
+        const int err = open_file(dir / "err");
+        const pid_t pid = spawn(dir,
+                                silent_capture({"-q", "-F", "pcap", "-o", "o" + std::to_string(sig),
+                                                "--report", report}),
+                                null, out, err);
+        ::close(null);
+        ::close(out);
+        ::close(err);
+        ASSERT_TRUE(wait_for_handler(pid, sig));
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        ::kill(pid, sig);
+        const int status = wait_for(pid, std::chrono::seconds(20));
+        ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << describe(status);
+        const auto j = nlohmann::json::parse(slurp(dir / report));
+        EXPECT_EQ(j["interrupted"], true);
+        EXPECT_NE(slurp(dir / "out").find("(interrupted)"), std::string::npos);
+        const std::string said = slurp(dir / "err");
+        EXPECT_NE(
+            said.find("ibvcap capture: stopping: writing 0.0 MiB; Ctrl-C again to abandon it"),
+            std::string::npos)
+            << said;
+        EXPECT_EQ(lines(said), 1u) << said;
+    }
+}
+
+// Item 4: stderr closed under the run (`2>&1 | head -1`): SIGPIPE is a clean
+// stop with the report, not death by signal.
+TEST(CliEnds, AClosedStderrEndsTheRunCleanly) {
+    test::TempDir dir;
+    SKIP_WITHOUT_CAPTURE_PERMISSION(dir);
+    int fds[2];
+    ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const int out = open_file(dir / "out");
+    const pid_t pid =
+        spawn(dir, silent_capture({"--duration", "30", "--report", "r.json"}), null, out, fds[1]);
+    ::close(fds[1]);
+    ::close(null);
+    ::close(out);
+    // Read the first stats line (after a second), then go away as head -1 does.
+    std::string first;
+    for (char c = 0; first.find('\n') == std::string::npos && ::read(fds[0], &c, 1) == 1;) {
+        first += c;
+    }
+    ::close(fds[0]);
+    EXPECT_NE(first.find("ibvcap stats:"), std::string::npos) << first;
+    const auto start = std::chrono::steady_clock::now();
+    const int status = wait_for(pid, std::chrono::seconds(20));
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << describe(status);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10))
+        << "ended by its duration, not by the closed stderr";
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir / "r.json"))["interrupted"], true);
+    EXPECT_NE(slurp(dir / "out").find("verdict:"), std::string::npos);
+}
+
+// Item 6: Ctrl-C while `read` waits on a FIFO or on stdin is a clean stop:
+// what arrived is counted, `interrupted` is true, the exit code is the
+// verdict's. The old code reported "Interrupted system call" and exit 1.
+TEST(CliEnds, InterruptWhileReadingAPipeIsACleanStop) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 10 --antennas 1 --threads 1").code, 0);
+    const std::string capture = slurp(dir / "x.pcap");
+    ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+    for (const bool from_stdin : {false, true}) {
+        SCOPED_TRACE(from_stdin ? "read -r -" : "read -r FIFO");
+        int fds[2] = {-1, -1};
+        ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+        const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        const int out = open_file(dir / "out");
+        const int err = open_file(dir / "err");
+        const pid_t pid = spawn(dir,
+                                {"read", "-r", from_stdin ? "-" : "fifo", "-F", "pcap", "-o", "o",
+                                 "--report", "r.json"},
+                                from_stdin ? fds[0] : null, out, err);
+        ::close(fds[0]);
+        ::close(null);
+        ::close(out);
+        ::close(err);
+        int writer = fds[1];
+        if (!from_stdin) {
+            ::close(fds[1]);
+            writer = ::open((dir / "fifo").c_str(), O_WRONLY | O_CLOEXEC);
+        }
+        ASSERT_GE(writer, 0);
+        // The file header and every record; the writer stays open, so read waits for more.
+        ASSERT_EQ(::write(writer, capture.data(), capture.size()),
+                  static_cast<ssize_t>(capture.size()));
+        ASSERT_TRUE(wait_for_handler(pid, SIGINT));
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        ::kill(pid, SIGINT);
+        const int status = wait_for(pid, std::chrono::seconds(20));
+        ::close(writer);
+        const std::string said = slurp(dir / "err");
+        ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status) << said;
+        const auto j = nlohmann::json::parse(slurp(dir / "r.json"));
+        EXPECT_EQ(j["interrupted"], true);
+        EXPECT_EQ(j["totals"]["packets"], 10);
+        EXPECT_EQ(j["outputs"][0]["packets"], 10);
+        EXPECT_EQ(said.find("error"), std::string::npos) << said;
+        EXPECT_EQ(j.count("error"), 0u) << j.dump();
+    }
+}
+
+// Item 12: a number out of its range, or one that does not parse, is a usage
+// error naming the option and what it takes. cxxopts' own message named only
+// the value ("Argument '-5' failed to parse"); -G 0, -C 0, -W 0, -c 0,
+// --duration -1 and --duration 0 used to be taken (the last two as "no limit").
+TEST(CliEnds, NumbersOutOfRangeAreUsageErrorsNamingTheOptionAndRange) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 10").code, 0);
+    const std::string live = "capture --source pcap -i lo 239.1.2.3:5000 ";
+    struct Case {
+        std::string args;
+        std::string says;
+    };
+    const std::vector<Case> cases = {
+        {"read -r x.pcap -c -5", "bad -c (--count) '-5': expected a whole number, 1 or more"},
+        {"read -r x.pcap -c abc", "bad -c (--count) 'abc': expected a whole number, 1 or more"},
+        {"read -r x.pcap --count=1x", "bad -c (--count) '1x'"},
+        {"read -r x.pcap -c0", "bad -c (--count) 0: expected a whole number, 1 or more"},
+        {"read -r x.pcap -G 0", "bad -G (--rotate-seconds) 0: expected a whole number of seconds"},
+        {"read -r x.pcap -G -1", "bad -G (--rotate-seconds) '-1'"},
+        {"read -r x.pcap -C 0", "bad -C (--file-size) 0"},
+        {"read -r x.pcap -C 2000000", "bad -C (--file-size) 2000000: expected 1 to 1099511"},
+        {"read -r x.pcap -C 1 -W 0", "bad -W (--file-count) 0"},
+        {"read -r x.pcap -W -1", "bad -W (--file-count) '-1'"},
+        {"read -r x.pcap --disk-threads -1", "bad --disk-threads '-1': expected 1 to 64"},
+        {"read -r x.pcap --disk-cpu a", "bad --disk-cpu 'a'"},
+        {live + "--duration -1", "bad --duration -1: expected a number of seconds greater than 0"},
+        {live + "--duration 0", "bad --duration 0"},
+        {live + "--duration abc", "bad --duration 'abc'"},
+        {live + "--ring-depth -1", "bad --ring-depth '-1': expected 16 to 4294967295"},
+        {live + "--max-frame x", "bad --max-frame 'x'"},
+        {live + "--gpu=-1", "bad --gpu -1: expected a GPU number, 0 or more"},
+        {live + "--num-antennas 0", "bad --num-antennas 0"},
+        {"gen -w y.pcap --threads 70000", "bad --threads '70000': expected 1 to 65535"},
+        {"gen -w y.pcap --payload -8", "bad --payload '-8'"},
+        {"gen -w y.pcap --vlan -5", "bad --vlan -5: expected 0 to 4094"},
+        {"gen -w y.pcap --loss x", "bad --loss 'x': expected a probability, 0 to 1"},
+        {"gen --send -i lo --ttl x", "bad --ttl 'x': expected 0 to 255"},
+    };
+    for (const auto& c : cases) {
+        // Bounded: a --duration taken as "no limit" would capture for ever.
+        const Result r = sh(dir, "timeout 20 " + std::string(IBVCAP_BINARY) + " " + c.args);
+        EXPECT_EQ(r.code, 2) << c.args << " said: " << r.err;
+        EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << " said: " << r.err;
+        EXPECT_EQ(lines(r.err), 1u) << c.args << " said: " << r.err;
+    }
+}
+
+// Item 13: tcpdump's habits get a pointer to ibvcap's own option, and
+// --version works after the subcommand. -q does what its help says.
+TEST(CliEnds, TcpdumpHabitsGetPointers) {
+    test::TempDir dir;
+    struct Case {
+        std::string args;
+        std::string says;
+    };
+    const std::vector<Case> cases = {
+        {"capture -i lo -w out.pcap 239.1.2.3:5000", "-F pcap -o DIR"},
+        {"read -r x.pcap -w out.pcap", "-F pcap -o DIR"},
+        {"capture -i lo -s 96 239.1.2.3:5000", "--pcap-snaplen full|headers"},
+        {"read -r x.pcap --snaplen 96", "--pcap-snaplen full|headers"},
+        {"capture -i lo -B 4096 239.1.2.3:5000", "--ring-depth N"},
+        {"capture -r x.pcap", "use ibvcap read -r FILE"},
+        {"read -i lo", "use ibvcap capture -i IF"},
+    };
+    for (const auto& c : cases) {
+        const Result r = ibvcap(dir, c.args);
+        EXPECT_EQ(r.code, 2) << c.args << " said: " << r.err;
+        EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << " said: " << r.err;
+        EXPECT_EQ(lines(r.err), 1u) << c.args << " said: " << r.err;
+    }
+    for (const std::string command : {"capture", "read", "gen", "devices"}) {
+        const Result r = ibvcap(dir, command + " --version");
+        EXPECT_EQ(r.code, 0) << command << ": " << r.err;
+        EXPECT_EQ(r.out.rfind("ibvcap ", 0), 0u) << command << ": " << r.out;
+        EXPECT_NE(r.out.find("gpu: "), std::string::npos) << r.out;
+    }
+}
+
+TEST(CliEnds, QuietDoesWhatItsHelpSays) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 10").code, 0);
+    for (const std::string command : {"read", "capture"}) {
+        std::istringstream help(ibvcap(dir, command + " --help").out);
+        std::string text;  // the help with its line wrapping undone
+        for (std::string word; help >> word;) {
+            text += word + " ";
+        }
+        EXPECT_NE(text.find("-q, --quiet no per-stream table and no live stats line: the totals, "
+                            "notes and verdict only"),
+                  std::string::npos)
+            << text;
+    }
+    const Result q = ibvcap(dir, "read -q -r x.pcap");
+    EXPECT_EQ(q.code, 0);
+    EXPECT_NE(q.out.find("total packets: 120"), std::string::npos) << q.out;
+    EXPECT_NE(q.out.find("verdict: zero-loss"), std::string::npos) << q.out;
+    EXPECT_EQ(q.out.find("antenna"), std::string::npos) << "a per-stream table: " << q.out;
+    const Result loud = ibvcap(dir, "read -r x.pcap");
+    EXPECT_NE(loud.out.find("antenna"), std::string::npos) << loud.out;
 }
 
 }  // namespace

@@ -2,13 +2,16 @@
 // the formatting, the ticker's first tick and -q; then the line as both
 // sources print it, once a second: the verbs capture runner on the simulated
 // NIC, and libpcap on the loopback interface.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <future>
 #include <limits>
 #include <regex>
 #include <sstream>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "frames.hpp"
+#include "lib/run/console.hpp"
 #include "lib/run/pcap_capture.hpp"
 #include "lib/run/stats_line.hpp"
 #include "lib/run/verbs_capture.hpp"
@@ -167,6 +171,95 @@ TEST_F(StatsLine, TheFirstTickIsTheBaselineThenOneWholeLinePerTick) {
               "ibvcap stats: 12:00:03  200 pkt/s  0.00 Gb/s  drops 0  slots held -  "
               "writer backlog -\n")
         << "each line from the previous tick, whole lines ending in a newline";
+}
+
+// A pipe whose buffer is full: what a pager, Ctrl-S or a reader that went
+// away leaves a writer facing. The write end stays blocking, as stderr is.
+struct FullPipe {
+    int fds[2] = {-1, -1};
+    FullPipe() {
+        EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+        const int flags = ::fcntl(fds[1], F_GETFL);
+        ::fcntl(fds[1], F_SETFL, flags | O_NONBLOCK);
+        const std::string block(4096, 'x');
+        while (::write(fds[1], block.data(), block.size()) > 0) {
+        }
+        for (char c = 'x'; ::write(fds[1], &c, 1) == 1;) {
+        }
+        ::fcntl(fds[1], F_SETFL, flags);
+    }
+    ~FullPipe() {
+        for (const int fd : fds) {
+            if (fd >= 0) {
+                ::close(fd);
+            }
+        }
+    }
+    std::size_t drain() {
+        std::size_t n = 0;
+        char buf[4096];
+        ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+        for (ssize_t r; (r = ::read(fds[0], buf, sizeof buf)) > 0;) {
+            n += static_cast<std::size_t>(r);
+        }
+        return n;
+    }
+};
+
+// Issue 14, item 4: a stats line the stream cannot take at once is dropped
+// and counted; the tick never waits (it runs on the capture thread).
+TEST_F(StatsLine, AFullStreamDropsAndCountsTheLineInsteadOfWaiting) {
+    std::signal(SIGPIPE, SIG_IGN);  // the unblocking below closes the reader
+    FullPipe pipe;
+    std::FILE* out = ::fdopen(::dup(pipe.fds[1]), "w");
+    ASSERT_NE(out, nullptr);
+    auto ticker = std::make_unique<StatsTicker>(out);
+    const auto t0 = std::chrono::steady_clock::time_point{} + 100s;
+    auto ticks = std::async(std::launch::async, [&] {
+        ticker->tick(at(t0, 0, 0));
+        return ticker->tick(at(t0 + 1s, 100, 100)) || ticker->tick(at(t0 + 2s, 200, 200));
+    });
+    const bool returned = ticks.wait_for(5s) == std::future_status::ready;
+    if (!returned) {
+        ::close(pipe.fds[0]);  // EPIPE ends the blocked write
+        pipe.fds[0] = -1;
+    }
+    EXPECT_TRUE(returned) << "the tick waited for a full stream";
+    EXPECT_FALSE(ticks.get()) << "a full stream took a line";
+    EXPECT_EQ(ticker->dropped(), returned ? 2u : 0u);
+    ticker.reset();
+    std::fclose(out);
+    // Once the reader catches up, lines go out again, whole.
+    if (returned) {
+        pipe.drain();
+        StatsTicker again(::fdopen(::dup(pipe.fds[1]), "w"));
+        again.tick(at(t0, 0, 0));
+        EXPECT_TRUE(again.tick(at(t0 + 1s, 100, 100)));
+        EXPECT_EQ(again.dropped(), 0u);
+    }
+}
+
+// The Console behind it: never waits in try_write, waits at most its
+// patience in write_within, and leaves the caller's descriptor blocking (the
+// shell shares it).
+TEST_F(StatsLine, ConsoleNeverWaitsLongerThanAskedAndLeavesTheStreamBlocking) {
+    FullPipe pipe;
+    Console console(pipe.fds[1]);
+    EXPECT_FALSE(console.try_write("one line\n"));
+    EXPECT_EQ(console.dropped(), 1u);
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_FALSE(console.write_within("the summary\n", 300ms));
+    const auto waited = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(waited, 250ms);
+    EXPECT_LT(waited, 3s);
+    EXPECT_EQ(console.dropped(), 2u);
+    EXPECT_EQ(::fcntl(pipe.fds[1], F_GETFL) & O_NONBLOCK, 0);
+    pipe.drain();
+    EXPECT_TRUE(console.try_write("after\n"));
+    EXPECT_TRUE(console.write_within("the summary\n", 300ms));
+    char buf[64] = {};
+    EXPECT_EQ(::read(pipe.fds[0], buf, sizeof buf), 18);
+    EXPECT_EQ(std::string(buf), "after\nthe summary\n");
 }
 
 TEST_F(StatsLine, QuietPrintsNothing) {

@@ -118,6 +118,8 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     }
     j["polling"] = polling;
     j["watchdog_alarms"] = run.watchdog_alarms;
+    j["lines_not_printed"] = {{"stats", run.stats_lines_dropped},
+                              {"frames", run.frame_lines_dropped}};
     j["notes"] = ledger.notes();
     return j;
 }
@@ -281,6 +283,12 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
     if (run.watchdog_alarms > 0) {
         fmt::print(out, "  watchdog: {} alarms (a stream silent while the NIC counted arrivals)\n",
                    run.watchdog_alarms);
+    }
+    if (run.stats_lines_dropped > 0 || run.frame_lines_dropped > 0) {
+        fmt::print(out,
+                   "  not printed: {} stats lines, {} -v lines (stderr or stdout was blocked or "
+                   "closed; the capture did not wait for it)\n",
+                   run.stats_lines_dropped, run.frame_lines_dropped);
     }
     if (!ledger.outputs().empty()) {
         fmt::print(out, "  written: {} records to {} files   not written: {}\n", t.written,

@@ -31,6 +31,10 @@ struct RunInfo {
     std::string error;                 // the run ended early on this error
     std::vector<PollFigures> polling;  // live verbs captures
     std::uint64_t watchdog_alarms = 0;
+    // Lines a blocked or closed stdout/stderr could not take at once, dropped
+    // so the capture never waits for a terminal or a pipe (lib/run/console.hpp).
+    std::uint64_t stats_lines_dropped = 0;  // the live stats line (stderr)
+    std::uint64_t frame_lines_dropped = 0;  // -v lines (stdout)
 };
 
 nlohmann::json report_json(const Ledger& ledger, const RunInfo& run);

@@ -38,6 +38,7 @@ RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool
         r.buffer_bytes = request.pcap_buffer_bytes;
         r.sysfs_root = request.sysfs_root;
         r.stats = request.stats;
+        r.notices = request.notices;
         const MembershipFactory join = [&r](const Endpoint& group) {
             return kernel_membership(group, r.interface, r.interface_ipv4);
         };
@@ -61,6 +62,7 @@ RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool
         r.sysfs_root = request.sysfs_root;
         r.cpus = request.cpus;
         r.stats = request.stats;
+        r.notices = request.notices;
         provider = verbs::make_ibv_provider();
         for (const auto& i : request.interfaces) {
             r.targets.push_back(verbs_target(*provider, i));

@@ -32,8 +32,9 @@ struct LiveCaptureRequest {
     double duration_s = 0;    // --duration
     FrameObserver observer;   // -v
     std::filesystem::path sysfs_root = "/sys";
-    std::FILE* stats = nullptr;  // the live stats line (null: -q)
-    GpuRequest gpu;              // --gpu, --gpu-standin
+    std::FILE* stats = nullptr;    // the live stats line (null: -q)
+    std::FILE* notices = nullptr;  // the stop acknowledgement (RunSettings::notices)
+    GpuRequest gpu;                // --gpu, --gpu-standin
     // --source verbs only.
     EngineOptions engine;  // groups and antennas are taken from `demux`
     std::vector<int> cpus;

@@ -28,6 +28,7 @@ GpuPath::GpuPath(const GpuRequest& request, const std::string& nic) : verify_(re
         const gpu::GpuInfo info = gpu::probe_gpu(id, nic);  // one line naming the fix
         if (request.info != nullptr) {
             fmt::print(request.info, "{}\n", gpu::format_gpu_info(info));
+            std::fflush(request.info);  // before the run: its lines go out without stdio
         }
         mode_ = fmt::format("block rings on GPU {}", id);
         payload_ = gpu::make_gpu_payload_memory(id);

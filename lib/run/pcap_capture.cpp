@@ -23,6 +23,7 @@ RunOutcome run_pcap_capture(const PcapCaptureRequest& request, const MembershipF
     settings.observer = request.observer;
     settings.blocks = request.blocks;
     settings.stats = request.stats;
+    settings.notices = request.notices;
     return run_source(source, settings, stop);
 }
 

@@ -30,9 +30,10 @@ struct PcapCaptureRequest {
     FrameObserver observer;            // -v
     std::size_t buffer_bytes = std::size_t{256} << 20;  // kernel ring (TPACKET_V3), <= INT_MAX
     std::filesystem::path sysfs_root = "/sys";
-    bool nic_counters = true;     // read <sysfs_root>/class/net/<interface>/statistics
-    BlockSink* blocks = nullptr;  // the GPU payload path's block rings (--gpu), fed and flushed
-    std::FILE* stats = nullptr;   // the live stats line once a second (stderr; null: none, -q)
+    bool nic_counters = true;      // read <sysfs_root>/class/net/<interface>/statistics
+    BlockSink* blocks = nullptr;   // the GPU payload path's block rings (--gpu), fed and flushed
+    std::FILE* stats = nullptr;    // the live stats line once a second (stderr; null: none, -q)
+    std::FILE* notices = nullptr;  // the stop acknowledgement (RunSettings::notices)
 };
 
 // Capture on request.interface until `stop`, the duration, the count, or a

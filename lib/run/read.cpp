@@ -15,6 +15,7 @@ RunOutcome run_read(const ReadRequest& request, const std::atomic<bool>& stop) {
     settings.writer = request.writer;
     settings.count = request.count;
     settings.observer = request.observer;
+    settings.notices = request.notices;
     return run_source(source, settings, stop);
 }
 

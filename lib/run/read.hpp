@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "lib/demux/demux.hpp"
@@ -17,8 +18,9 @@ struct ReadRequest {
     DemuxOptions demux;
     OutputOptions outputs;
     Writer::Options writer;
-    std::uint64_t count = 0;  // stop after this many frames (0 = all)
-    FrameObserver observer;   // -v
+    std::uint64_t count = 0;       // stop after this many frames (0 = all)
+    FrameObserver observer;        // -v
+    std::FILE* notices = nullptr;  // the stop acknowledgement (RunSettings::notices)
 };
 
 // Throws std::runtime_error when the run cannot start (file unreadable,

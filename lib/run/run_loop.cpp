@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "lib/run/console.hpp"
 #include "lib/run/stats_line.hpp"
 
 namespace ibvcap {
@@ -26,6 +27,36 @@ struct Lane {
 // The longest one step may wait for frames: bounds how late the loop sees
 // the stop flag, the duration and the 1 Hz tick when nothing arrives.
 constexpr std::chrono::milliseconds kMaxStepWait{20};
+
+// The first stop is acknowledged at once with what is still queued for the
+// disk; the signal handler cannot print (only async-signal-safe calls there).
+void acknowledge_stop(std::FILE* out, const std::string& command,
+                      const std::vector<std::unique_ptr<Lane>>& lanes) {
+    if (out == nullptr) {
+        return;
+    }
+    std::uint64_t backlog = 0;
+    bool writing = false;
+    for (const auto& l : lanes) {
+        if (l->writer) {
+            writing = true;
+            backlog += l->writer->backlog_bytes();
+        }
+    }
+    const std::string line =
+        writing
+            ? fmt::format("ibvcap {}: stopping: writing {:.1f} MiB; Ctrl-C again to abandon it\n",
+                          command, double(backlog) / double(1 << 20))
+            : fmt::format("ibvcap {}: stopping; Ctrl-C again to stop at once\n", command);
+    if (out == stdout) {
+        stdout_console().try_write(line);
+    } else if (out == stderr) {
+        stderr_console().try_write(line);
+    } else {
+        std::fputs(line.c_str(), out);
+        std::fflush(out);
+    }
+}
 
 }  // namespace
 
@@ -139,6 +170,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     for (;;) {
         if (stop.load(std::memory_order_relaxed)) {
             outcome.info.interrupted = true;
+            acknowledge_stop(settings.notices, settings.command, lanes);
             break;
         }
         if (faults.raised()) {
@@ -201,6 +233,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         }
     }
     outcome.info.duration_s = std::chrono::duration<double>(Clock::now() - start).count();
+    outcome.info.stats_lines_dropped = ticker.dropped();
     outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
     apply_faults(faults, outcome);
     return outcome;

@@ -36,6 +36,10 @@ struct RunSettings {
     FrameObserver observer;       // -v
     BlockSink* blocks = nullptr;  // the GPU payload path's block rings (one lane only)
     std::FILE* stats = nullptr;   // the live stats line once a second (null: none)
+    // The acknowledgement of a stop (Ctrl-C, SIGTERM...), printed when the loop
+    // sees the stop flag: "stopping: writing 120.0 MiB; Ctrl-C again to
+    // abandon it" (null: none). Written only if the stream takes it at once.
+    std::FILE* notices = nullptr;
 };
 
 // Runs `source` until `stop`, the duration, the count, or the source ends.

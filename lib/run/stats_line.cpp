@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "lib/host/nic_counters.hpp"
+#include "lib/run/console.hpp"
 
 namespace ibvcap {
 
@@ -67,18 +68,35 @@ std::string format_stats_line(const StatsSnapshot& prev, const StatsSnapshot& no
         backlog);
 }
 
+StatsTicker::StatsTicker(std::FILE* out) {
+    if (out == nullptr) {
+        return;
+    }
+    if (out == stdout) {
+        console_ = &stdout_console();
+    } else if (out == stderr) {
+        console_ = &stderr_console();
+    } else {
+        std::fflush(out);
+        own_ = std::make_unique<Console>(fileno(out));
+        console_ = own_.get();
+    }
+}
+
+StatsTicker::~StatsTicker() = default;
+
 bool StatsTicker::tick(const StatsSnapshot& now) {
-    if (out_ == nullptr) {
+    if (console_ == nullptr) {
         return false;
     }
-    const bool print = prev_.has_value();
-    if (print) {
+    bool printed = false;
+    if (prev_.has_value()) {
         const std::string line = format_stats_line(*prev_, now) + '\n';
-        std::fwrite(line.data(), 1, line.size(), out_);
-        std::fflush(out_);
+        printed = console_->try_write(line);
+        dropped_ += printed ? 0 : 1;
     }
     prev_ = now;
-    return print;
+    return printed;
 }
 
 }  // namespace ibvcap

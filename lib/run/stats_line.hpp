@@ -11,9 +11,10 @@
 // lines, the watchdog) print to stderr too, and a line overwritten in place
 // with '\r' would mix with them.
 //
-// The write is an ordinary blocking write to the stream: with --source pcap
-// it happens on the capture thread, so a stderr pipe that nobody reads stalls
-// the capture once the pipe is full (-q, or stderr to a file, avoids that).
+// The line is written only when the stream takes it at once (lib/run/console.hpp): a
+// stderr that is blocked (a pager, Ctrl-S, a pipe nobody reads) never stalls
+// the capture thread; the lines it could not take are counted (dropped()),
+// and the report has the count ("lines_not_printed").
 //
 // The sources (lib/run/verbs_capture.cpp, lib/sources/pcap_live.cpp) take a snapshot in the
 // once-a-second tick they already have, never on a poll thread's per-packet
@@ -24,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -53,23 +55,33 @@ std::string group_thousands(std::uint64_t value);
 
 // Keeps the previous snapshot; prints one line per tick after the first.
 // Not synchronised: one thread (the source's 1 Hz tick) calls it.
+class Console;
 class StatsTicker {
   public:
-    // `out` null: quiet (-q), nothing is printed.
-    explicit StatsTicker(std::FILE* out) : out_(out) {}
+    // `out` null: quiet (-q), nothing is printed. stdout and stderr are
+    // written through stdout_console() and stderr_console(); another stream
+    // (a test's file) through a Console of its own.
+    explicit StatsTicker(std::FILE* out);
+    ~StatsTicker();
 
     // Whether a tick prints anything; when not, the caller need not build
     // snapshots at all.
-    bool enabled() const { return out_ != nullptr; }
+    bool enabled() const { return console_ != nullptr; }
 
     // The first tick is the baseline (the start of the run) and prints
     // nothing; each later one prints the line from the previous tick to this
-    // one and flushes it. Returns whether a line was printed.
+    // one, if the stream takes it at once. Returns whether a line was
+    // printed; a line the stream did not take is counted in dropped().
     bool tick(const StatsSnapshot& now);
 
+    // Lines not printed because the stream could not take them at once.
+    std::uint64_t dropped() const { return dropped_; }
+
   private:
-    std::FILE* out_;
+    std::unique_ptr<Console> own_;
+    Console* console_ = nullptr;
     std::optional<StatsSnapshot> prev_;
+    std::uint64_t dropped_ = 0;
 };
 
 }  // namespace ibvcap

@@ -25,6 +25,7 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
     settings.observer = request.observer;
     settings.blocks = request.blocks;
     settings.stats = request.stats;
+    settings.notices = request.notices;
     return run_source(source, settings, stop);
 }
 

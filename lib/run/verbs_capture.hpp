@@ -37,7 +37,8 @@ struct CaptureRequest {
     // Where payload slots live (--gpu: GPU memory or pinned staging; the
     // stand-in with --gpu-standin). Null: host memory.
     PayloadMemory* payload = nullptr;
-    std::FILE* stats = nullptr;  // the live stats line once a second (stderr; null: none, -q)
+    std::FILE* stats = nullptr;    // the live stats line once a second (stderr; null: none, -q)
+    std::FILE* notices = nullptr;  // the stop acknowledgement (RunSettings::notices)
 };
 
 // Runs until `stop`, the duration, the count, or a device fatal error. Throws

@@ -236,6 +236,12 @@ PcapFileSource::Result PcapFileSource::run(Demux& demux, std::uint64_t max_frame
             result.complete = true;
             return result;
         }
+        if (rc != 1 && stop.load(std::memory_order_relaxed)) {
+            // Interrupted while libpcap waited on a pipe, FIFO or stdin: the
+            // signal ended its read (EINTR), which is a stop, not a read error.
+            // A record it had only partly read was never delivered.
+            return result;
+        }
         if (rc != 1) {
             result.error =
                 fmt::format("{}: {} (after {} frames)", path_, pcap_geterr(pcap_), result.frames);
