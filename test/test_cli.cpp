@@ -756,8 +756,10 @@ TEST(CliEnds, InterruptWhileReadingAPipeIsACleanStop) {
         const int out = open_file(dir / "out");
         const int err = open_file(dir / "err");
         const pid_t pid = spawn(dir,
-                                {"read", "-r", from_stdin ? "-" : "fifo", "-F", "pcap", "-o", "o",
-                                 "--report", "r.json"},
+                                // One -o per run: a second run into the same
+                                // directory would be refused (its outputs exist).
+                                {"read", "-r", from_stdin ? "-" : "fifo", "-F", "pcap", "-o",
+                                 from_stdin ? "o-stdin" : "o-fifo", "--report", "r.json"},
                                 from_stdin ? fds[0] : null, out, err);
         ::close(fds[0]);
         ::close(null);
