@@ -106,22 +106,15 @@ PacketError need(std::uint64_t end, std::uint64_t head_bytes, std::uint64_t capt
     return PacketError::none;
 }
 
-}  // namespace
-
-// `captured_bytes` smaller than head.size() (a caller passing a whole receive
-// slot as `head` and the completion's byte_len as `captured_bytes`) means the
-// bytes of `head` past captured_bytes were not received: they are stale, so the
-// smaller of the two is authoritative and the parser looks at
-// min(head.size(), captured_bytes) bytes of `head` only.
-PacketError parse_udp_frame(Bytes head, std::uint64_t captured_bytes, UdpPacket& out,
-                            LinkType link) {
-    const std::uint64_t head_bytes = std::min<std::uint64_t>(head.size(), captured_bytes);
-    const std::uint8_t* const p = head.data();
-    UdpPacket pkt;
-
-    // The link layer and VLAN tags (packet.hpp, LinkType). `type_at` is the
-    // offset of the 2-byte protocol (EtherType) field, `next` where what it
-    // announces starts: a tag (TCI, then the next type field) or the IP header.
+// The link layer and VLAN tags (packet.hpp, LinkType): where the IPv4
+// header starts (`ip`), and the tags' ids into `pkt`. Shared by the parser
+// and peek_ipv4_destination, so both read a frame's framing the same way.
+PacketError walk_link(const std::uint8_t* p, std::uint64_t head_bytes, std::uint64_t captured_bytes,
+                      LinkType link, UdpPacket& pkt, std::size_t& ip) {
+    // `type_at` is the offset of the 2-byte protocol (EtherType) field,
+    // `next` where what it announces starts: a tag (TCI, then the next type
+    // field) or the IP header.
+    ip = 0;
     std::size_t type_at = 12;  // Ethernet: after the two MACs
     std::size_t next = kEthernetHeaderBytes;
     if (link == LinkType::linux_sll) {
@@ -131,7 +124,6 @@ PacketError parse_udp_frame(Bytes head, std::uint64_t captured_bytes, UdpPacket&
         type_at = 0;
         next = kLinuxSll2HeaderBytes;
     }
-    std::size_t ip = 0;
     if (link == LinkType::raw_ip) {
         // No link header: IPv6 (which LINKTYPE_RAW may carry) is not for us;
         // anything else goes through the IPv4 checks below.
@@ -166,6 +158,27 @@ PacketError parse_udp_frame(Bytes head, std::uint64_t captured_bytes, UdpPacket&
             return PacketError::not_ipv4;
         }
         ip = next;
+    }
+    return PacketError::none;
+}
+
+}  // namespace
+
+// `captured_bytes` smaller than head.size() (a caller passing a whole receive
+// slot as `head` and the completion's byte_len as `captured_bytes`) means the
+// bytes of `head` past captured_bytes were not received: they are stale, so the
+// smaller of the two is authoritative and the parser looks at
+// min(head.size(), captured_bytes) bytes of `head` only.
+PacketError parse_udp_frame(Bytes head, std::uint64_t captured_bytes, UdpPacket& out,
+                            LinkType link) {
+    const std::uint64_t head_bytes = std::min<std::uint64_t>(head.size(), captured_bytes);
+    const std::uint8_t* const p = head.data();
+    UdpPacket pkt;
+
+    std::size_t ip = 0;
+    if (const PacketError e = walk_link(p, head_bytes, captured_bytes, link, pkt, ip);
+        e != PacketError::none) {
+        return e;
     }
 
     // IPv4: the fixed header first, then what IHL says.
@@ -233,34 +246,11 @@ Ipv4Destination peek_ipv4_destination(Bytes head, std::uint64_t captured_bytes, 
     const std::uint64_t n = std::min<std::uint64_t>(head.size(), captured_bytes);
     const std::uint8_t* const p = head.data();
     Ipv4Destination out;
-    // The link layer and tags as parse_udp_frame walks them.
+    // The framing as parse_udp_frame reads it; any fault in it: no answer.
+    UdpPacket framing;
     std::size_t ip = 0;
-    if (link != LinkType::raw_ip) {
-        std::size_t type_at = 12;
-        std::size_t next = kEthernetHeaderBytes;
-        if (link == LinkType::linux_sll) {
-            type_at = kLinuxSllHeaderBytes - 2;
-            next = kLinuxSllHeaderBytes;
-        } else if (link == LinkType::linux_sll2) {
-            type_at = 0;
-            next = kLinuxSll2HeaderBytes;
-        }
-        if (n < next) {
-            return out;
-        }
-        std::uint16_t type = load_be16(p + type_at);
-        for (std::size_t tags = 0; type == kEtherTypeVlan || type == kEtherTypeQinQ; ++tags) {
-            if (tags == kMaxVlanTags || next + kVlanTagBytes > n) {
-                return out;
-            }
-            type_at = next + 2;
-            next += kVlanTagBytes;
-            type = load_be16(p + type_at);
-        }
-        if (type != kEtherTypeIpv4) {
-            return out;
-        }
-        ip = next;
+    if (walk_link(p, n, n, link, framing, ip) != PacketError::none) {
+        return out;
     }
     if (ip + kIpv4MinHeaderBytes > n || (p[ip] >> 4) != 4) {
         return out;
