@@ -27,18 +27,11 @@ RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool
         }
         const NetInterface nif = resolve_interface(request.interfaces.front());
         PcapCaptureRequest r;
+        static_cast<RunSettings&>(r) = request;
         r.interface = nif.name;
         r.interface_ipv4 = nif.ipv4.front();  // resolve_interface guarantees one
-        r.demux = request.demux;
-        r.outputs = request.outputs;
-        r.writer = request.writer;
-        r.count = request.count;
-        r.duration_s = request.duration_s;
-        r.observer = request.observer;
         r.buffer_bytes = request.pcap_buffer_bytes;
         r.sysfs_root = request.sysfs_root;
-        r.stats = request.stats;
-        r.notices = request.notices;
         const MembershipFactory join = [&r](const Endpoint& group) {
             return kernel_membership(group, r.interface, r.interface_ipv4);
         };
@@ -50,19 +43,12 @@ RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool
         outcome = run_pcap_capture(r, join, stop);
     } else {
         CaptureRequest r;
+        static_cast<RunSettings&>(r) = request;
         r.engine = request.engine;
         r.engine.groups = request.demux.groups;
         r.engine.antennas = request.demux.antennas;
-        r.demux = request.demux;
-        r.outputs = request.outputs;
-        r.writer = request.writer;
-        r.count = request.count;
-        r.duration_s = request.duration_s;
-        r.observer = request.observer;
         r.sysfs_root = request.sysfs_root;
         r.cpus = request.cpus;
-        r.stats = request.stats;
-        r.notices = request.notices;
         provider = verbs::make_ibv_provider();
         for (const auto& i : request.interfaces) {
             r.targets.push_back(verbs_target(*provider, i));

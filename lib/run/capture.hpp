@@ -15,26 +15,21 @@
 #include "lib/demux/demux.hpp"
 #include "lib/run/common.hpp"
 #include "lib/run/gpu_path.hpp"
+#include "lib/run/run_loop.hpp"
 #include "lib/sinks/file_sinks.hpp"
 #include "lib/sinks/writer.hpp"
 #include "lib/sources/verbs/engine.hpp"
 
 namespace ibvcap {
 
-struct LiveCaptureRequest {
+// What every run takes (RunSettings; -c is "at least N" with verbs, exactly
+// N with pcap; `blocks` is set here, from `gpu`), and the capture's own.
+struct LiveCaptureRequest : RunSettings {
     enum class Source { verbs, pcap };
     Source source = Source::verbs;
     std::vector<std::string> interfaces;  // -i: netdev names or IPv4 addresses
-    DemuxOptions demux;
-    OutputOptions outputs;
-    Writer::Options writer;
-    std::uint64_t count = 0;  // -c (verbs: at least N; pcap: exactly N)
-    double duration_s = 0;    // --duration
-    FrameObserver observer;   // -v
     std::filesystem::path sysfs_root = "/sys";
-    std::FILE* stats = nullptr;    // the live stats line (null: -q)
-    std::FILE* notices = nullptr;  // the stop acknowledgement (RunSettings::notices)
-    GpuRequest gpu;                // --gpu, --gpu-standin
+    GpuRequest gpu;  // --gpu, --gpu-standin
     // --source verbs only.
     EngineOptions engine;  // groups and antennas are taken from `demux`
     std::vector<int> cpus;

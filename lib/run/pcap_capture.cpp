@@ -14,17 +14,7 @@ RunOutcome run_pcap_capture(const PcapCaptureRequest& request, const MembershipF
     options.sysfs_root = request.sysfs_root;
     options.nic_counters = request.nic_counters;
     PcapLiveSource source(std::move(options), memberships);
-    RunSettings settings;
-    settings.demux = request.demux;
-    settings.outputs = request.outputs;
-    settings.writer = request.writer;
-    settings.count = request.count;
-    settings.duration_s = request.duration_s;
-    settings.observer = request.observer;
-    settings.blocks = request.blocks;
-    settings.stats = request.stats;
-    settings.notices = request.notices;
-    return run_source(source, settings, stop);
+    return run_source(source, request, stop);
 }
 
 }  // namespace ibvcap

@@ -11,6 +11,7 @@
 
 #include "lib/demux/demux.hpp"
 #include "lib/run/common.hpp"
+#include "lib/run/run_loop.hpp"
 #include "lib/sinks/block_sink.hpp"
 #include "lib/sinks/file_sinks.hpp"
 #include "lib/sinks/writer.hpp"
@@ -19,21 +20,14 @@
 
 namespace ibvcap {
 
-struct PcapCaptureRequest {
+// What every run takes (RunSettings; -c stops after exactly N frames; the
+// writer never waits, a live source), and the interface.
+struct PcapCaptureRequest : RunSettings {
     std::string interface;             // netdev name (resolved by the caller)
     std::uint32_t interface_ipv4 = 0;  // its address, for the caller's IGMP joins (host order)
-    DemuxOptions demux;                // groups, antennas, limits
-    OutputOptions outputs;             // formats, output dir, prefix
-    Writer::Options writer;            // block_when_full is forced off (a live source)
-    std::uint64_t count = 0;           // stop after exactly N frames (0 = no limit)
-    double duration_s = 0;             // stop after this long (0 = no limit)
-    FrameObserver observer;            // -v
     std::size_t buffer_bytes = std::size_t{256} << 20;  // kernel ring (TPACKET_V3), <= INT_MAX
     std::filesystem::path sysfs_root = "/sys";
-    bool nic_counters = true;      // read <sysfs_root>/class/net/<interface>/statistics
-    BlockSink* blocks = nullptr;   // the GPU payload path's block rings (--gpu), fed and flushed
-    std::FILE* stats = nullptr;    // the live stats line once a second (stderr; null: none, -q)
-    std::FILE* notices = nullptr;  // the stop acknowledgement (RunSettings::notices)
+    bool nic_counters = true;  // read <sysfs_root>/class/net/<interface>/statistics
 };
 
 // Capture on request.interface until `stop`, the duration, the count, or a

@@ -7,15 +7,9 @@ namespace ibvcap {
 
 RunOutcome run_read(const ReadRequest& request, const std::atomic<bool>& stop) {
     PcapFileSource source(request.file);
-    RunSettings settings;
+    RunSettings settings = request;
     settings.command = "read";
-    settings.demux = request.demux;
-    settings.outputs = request.outputs;
     settings.outputs.pcap_link_type = source.pcap_link_type();
-    settings.writer = request.writer;
-    settings.count = request.count;
-    settings.observer = request.observer;
-    settings.notices = request.notices;
     return run_source(source, settings, stop);
 }
 

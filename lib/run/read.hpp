@@ -8,19 +8,16 @@
 
 #include "lib/demux/demux.hpp"
 #include "lib/run/common.hpp"
+#include "lib/run/run_loop.hpp"
 #include "lib/sinks/file_sinks.hpp"
 #include "lib/sinks/writer.hpp"
 
 namespace ibvcap {
 
-struct ReadRequest {
+// What every run takes (RunSettings: demux, outputs, writer, -c, -v, the
+// notices), and the file. `command` is set to "read".
+struct ReadRequest : RunSettings {
     std::string file;
-    DemuxOptions demux;
-    OutputOptions outputs;
-    Writer::Options writer;
-    std::uint64_t count = 0;       // stop after this many frames (0 = all)
-    FrameObserver observer;        // -v
-    std::FILE* notices = nullptr;  // the stop acknowledgement (RunSettings::notices)
 };
 
 // Throws std::runtime_error when the run cannot start (file unreadable,

@@ -16,17 +16,7 @@ RunOutcome run_verbs_capture(const CaptureRequest& request, verbs::Provider& pro
     options.watchdog = request.watchdog;
     options.payload = request.payload;
     VerbsSource source(std::move(options), provider, memberships);
-    RunSettings settings;
-    settings.demux = request.demux;
-    settings.outputs = request.outputs;
-    settings.writer = request.writer;
-    settings.count = request.count;
-    settings.duration_s = request.duration_s;
-    settings.observer = request.observer;
-    settings.blocks = request.blocks;
-    settings.stats = request.stats;
-    settings.notices = request.notices;
-    return run_source(source, settings, stop);
+    return run_source(source, request, stop);
 }
 
 }  // namespace ibvcap

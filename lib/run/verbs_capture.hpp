@@ -11,6 +11,7 @@
 
 #include "lib/demux/demux.hpp"
 #include "lib/run/common.hpp"
+#include "lib/run/run_loop.hpp"
 #include "lib/sinks/block_sink.hpp"
 #include "lib/sinks/file_sinks.hpp"
 #include "lib/sinks/writer.hpp"
@@ -20,25 +21,18 @@
 
 namespace ibvcap {
 
-struct CaptureRequest {
+// What every run takes (RunSettings; -c stops after at least N frames;
+// `blocks` takes one target), and the devices.
+struct CaptureRequest : RunSettings {
     std::vector<CaptureTarget> targets;
     EngineOptions engine;
-    DemuxOptions demux;
-    OutputOptions outputs;
-    Writer::Options writer;
-    std::uint64_t count = 0;  // stop after at least this many frames (0: no limit)
-    double duration_s = 0;    // stop after this long (0: no limit)
-    FrameObserver observer;   // -v
     std::filesystem::path sysfs_root = "/sys";
-    bool nic_counters = true;     // read hw_counters and netdev statistics
-    std::vector<int> cpus;        // pin poll thread i to cpus[i] (empty: no pinning)
-    bool watchdog = true;         // once a second: streams silent while the NIC counts
-    BlockSink* blocks = nullptr;  // the GPU payload path's block rings (--gpu; one target)
+    bool nic_counters = true;  // read hw_counters and netdev statistics
+    std::vector<int> cpus;     // pin poll thread i to cpus[i] (empty: no pinning)
+    bool watchdog = true;      // once a second: streams silent while the NIC counts
     // Where payload slots live (--gpu: GPU memory or pinned staging; the
     // stand-in with --gpu-standin). Null: host memory.
     PayloadMemory* payload = nullptr;
-    std::FILE* stats = nullptr;    // the live stats line once a second (stderr; null: none, -q)
-    std::FILE* notices = nullptr;  // the stop acknowledgement (RunSettings::notices)
 };
 
 // Runs until `stop`, the duration, the count, or a device fatal error. Throws

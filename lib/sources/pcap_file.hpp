@@ -64,6 +64,7 @@ class PcapFileSource final : public Source {
     // to the end of the file (or the limit, or the stop flag).
     std::string kind() const override { return "file"; }
     std::string input() const override { return path_; }
+    std::string input_file() const override { return path_; }
     bool live() const override { return false; }
     void connect(std::span<const SourceLane> lanes) override { demux_ = lanes.front().demux; }
     void start() override {}

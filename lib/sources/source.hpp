@@ -44,6 +44,9 @@ class Source {
     // For the report: "file", "pcap", "verbs"; and the file or interfaces.
     virtual std::string kind() const = 0;
     virtual std::string input() const = 0;
+    // The file read, when the source reads one (an output of the run must
+    // never be it); empty otherwise.
+    virtual std::string input_file() const { return {}; }
     // Whether a full writer queue waits (a file: it will still be there) or
     // drops and counts (live: a stalled producer loses frames at the NIC).
     virtual bool live() const = 0;
