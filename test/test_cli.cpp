@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "frames.hpp"
+#include "full_pipe.hpp"
 
 namespace ibvcap {
 namespace {
@@ -118,27 +119,6 @@ bool wait_for_handler(pid_t pid, int sig) {
     }
     return false;
 }
-
-// A pipe whose buffer is full, its write end blocking: a stdout or stderr
-// that nobody reads (a pager, Ctrl-S, `| sleep 1000`).
-struct FullPipe {
-    int fds[2] = {-1, -1};
-    FullPipe() {
-        EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-        const int flags = ::fcntl(fds[1], F_GETFL);
-        ::fcntl(fds[1], F_SETFL, flags | O_NONBLOCK);
-        const std::string block(4096, 'x');
-        while (::write(fds[1], block.data(), block.size()) > 0) {
-        }
-        for (char c = 'x'; ::write(fds[1], &c, 1) == 1;) {
-        }
-        ::fcntl(fds[1], F_SETFL, flags);
-    }
-    ~FullPipe() {
-        ::close(fds[0]);
-        ::close(fds[1]);
-    }
-};
 
 int open_file(const std::string& path) {
     return ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -629,8 +609,8 @@ std::vector<std::string> silent_capture(std::vector<std::string> more) {
 TEST(CliEnds, AFullStdoutAndStderrNeverStallTheCapture) {
     test::TempDir dir;
     SKIP_WITHOUT_CAPTURE_PERMISSION(dir);
-    FullPipe out;
-    FullPipe err;
+    test::FullPipe out;
+    test::FullPipe err;
     const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     const pid_t pid = spawn(dir, silent_capture({"--duration", "2.5", "--report", "r.json"}), null,
                             out.fds[1], err.fds[1]);
@@ -658,7 +638,7 @@ TEST(CliEnds, AFullStdoutAndStderrNeverStallTheCapture) {
 TEST(CliEnds, VerboseLinesToAFullStdoutAreCountedNotWaitedFor) {
     test::TempDir dir;
     ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 200 --antennas 2 --threads 2").code, 0);
-    FullPipe out;
+    test::FullPipe out;
     const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     const int err = open_file(dir / "err");
     const pid_t pid =

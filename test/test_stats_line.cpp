@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "frames.hpp"
+#include "full_pipe.hpp"
 #include "lib/run/console.hpp"
 #include "lib/run/pcap_capture.hpp"
 #include "lib/run/stats_line.hpp"
@@ -173,44 +174,11 @@ TEST_F(StatsLine, TheFirstTickIsTheBaselineThenOneWholeLinePerTick) {
         << "each line from the previous tick, whole lines ending in a newline";
 }
 
-// A pipe whose buffer is full: what a pager, Ctrl-S or a reader that went
-// away leaves a writer facing. The write end stays blocking, as stderr is.
-struct FullPipe {
-    int fds[2] = {-1, -1};
-    FullPipe() {
-        EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-        const int flags = ::fcntl(fds[1], F_GETFL);
-        ::fcntl(fds[1], F_SETFL, flags | O_NONBLOCK);
-        const std::string block(4096, 'x');
-        while (::write(fds[1], block.data(), block.size()) > 0) {
-        }
-        for (char c = 'x'; ::write(fds[1], &c, 1) == 1;) {
-        }
-        ::fcntl(fds[1], F_SETFL, flags);
-    }
-    ~FullPipe() {
-        for (const int fd : fds) {
-            if (fd >= 0) {
-                ::close(fd);
-            }
-        }
-    }
-    std::size_t drain() {
-        std::size_t n = 0;
-        char buf[4096];
-        ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
-        for (ssize_t r; (r = ::read(fds[0], buf, sizeof buf)) > 0;) {
-            n += static_cast<std::size_t>(r);
-        }
-        return n;
-    }
-};
-
 // Issue 14, item 4: a stats line the stream cannot take at once is dropped
 // and counted; the tick never waits (it runs on the capture thread).
 TEST_F(StatsLine, AFullStreamDropsAndCountsTheLineInsteadOfWaiting) {
     std::signal(SIGPIPE, SIG_IGN);  // the unblocking below closes the reader
-    FullPipe pipe;
+    test::FullPipe pipe;
     std::FILE* out = ::fdopen(::dup(pipe.fds[1]), "w");
     ASSERT_NE(out, nullptr);
     auto ticker = std::make_unique<StatsTicker>(out);
@@ -243,7 +211,7 @@ TEST_F(StatsLine, AFullStreamDropsAndCountsTheLineInsteadOfWaiting) {
 // patience in write_within, and leaves the caller's descriptor blocking (the
 // shell shares it).
 TEST_F(StatsLine, ConsoleNeverWaitsLongerThanAskedAndLeavesTheStreamBlocking) {
-    FullPipe pipe;
+    test::FullPipe pipe;
     Console console(pipe.fds[1]);
     EXPECT_FALSE(console.try_write("one line\n"));
     EXPECT_EQ(console.dropped(), 1u);
