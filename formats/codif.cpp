@@ -349,6 +349,13 @@ CodifError validate_codif(const CodifHeader& h, std::uint64_t datagram_bytes) {
 
 // A period of 0 (which validate_codif rejects) is treated as 1 here so that a
 // badly built CodifTiming cannot divide by zero.
+void CodifTiming::position(std::uint64_t index, std::uint32_t& seconds,
+                           std::uint32_t& frame) const {
+    const std::uint64_t fpp = frames_per_period == 0 ? 1 : frames_per_period;
+    seconds = static_cast<std::uint32_t>(index / fpp * (period == 0 ? 1u : period));
+    frame = static_cast<std::uint32_t>(index % fpp);
+}
+
 void CodifTiming::next(std::uint32_t& seconds, std::uint32_t& frame) const {
     const std::uint64_t following = std::uint64_t{frame} + 1;
     if (frames_per_period != 0 && following >= frames_per_period) {

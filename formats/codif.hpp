@@ -105,6 +105,9 @@ struct CodifTiming {
         const std::uint32_t periods = period <= 1 ? seconds : seconds / period;
         return std::uint64_t{periods} * frames_per_period + frame;
     }
+    // The (period-aligned seconds, frame) of an index: index(position(i)) == i.
+    // Period 0 counts as 1, frames per period 0 as 1 (no division by zero).
+    void position(std::uint64_t index, std::uint32_t& seconds, std::uint32_t& frame) const;
     // The (seconds, frame) that follows (s, f): (s, f+1), or (s + period, 0) on the wrap.
     void next(std::uint32_t& seconds, std::uint32_t& frame) const;
     // gap = index(s, f) - index(s0, f0) - 1: >0 frames missing between them,

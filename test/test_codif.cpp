@@ -573,6 +573,22 @@ TEST(CodifTimingTest, NextWrapsToSecondsPlusPeriod) {
     EXPECT_EQ(f, 0u);
 }
 
+TEST(CodifTimingTest, PositionIsTheInverseOfIndexForAlignedSeconds) {
+    for (const CodifTiming t : {CodifTiming{1, 3}, CodifTiming{5, 3}, CodifTiming{27, 1000}}) {
+        for (const std::uint32_t s :
+             {0u, t.period, 100u * t.period, 4'000'000u / t.period * t.period}) {
+            for (const std::uint32_t f :
+                 {0u, 1u, static_cast<std::uint32_t>(t.frames_per_period - 1)}) {
+                std::uint32_t ps = 1;
+                std::uint32_t pf = 1;
+                t.position(t.index(s, f), ps, pf);
+                EXPECT_EQ(ps, s) << t.period << " " << s << " " << f;
+                EXPECT_EQ(pf, f) << t.period << " " << s << " " << f;
+            }
+        }
+    }
+}
+
 TEST(CodifTimingTest, NextDoesNotWrapSecondsAtOneDay) {
     const CodifTiming t{1, 10};
     std::uint32_t s = 86399;

@@ -306,10 +306,7 @@ void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& pack
     if (kind == SequenceTracker::Kind::restart) {
         // A new segment: its lowest frame is the run's first, which came
         // earlier; its position follows from the index.
-        const std::uint64_t fpp = s.timing.frames_per_period;
-        const std::uint64_t low = s.sequence.lowest();
-        s.first = {static_cast<std::uint32_t>(low / fpp * s.timing.period),
-                   static_cast<std::uint32_t>(low % fpp)};
+        s.timing.position(s.sequence.lowest(), s.first.seconds, s.first.frame);
     }
     if (kind != SequenceTracker::Kind::implausible) {
         if (index == s.sequence.newest()) {
