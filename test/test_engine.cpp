@@ -704,6 +704,49 @@ TEST(Engine, CaptureRunnerReportsPollingFiguresAndPinsThreads) {
     EXPECT_EQ(out.exit_code, kExitZeroLoss);
 }
 
+// A device fatal error through the capture runner (VerbsSource): the run
+// ends at once with the cause, exit 1, the frames before it counted, and the
+// ledger marked incomplete, so the verdict cannot read as zero-loss.
+TEST(Engine, ADeviceFatalErrorEndsTheRunWithItsCauseAndAnIncompleteLedger) {
+    SimProvider provider;
+    auto nic = provider.add({});
+    CaptureRequest request;
+    request.targets = {{"sim_mlx5_0", 1, "", 0}};
+    request.engine = options_for({kG1}, 64);
+    request.demux.groups = {kG1};
+    request.nic_counters = false;
+    request.duration_s = 30;  // a bound: the fault must end the run long before
+    const auto frames = frames_of(traffic({kG1}, 10));
+    std::atomic<bool> stop{false};
+    std::thread wire([&] {
+        while (nic->flows() < 1) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        for (const auto& f : frames) {
+            nic->deliver(f);
+        }
+        // deliver() takes a posted WR at once; the poll thread re-posts it
+        // once the frame is handled, so the ring is full again only then.
+        while (nic->min_posted_wrs() < 64) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        nic->raise_device_fatal();
+    });
+    RunOutcome out = run_verbs_capture(request, provider, {}, stop);
+    wire.join();
+    EXPECT_EQ(out.exit_code, kExitError);
+    EXPECT_NE(out.info.error.find("the device reported a fatal error"), std::string::npos)
+        << out.info.error;
+    EXPECT_LT(out.info.duration_s, 10.0);
+    EXPECT_EQ(out.ledger.totals().codif, frames.size());
+    EXPECT_FALSE(out.ledger.zero_loss());
+    bool ended_early = false;
+    for (const auto& why : out.ledger.loss_reasons()) {
+        ended_early = ended_early || why.find("the run ended early") != std::string::npos;
+    }
+    EXPECT_TRUE(ended_early);
+}
+
 TEST(Engine, PinningToACpuThatDoesNotExistEndsTheRunWithAnError) {
     SimProvider provider;
     provider.add({});
@@ -720,6 +763,11 @@ TEST(Engine, PinningToACpuThatDoesNotExistEndsTheRunWithAnError) {
     EXPECT_NE(out.info.error.find("cannot pin the poll thread to cpu 1000"), std::string::npos)
         << out.info.error;
     EXPECT_LT(out.info.duration_s, 5.0);
+    bool ended_early = false;  // the ledger says why it is incomplete
+    for (const auto& why : out.ledger.loss_reasons()) {
+        ended_early = ended_early || why.find("cannot pin the poll thread") != std::string::npos;
+    }
+    EXPECT_TRUE(ended_early);
 }
 
 }  // namespace
