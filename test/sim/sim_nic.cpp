@@ -444,7 +444,11 @@ class SimQueuePair final : public verbs::QueuePair {
                                      verbs::to_string(from), verbs::to_string(to)));
         }
         // After an internal error mlx5 firmware commands fail with EIO, except
-        // the teardown ones (to RESET, to ERROR) which the driver completes.
+        // the teardown ones (to RESET, to ERROR) which the driver completes:
+        // the kernel's drivers/net/ethernet/mellanox/mlx5/core/cmd.c,
+        // mlx5_internal_err_ret_value(), answers 2RST_QP, 2ERR_QP and the
+        // DESTROY_* commands with MLX5_CMD_STAT_OK and RST2INIT_QP,
+        // INIT2RTR_QP and the CREATE_* commands with -EIO.
         if (s.fatal && (to == QpState::init || to == QpState::rtr)) {
             fail(EIO,
                  fmt::format("ibv_modify_qp: {}: device is in a fatal error state", s.config.name));
@@ -498,6 +502,13 @@ class SimQueuePair final : public verbs::QueuePair {
     std::unique_ptr<verbs::Flow> create_flow(const FlowMatch& match, bool with_counter) override {
         State& s = hw_->state();
         const std::lock_guard lock(s.mu);
+        // A new rule after a fatal error. Which firmware commands it takes is
+        // fs_core's choice: CREATE_FLOW_GROUP fails with -EIO, but a rule
+        // added to an existing group is one SET_FLOW_TABLE_ENTRY, which
+        // mlx5_internal_err_ret_value() (mlx5/core/cmd.c) answers with OK, so
+        // on hardware it may "succeed" and steer nothing. The engine creates
+        // no rule after a device fatal error (the run ends), so either answer
+        // is safe; the simulation refuses, the louder of the two.
         if (s.fatal) {
             fail(EIO, fmt::format("ibv_create_flow: {}: device is in a fatal error state",
                                   s.config.name));
