@@ -35,7 +35,7 @@ int cmd_read(int argc, char** argv) {
     if (common.verbose) {
         request.observer = print_frame;
     }
-    request.notices = stderr;  // "stopping: writing 120.0 MiB; ..."
+    request.notices = &stderr_console();  // "stopping: writing 120.0 MiB; ..."
     install_stop_handler();
     RunOutcome outcome = run_read(request, stop_flag());
     outcome.info.frame_lines_dropped = stdout_console().dropped();

@@ -113,7 +113,11 @@ bool Console::try_write(std::string_view line) {
     }
     if (done < line.size()) {
         // Part of the line went out: keep the rest (what fits) for next time,
-        // so the stream never shows half a line followed by another.
+        // so the stream never shows half a line followed by another. A rest
+        // longer than that is cut, and the line counted as not printed.
+        if (line.size() - done > pending_.size()) {
+            dropped_.fetch_add(1, std::memory_order_relaxed);
+        }
         const std::size_t rest = std::min(line.size() - done, pending_.size());
         std::memcpy(pending_.data(), line.data() + done, rest);
         pending_bytes_ = rest;

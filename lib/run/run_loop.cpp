@@ -30,7 +30,7 @@ constexpr std::chrono::milliseconds kMaxStepWait{20};
 
 // The first stop is acknowledged at once with what is still queued for the
 // disk; the signal handler cannot print (only async-signal-safe calls there).
-void acknowledge_stop(std::FILE* out, const std::string& command,
+void acknowledge_stop(Console* out, const std::string& command,
                       const std::vector<std::unique_ptr<Lane>>& lanes) {
     if (out == nullptr) {
         return;
@@ -48,14 +48,7 @@ void acknowledge_stop(std::FILE* out, const std::string& command,
             ? fmt::format("ibvcap {}: stopping: writing {:.1f} MiB; Ctrl-C again to abandon it\n",
                           command, double(backlog) / double(1 << 20))
             : fmt::format("ibvcap {}: stopping; Ctrl-C again to stop at once\n", command);
-    if (out == stdout) {
-        stdout_console().try_write(line);
-    } else if (out == stderr) {
-        stderr_console().try_write(line);
-    } else {
-        std::fputs(line.c_str(), out);
-        std::fflush(out);
-    }
+    out->try_write(line);
 }
 
 }  // namespace

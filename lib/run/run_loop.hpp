@@ -19,6 +19,7 @@
 
 #include "lib/demux/demux.hpp"
 #include "lib/run/common.hpp"
+#include "lib/run/console.hpp"
 #include "lib/sinks/block_sink.hpp"
 #include "lib/sinks/file_sinks.hpp"
 #include "lib/sinks/writer.hpp"
@@ -39,7 +40,7 @@ struct RunSettings {
     // The acknowledgement of a stop (Ctrl-C, SIGTERM...), printed when the loop
     // sees the stop flag: "stopping: writing 120.0 MiB; Ctrl-C again to
     // abandon it" (null: none). Written only if the stream takes it at once.
-    std::FILE* notices = nullptr;
+    Console* notices = nullptr;
 };
 
 // Runs `source` until `stop`, the duration, the count, or the source ends.
