@@ -22,18 +22,9 @@
 namespace ibvcap {
 
 // What every run takes (RunSettings; -c stops after at least N frames;
-// `blocks` takes one target), and the devices.
-struct CaptureRequest : RunSettings {
-    std::vector<CaptureTarget> targets;
-    EngineOptions engine;
-    std::filesystem::path sysfs_root = "/sys";
-    bool nic_counters = true;  // read hw_counters and netdev statistics
-    std::vector<int> cpus;     // pin poll thread i to cpus[i] (empty: no pinning)
-    bool watchdog = true;      // once a second: streams silent while the NIC counts
-    // Where payload slots live (--gpu: GPU memory or pinned staging; the
-    // stand-in with --gpu-standin). Null: host memory.
-    PayloadMemory* payload = nullptr;
-};
+// `blocks` takes one target), and what the verbs source takes (the devices,
+// engine options, counters, CPUs, payload memory).
+struct CaptureRequest : RunSettings, VerbsSourceOptions {};
 
 // Runs until `stop`, the duration, the count, or a device fatal error. Throws
 // std::runtime_error / std::system_error (one line, with the fix) when the
