@@ -747,6 +747,54 @@ TEST(Engine, ADeviceFatalErrorEndsTheRunWithItsCauseAndAnIncompleteLedger) {
     EXPECT_TRUE(ended_early);
 }
 
+// The poll loop may see a device fatal error's flushes, and fail to recover
+// a QP, before it reads the event that says why (the kernel dispatches it
+// from a work item). Whichever comes first, the cause is the device's: the
+// event already waiting, arriving within the grace, or never (then the
+// recovery's own error stands, and still ends the run).
+TEST(Engine, ADeviceFatalErrorIsTheCauseWhenTheFlushesComeFirst) {
+    for (const bool announce_now : {true, false}) {
+        Rig rig(options_for({kG1}, 16));
+        rig.engine->start();
+        rig.nic->raise_device_fatal(announce_now);
+        std::thread late;
+        if (!announce_now) {
+            late = std::thread([&] {
+                std::this_thread::sleep_for(VerbsEngine::kFatalEventGrace / 4);
+                rig.nic->announce_device_fatal();
+            });
+        }
+        std::atomic<bool> stop{false};
+        EXPECT_NO_THROW(rig.engine->run(stop)) << "announced at once: " << announce_now;
+        if (late.joinable()) {
+            late.join();
+        }
+        EXPECT_TRUE(rig.engine->stats().device_fatal);
+        EXPECT_FALSE(rig.ledger.zero_loss());
+        bool cause = false;
+        for (const auto& why : rig.ledger.loss_reasons()) {
+            cause = cause || why.find("IBV_EVENT_DEVICE_FATAL") != std::string::npos;
+        }
+        EXPECT_TRUE(cause) << "announced at once: " << announce_now;
+    }
+}
+
+TEST(Engine, ARecoveryThatFailsWithNoFatalEventEndsTheRunWithItsError) {
+    Rig rig(options_for({kG1}, 16));
+    rig.engine->start();
+    rig.nic->raise_device_fatal(false);  // the event never comes
+    std::atomic<bool> stop{false};
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+        rig.engine->run(stop);
+        ADD_FAILURE() << "run() returned";
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("ibv_modify_qp"), std::string::npos) << e.what();
+    }
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, VerbsEngine::kFatalEventGrace);
+    EXPECT_FALSE(rig.engine->stats().device_fatal);
+}
+
 TEST(Engine, PinningToACpuThatDoesNotExistEndsTheRunWithAnError) {
     SimProvider provider;
     provider.add({});

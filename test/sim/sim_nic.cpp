@@ -883,16 +883,26 @@ void SimHardware::raise_port_event(std::uint8_t port, bool up) {
                    : make_event(EventKind::port_error, 0, port, "IBV_EVENT_PORT_ERR"));
 }
 
-void SimHardware::raise_device_fatal() {
+void SimHardware::raise_device_fatal(bool announce) {
+    State& s = *state_;
+    {
+        const std::lock_guard lock(s.mu);
+        if (s.fatal) {
+            return;
+        }
+        s.fatal = true;
+        for (auto& qp : s.qps) {
+            s.to_error(*qp);
+        }
+    }
+    if (announce) {
+        announce_device_fatal();
+    }
+}
+
+void SimHardware::announce_device_fatal() {
     State& s = *state_;
     const std::lock_guard lock(s.mu);
-    if (s.fatal) {
-        return;
-    }
-    s.fatal = true;
-    for (auto& qp : s.qps) {
-        s.to_error(*qp);
-    }
     s.broadcast(make_event(EventKind::device_fatal, 0, 0, "IBV_EVENT_DEVICE_FATAL"));
 }
 

@@ -144,7 +144,13 @@ class SimHardware {
     // A port event for another port of the device (a dual-port HCA): it
     // reaches every open handle, as every ibv_context gets port events.
     void raise_port_event(std::uint8_t port, bool up);
-    void raise_device_fatal();                     // device_fatal event; QPs → error
+    // QPs → error (every WR flushed) and the device_fatal event. The kernel
+    // dispatches that event from a work item (drivers/infiniband/hw/mlx5/
+    // main.c: mlx5_ib_event queues mlx5_ib_handle_event on mlx5_ib_event_wq),
+    // so a poll loop may see the flushes first: with `announce` false the
+    // event waits for announce_device_fatal().
+    void raise_device_fatal(bool announce = true);
+    void announce_device_fatal();
     void corrupt_next_wr_id(std::uint64_t wr_id);  // the next completion carries it
 
     SimCounters counters() const;

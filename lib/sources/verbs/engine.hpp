@@ -95,8 +95,13 @@ class VerbsEngine {
     // Returns the number of completions handled. The poll thread calls this
     // in a loop; tests call it directly.
     std::size_t poll_once();
-    // Busy-poll until `stop`; handles async events between batches.
+    // Busy-poll until `stop`; handles async events between batches. Ends
+    // without throwing on a device fatal error (stats().device_fatal), also
+    // when a failure it caused came first; throws on any other failure.
     void run(const std::atomic<bool>& stop);
+    // How long run() waits, after a failure, for the device to say it was
+    // a fatal error.
+    static constexpr std::chrono::milliseconds kFatalEventGrace{200};
     // An asynchronous event (from the device's event queue).
     void handle_event(const verbs::AsyncEvent& event);
     // Drain what the CQ holds and handle pending events without waiting.
@@ -144,6 +149,7 @@ class VerbsEngine {
     void take_releases();
     void post_all(Qp& qp);
     void flush_reposts(Qp& qp);
+    void poll_until(const std::atomic<bool>& stop);  // run() without its error handling
     void recover(Qp& qp);
     // The CQ and a QP per plan entry, with the first timestamp format the
     // device takes (device ticks, wall clock, none).

@@ -5,6 +5,7 @@
 // them, and QPs in error recovered. This is the per-packet path: it
 // allocates nothing. Setting up, starting, stopping, events and reports are
 // in engine.cpp.
+#include <fmt/format.h>
 #include <time.h>
 
 #include <algorithm>
@@ -341,6 +342,45 @@ void VerbsEngine::drain() {
 }
 
 void VerbsEngine::run(const std::atomic<bool>& stop) {
+    try {
+        poll_until(stop);
+    } catch (const std::exception& e) {
+        // A device fatal error flushes every QP at once, and the poll loop may
+        // see the flushes, and fail to recover a QP (mlx5 fails INIT2RTR with
+        // -EIO once in internal error, drivers/net/ethernet/mellanox/mlx5/core/
+        // cmd.c, mlx5_internal_err_ret_value), before it reads the
+        // IBV_EVENT_DEVICE_FATAL that says why: the kernel dispatches it from a
+        // work item (drivers/infiniband/hw/mlx5/main.c: mlx5_ib_event queues
+        // mlx5_ib_handle_event on mlx5_ib_event_wq), so it may come a little
+        // later or already be waiting. Either way the cause reported is the device's,
+        // when it says so within a short grace; otherwise the error stands.
+        const auto until = std::chrono::steady_clock::now() + kFatalEventGrace;
+        while (!stats_.device_fatal) {
+            const auto now = std::chrono::steady_clock::now();
+            if (now >= until) {
+                break;
+            }
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - now);
+            const auto event = device_.wait_event(left);
+            if (!event) {
+                break;
+            }
+            // Only the fatal kinds: they touch no QP and cannot throw again.
+            // Any other event is moot, as the run ends with an error anyway.
+            if (event->kind == verbs::EventKind::device_fatal ||
+                event->kind == verbs::EventKind::cq_error) {
+                handle_event(*event);
+            }
+        }
+        if (!stats_.device_fatal) {
+            throw;
+        }
+        ledger_.add_note(
+            fmt::format("{}: after the fatal error: {}", device_.caps().name, e.what()));
+    }
+}
+
+void VerbsEngine::poll_until(const std::atomic<bool>& stop) {
     std::uint64_t idle = 0;
     std::uint32_t iteration = 0;
     while (!stop.load(std::memory_order_relaxed) && !stats_.device_fatal) {
