@@ -32,6 +32,34 @@ constexpr std::array<std::string_view, kReasonCount> kReasonNames = {
 };
 }  // namespace
 
+std::string_view to_string(LossCause cause) {
+    switch (cause) {
+        case LossCause::none:
+            return "none";
+        case LossCause::port_discards:
+            return "port_discards";
+        case LossCause::receive_queue:
+            return "receive_queue";
+        case LossCause::ring_hold_limit:
+            return "ring_hold_limit";
+        case LossCause::completion_errors:
+            return "completion_errors";
+        case LossCause::port_down:
+            return "port_down";
+        case LossCause::gpu_xid:
+            return "gpu_xid";
+        case LossCause::kernel:
+            return "kernel";
+        case LossCause::writer:
+            return "writer";
+        case LossCause::upstream:
+            return "upstream";
+        case LossCause::count_:
+            break;
+    }
+    return "unknown";
+}
+
 std::string_view to_string(Reason reason) {
     const auto i = static_cast<std::size_t>(reason);
     return i < kReasonNames.size() ? kReasonNames[i] : "unknown";

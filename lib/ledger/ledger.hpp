@@ -102,11 +102,32 @@ struct OutputStats {
     std::string error;              // empty unless the output failed
 };
 
+// Where frames were lost, as a witness outside the sequence counts tells it
+// (docs/observability.md, "The timeline and a cause for every gap").
+enum class LossCause : std::uint8_t {
+    none,               // the counter witnesses no loss (diagnostic only)
+    port_discards,      // the NIC port dropped them (buffer full: rx_discards_phy and peers)
+    receive_queue,      // matched, but no receive WR posted (out_of_buffer, undelivered)
+    ring_hold_limit,    // receive slots held by consumers ran the ring dry
+    completion_errors,  // work-completion errors and QP recovery
+    port_down,          // the link was down
+    gpu_xid,            // the capture's GPU reported an XID
+    kernel,             // the kernel's receive path (libpcap ring, netdev rings)
+    writer,             // records the writers could not write
+    upstream,           // no witness on this host moved: the sender or the network
+    count_
+};
+inline constexpr std::size_t kLossCauseCount = static_cast<std::size_t>(LossCause::count_);
+std::string_view to_string(LossCause cause);
+
 // A NIC- or kernel-side counter, read at the start and the end of a run.
 struct SourceCounter {
     std::string name;
     std::uint64_t value = 0;  // delta over the run
     bool is_drop = false;     // counts frames lost before they reached ibvcap
+    // What its growth witnesses. A counter can witness a cause without
+    // counting drops itself (a port-down event count, a GPU XID count).
+    LossCause cause = LossCause::none;
 };
 
 struct Totals {

@@ -15,7 +15,9 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "lib/demux/demux.hpp"
 #include "lib/run/common.hpp"
@@ -41,6 +43,9 @@ struct RunSettings {
     // sees the stop flag: "stopping: writing 120.0 MiB; Ctrl-C again to
     // abandon it" (null: none). Written only if the stream takes it at once.
     Console* notices = nullptr;
+    // Witnesses outside the source (the GPU's XIDs): sampled once a second
+    // with the source's own (Source::witnesses), on the run loop's thread.
+    std::vector<std::function<std::vector<SourceCounter>()>> witnesses;
 };
 
 // Runs `source` until `stop`, the duration, the count, or the source ends.

@@ -87,6 +87,11 @@ class Source {
     virtual void tick(RunInfo& /*info*/) {}
     // What the source knows live (the stats line), on the run loop's thread.
     virtual SourceFigures figures() const { return {frames(), {}, 0, {}}; }
+    // Its witnesses (NIC, port and kernel counters, completion errors,
+    // recoveries, port events...), each with its growth since start() and
+    // the cause it witnesses, on the run loop's thread right after tick().
+    // The timeline (docs/observability.md) takes per-second deltas of these.
+    virtual std::vector<SourceCounter> witnesses() const { return {}; }
     // No frame is delivered after this returns: groups left, queues drained
     // (at most `remaining` more frames when set), threads joined.
     virtual void stop(std::optional<std::uint64_t> remaining) = 0;
