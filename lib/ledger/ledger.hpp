@@ -165,6 +165,8 @@ class Ledger {
     }
     void count_reason(Reason reason) { ++reasons_[static_cast<std::size_t>(reason)]; }
 
+    std::uint64_t packets() const { return packets_; }
+    std::uint64_t bytes() const { return bytes_; }
     std::vector<StreamStats>& streams() { return streams_; }
     const std::vector<StreamStats>& streams() const { return streams_; }
     std::uint64_t reason_count(Reason reason) const {

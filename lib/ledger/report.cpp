@@ -20,6 +20,46 @@ nlohmann::json position(const FramePosition& p) {
 }
 }  // namespace
 
+namespace {
+
+// docs/observability.md, "The timeline and a cause for every gap".
+void add_timeline(nlohmann::json& j, const Timeline& timeline) {
+    nlohmann::json seconds = nlohmann::json::array();
+    for (const auto& s : timeline.seconds()) {
+        nlohmann::json counters = nlohmann::json::object();
+        for (const auto& [name, growth] : s.counters) {
+            counters[name] = growth;
+        }
+        seconds.push_back({{"t", s.t},
+                           {"packets", s.packets},
+                           {"bytes", s.bytes},
+                           {"missing", s.missing},
+                           {"filled", s.filled},
+                           {"counters", counters}});
+    }
+    j["timeline"] = seconds;
+    nlohmann::json gaps = nlohmann::json::array();
+    for (const auto& g : timeline.gaps()) {
+        gaps.push_back({{"t", g.t},
+                        {"stream", g.stream},
+                        {"missing", g.missing},
+                        {"cause", to_string(g.cause)},
+                        {"witnesses", g.witnesses}});
+    }
+    j["gaps"] = gaps;
+    j["gaps_not_listed"] = timeline.gaps_not_listed();
+    nlohmann::json by_cause = nlohmann::json::object();
+    const auto lost = timeline.lost_by_cause();
+    for (std::size_t c = 0; c < kLossCauseCount; ++c) {
+        if (static_cast<LossCause>(c) != LossCause::none) {
+            by_cause[std::string(to_string(static_cast<LossCause>(c)))] = lost[c];
+        }
+    }
+    j["lost_by_cause"] = by_cause;
+}
+
+}  // namespace
+
 nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     const Totals t = ledger.totals();
     nlohmann::json j;
@@ -64,7 +104,11 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     j["reasons"] = {{"malformed", malformed}, {"non_codif", non_codif}};
     nlohmann::json counters = nlohmann::json::array();
     for (const auto& c : ledger.source_counters()) {
-        counters.push_back({{"name", c.name}, {"value", c.value}, {"drop", c.is_drop}});
+        nlohmann::json entry = {{"name", c.name}, {"value", c.value}, {"drop", c.is_drop}};
+        if (c.cause != LossCause::none) {
+            entry["cause"] = to_string(c.cause);
+        }
+        counters.push_back(std::move(entry));
     }
     j["source_counters"] = counters;
     nlohmann::json streams = nlohmann::json::array();
@@ -121,6 +165,7 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     j["lines_not_printed"] = {{"stats", run.stats_lines_dropped},
                               {"frames", run.frame_lines_dropped}};
     j["notes"] = ledger.notes();
+    add_timeline(j, run.timeline);
     return j;
 }
 
@@ -279,6 +324,20 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
                    p.busy_waits,
                    polls > 0 ? 100.0 * static_cast<double>(p.busy_waits) / polls : 0.0,
                    frames > 0 ? polls / frames : 0.0, polls > 0 ? frames / polls : 0.0);
+    }
+    {
+        const auto lost = run.timeline.lost_by_cause();
+        std::string line;
+        for (std::size_t c = 0; c < kLossCauseCount; ++c) {
+            if (lost[c] > 0) {
+                const auto cause = static_cast<LossCause>(c);
+                line += fmt::format("{}{} {}{}", line.empty() ? "" : ", ", to_string(cause),
+                                    lost[c], cause == LossCause::writer ? " (not written)" : "");
+            }
+        }
+        if (!line.empty()) {
+            fmt::print(out, "  lost by cause: {}\n", line);
+        }
     }
     if (run.watchdog_alarms > 0) {
         fmt::print(out, "  watchdog: {} alarms (a stream silent while the NIC counted arrivals)\n",

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lib/ledger/ledger.hpp"
+#include "lib/ledger/timeline.hpp"
 
 namespace ibvcap {
 
@@ -35,6 +36,9 @@ struct RunInfo {
     // so the capture never waits for a terminal or a pipe (lib/run/console.hpp).
     std::uint64_t stats_lines_dropped = 0;  // the live stats line (stderr)
     std::uint64_t frame_lines_dropped = 0;  // -v lines (stdout)
+    // Per second: counts and witnesses; each gap with its cause
+    // (docs/observability.md, "The timeline and a cause for every gap").
+    Timeline timeline;
 };
 
 nlohmann::json report_json(const Ledger& ledger, const RunInfo& run);

@@ -19,6 +19,7 @@ namespace {
 // demux goes before the sinks it calls, the sinks before the writer.
 struct Lane {
     Ledger ledger;
+    LivePublisher live;  // the lane's counts for the timeline, when its demux has its own thread
     std::unique_ptr<Writer> writer;
     std::unique_ptr<FileSinks> files;
     std::unique_ptr<Demux> demux;
@@ -49,6 +50,30 @@ void acknowledge_stop(Console* out, const std::string& command,
                           command, double(backlog) / double(1 << 20))
             : fmt::format("ibvcap {}: stopping; Ctrl-C again to stop at once\n", command);
     out->try_write(line);
+}
+
+// Every witness: the source's, the run's own (the GPU's XIDs) and the
+// writers' drops so far.
+std::vector<SourceCounter> all_witnesses(const Source& source, const RunSettings& settings,
+                                         const std::vector<std::unique_ptr<Lane>>& lanes) {
+    std::vector<SourceCounter> out = source.witnesses();
+    for (const auto& w : settings.witnesses) {
+        for (auto& c : w()) {
+            out.push_back(std::move(c));
+        }
+    }
+    std::uint64_t dropped = 0;
+    bool writing = false;
+    for (const auto& l : lanes) {
+        if (l->writer) {
+            writing = true;
+            dropped += l->writer->dropped_so_far();
+        }
+    }
+    if (writing) {
+        out.push_back({"writer/dropped", dropped, false, LossCause::writer});
+    }
+    return out;
 }
 
 }  // namespace
@@ -117,7 +142,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         if (settings.blocks != nullptr) {
             lane->demux->add_sink(*settings.blocks);
         }
-        targets.push_back({lane->demux.get(), &lane->ledger});
+        targets.push_back({lane->demux.get(), &lane->ledger, &lane->live});
         lanes.push_back(std::move(lane));
     }
     source.connect(targets);
@@ -160,6 +185,25 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         ticker.tick(snapshot(source.figures()));  // the baseline
     }
     auto last_tick = start;
+    Timeline& timeline = outcome.info.timeline;
+    std::vector<LiveView> views(lanes.size());
+    const auto sample_timeline = [&](Clock::time_point now) {
+        for (std::size_t i = 0; i < lanes.size(); ++i) {
+            if (source.demux_on_loop_thread()) {
+                views[i].copy_from(lanes[i]->ledger);
+            } else {
+                views[i] = lanes[i]->live.read();  // the copy asked for a second ago
+                lanes[i]->live.request();
+            }
+        }
+        timeline.sample(std::chrono::duration<double>(now - start).count(), views,
+                        all_witnesses(source, settings, lanes));
+    };
+    if (!source.demux_on_loop_thread()) {
+        for (auto& l : lanes) {
+            l->live.request();  // so the first second has a copy
+        }
+    }
     for (;;) {
         if (stop.load(std::memory_order_relaxed)) {
             outcome.info.interrupted = true;
@@ -179,6 +223,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             // an exception (a running std::thread would terminate the process).
             try {
                 source.tick(outcome.info);
+                sample_timeline(now);
                 if (ticker.enabled()) {
                     ticker.tick(snapshot(source.figures()));
                 }
@@ -218,6 +263,18 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         reports.push_back({l->demux.get(), &l->ledger});
     }
     source.report(reports, outcome.info);
+    // The last second, from the final counts: the timeline's seconds add up
+    // to the report's totals.
+    {
+        std::uint64_t write_drops = 0;
+        for (std::size_t i = 0; i < lanes.size(); ++i) {
+            views[i].copy_from(lanes[i]->ledger);
+            write_drops += lanes[i]->ledger.totals().write_drops;
+        }
+        timeline.sample(std::chrono::duration<double>(Clock::now() - start).count(), views,
+                        all_witnesses(source, settings, lanes));
+        timeline.set_write_drops(write_drops);
+    }
     if (lanes.size() == 1) {
         outcome.ledger = std::move(lanes.front()->ledger);
     } else {

@@ -76,6 +76,7 @@ Writer::Writer(const Options& options) : options_(options) {
                 if (buffer == nullptr) {
                     return;
                 }
+                const std::uint64_t dropped_before = buffer->output->dropped_by_writer;
                 try {
                     io.write_buffer(*buffer, *buffer->output);
                 } catch (const std::exception& e) {
@@ -85,6 +86,9 @@ Writer::Writer(const Options& options) : options_(options) {
                     if (options_.faults != nullptr) {
                         options_.faults->report(fmt::format("disk thread {}", t), e.what());
                     }
+                }
+                if (const std::uint64_t n = buffer->output->dropped_by_writer - dropped_before) {
+                    dropped_.fetch_add(n, std::memory_order_relaxed);
                 }
                 // Written, failed or abandoned: the held frames go back now.
                 for (std::size_t i = 0; i < buffer->tokens.size();) {
@@ -201,6 +205,7 @@ bool Writer::begin_record(Output& out, std::size_t bytes, std::size_t pieces,
                 out.lane->free.enqueue(b);
             }
             ++out.dropped_by_producer;
+            dropped_.fetch_add(1, std::memory_order_relaxed);
             return false;
         }
         b->reset();
@@ -230,6 +235,7 @@ void Writer::write(OutputId output, std::span<const Bytes> pieces, std::uint64_t
 
 void Writer::refuse(OutputId output, const char* why) {
     ++output->dropped_by_producer;
+    dropped_.fetch_add(1, std::memory_order_relaxed);
     if (output->refused++ == 0) {
         output->refused_why = why;
     }
@@ -259,6 +265,7 @@ void Writer::write_frame(OutputId output, Bytes prefix, const Frame& frame, std:
         // GPU memory is never read on the poll thread: without a hold the
         // record cannot be written. Counted, like a full queue.
         ++out.dropped_by_producer;
+        dropped_.fetch_add(1, std::memory_order_relaxed);
         return;
     }
     const bool hold = can_hold && (touches_device || len >= options_.min_hold_bytes);

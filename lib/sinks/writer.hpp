@@ -143,6 +143,10 @@ class Writer {
     std::uint64_t backlog_bytes() const { return backlog_.load(std::memory_order_relaxed); }
     // Any thread: frames held by queued buffers and not yet released.
     std::uint64_t frames_held() const { return held_.load(std::memory_order_relaxed); }
+    // Any thread: records dropped so far, by the producer (a full queue, a
+    // refusal) or a disk thread (a failed output, an abandon). The timeline's
+    // writer witness; stats() has the exact split per output at the end.
+    std::uint64_t dropped_so_far() const { return dropped_.load(std::memory_order_relaxed); }
 
     // The name of file `index` of a rotated output whose base path is `path`:
     // "dir/a.codif" → "dir/a.000007.codif".
@@ -165,6 +169,7 @@ class Writer {
     bool finished_ = false;
     std::atomic<std::uint64_t> backlog_{0};
     std::atomic<std::uint64_t> held_{0};
+    std::atomic<std::uint64_t> dropped_{0};
 };
 
 }  // namespace ibvcap

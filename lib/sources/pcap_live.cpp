@@ -399,13 +399,34 @@ void PcapLiveSource::stop(std::optional<std::uint64_t> remaining) {
     }
 }
 
+std::vector<SourceCounter> PcapLiveSource::kernel_counters() const {
+    // libpcap's totals (pcap_stats(3PCAP)): ps_drop, the socket's ring was
+    // full; ps_ifdrop, the interface dropped them. Both the kernel's side.
+    const State& st = *state_;
+    return {
+        {"pcap/ps_recv", st.stats.recv.total, false, LossCause::none},
+        {"pcap/ps_drop", st.stats.drop.total, true, LossCause::kernel},
+        {"pcap/ps_ifdrop", st.stats.ifdrop.total, true, LossCause::kernel},
+    };
+}
+
+std::vector<SourceCounter> PcapLiveSource::witnesses() const {
+    std::vector<SourceCounter> out = kernel_counters();
+    if (state_->counters) {
+        for (auto& c : state_->counters->to_source_counters(options_.interface + "/")) {
+            out.push_back(std::move(c));
+        }
+    }
+    return out;
+}
+
 void PcapLiveSource::report(std::span<const SourceLane> lanes, RunInfo& info) {
     State& st = *state_;
     const std::string& ifname = options_.interface;
     Ledger& ledger = *lanes.front().ledger;
-    ledger.add_source_counter({"pcap/ps_recv", st.stats.recv.total, false});
-    ledger.add_source_counter({"pcap/ps_drop", st.stats.drop.total, true});
-    ledger.add_source_counter({"pcap/ps_ifdrop", st.stats.ifdrop.total, true});
+    for (auto& c : kernel_counters()) {
+        ledger.add_source_counter(std::move(c));
+    }
     if (st.counters) {
         st.counters->snapshot();
         for (const auto& name : st.counters->missing()) {

@@ -66,11 +66,15 @@ class PcapLiveSource final : public Source {
     std::uint64_t frames() const override;
     void tick(RunInfo& info) override;
     SourceFigures figures() const override;
+    // libpcap's counters and the interface's drop counters (read in tick()).
+    std::vector<SourceCounter> witnesses() const override;
     // Leaves the groups, then reads what the kernel still holds.
     void stop(std::optional<std::uint64_t> remaining) override;
     void report(std::span<const SourceLane> lanes, RunInfo& info) override;
 
   private:
+    std::vector<SourceCounter> kernel_counters() const;
+
     struct State;
     PcapLiveOptions options_;
     MembershipFactory memberships_;

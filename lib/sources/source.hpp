@@ -19,6 +19,7 @@
 
 #include "lib/demux/demux.hpp"
 #include "lib/ledger/ledger.hpp"
+#include "lib/ledger/live.hpp"
 #include "lib/ledger/report.hpp"
 #include "lib/sinks/block_sink.hpp"
 
@@ -27,6 +28,9 @@ namespace ibvcap {
 struct SourceLane {
     Demux* demux = nullptr;
     Ledger* ledger = nullptr;
+    // Where a source whose demux runs on a thread of its own publishes the
+    // lane's counts when asked (lib/ledger/live.hpp); null: nobody asks.
+    LivePublisher* live = nullptr;
 };
 
 // What a source knows live, for the stats line (lib/run/stats_line.hpp).
@@ -92,6 +96,10 @@ class Source {
     // the cause it witnesses, on the run loop's thread right after tick().
     // The timeline (docs/observability.md) takes per-second deltas of these.
     virtual std::vector<SourceCounter> witnesses() const { return {}; }
+    // Whether the lanes' demux runs on the run loop's thread (in step()), so
+    // the loop may read their ledgers itself; otherwise the source publishes
+    // them to SourceLane::live when asked.
+    virtual bool demux_on_loop_thread() const { return true; }
     // No frame is delivered after this returns: groups left, queues drained
     // (at most `remaining` more frames when set), threads joined.
     virtual void stop(std::optional<std::uint64_t> remaining) = 0;

@@ -374,6 +374,7 @@ void VerbsEngine::stop() {
     if (!stats_.device_fatal) {
         drain();
     }
+    publish_witnesses();  // the drains' completions too
 }
 
 std::vector<SourceCounter> VerbsEngine::flow_counters() {
@@ -427,13 +428,41 @@ std::vector<SourceCounter> VerbsEngine::read_flow_counters() {
     return out;
 }
 
-void VerbsEngine::report_to(Ledger& ledger) const {
+std::uint64_t VerbsEngine::wc_errors() const {
     using verbs::WcStatus;
     auto count = [&](WcStatus s) { return stats_.wc_by_status[static_cast<std::size_t>(s)]; };
     // Each of these is a frame lost between the NIC and us.
-    ledger.add_wc_errors(count(WcStatus::loc_len_err) + count(WcStatus::loc_prot_err) +
-                         count(WcStatus::loc_qp_op_err) + count(WcStatus::other) +
-                         stats_.bad_wr_id + stats_.bad_byte_len + stats_.stale_frames);
+    return count(WcStatus::loc_len_err) + count(WcStatus::loc_prot_err) +
+           count(WcStatus::loc_qp_op_err) + count(WcStatus::other) + stats_.bad_wr_id +
+           stats_.bad_byte_len + stats_.stale_frames;
+}
+
+void VerbsEngine::publish_witnesses() {
+    auto& w = witnesses_published_;
+    w.wc_errors.store(wc_errors(), std::memory_order_relaxed);
+    w.recoveries.store(stats_.recoveries, std::memory_order_relaxed);
+    w.port_down.store(stats_.port_down_events, std::memory_order_relaxed);
+    w.hold_limit.store(stats_.hold_refused, std::memory_order_relaxed);
+}
+
+std::vector<SourceCounter> VerbsEngine::witnesses(const std::string& prefix) const {
+    const auto& w = witnesses_published_;
+    return {
+        {prefix + "wc_errors", w.wc_errors.load(std::memory_order_relaxed), false,
+         LossCause::completion_errors},
+        {prefix + "qp_recoveries", w.recoveries.load(std::memory_order_relaxed), false,
+         LossCause::completion_errors},
+        {prefix + "port_down_events", w.port_down.load(std::memory_order_relaxed), false,
+         LossCause::port_down},
+        {prefix + "zero_copy/limit_reached", w.hold_limit.load(std::memory_order_relaxed), false,
+         LossCause::ring_hold_limit},
+    };
+}
+
+void VerbsEngine::report_to(Ledger& ledger) const {
+    using verbs::WcStatus;
+    auto count = [&](WcStatus s) { return stats_.wc_by_status[static_cast<std::size_t>(s)]; };
+    ledger.add_wc_errors(wc_errors());
     const std::string dev = device_.caps().name;
     for (const auto s : {WcStatus::loc_len_err, WcStatus::loc_prot_err, WcStatus::loc_qp_op_err,
                          WcStatus::wr_flush_err, WcStatus::other}) {

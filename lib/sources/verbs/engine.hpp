@@ -22,6 +22,7 @@
 #include "lib/demux/demux.hpp"
 #include "lib/device_calls.hpp"
 #include "lib/ledger/ledger.hpp"
+#include "lib/ledger/live.hpp"
 #include "lib/netaddr.hpp"
 #include "lib/sources/igmp.hpp"
 #include "lib/sources/verbs/payload_memory.hpp"
@@ -111,6 +112,17 @@ class VerbsEngine {
     void stop();
 
     const EngineStats& stats() const { return stats_; }
+    // The lane's ledger copies for the timeline and the metrics
+    // (lib/ledger/live.hpp): made on the poll thread when asked, every 1024
+    // polls, next to the device events. Call before start().
+    void set_live(LivePublisher* live) { live_ = live; }
+    // Another thread's view of this engine's witnesses (published every 1024
+    // polls and when the poll loop ends), names prefixed with `prefix`:
+    // completion errors and QP recoveries (LossCause::completion_errors), port
+    // down events (port_down), frames offered while consumers held
+    // hold_limit slots of a ring, i.e. the ring ran at half its depth
+    // (ring_hold_limit).
+    std::vector<SourceCounter> witnesses(const std::string& prefix) const;
     // Another thread's view, once a second while the poll thread runs: for
     // each QP whose rules counted arrivals since the last call but which
     // delivered nothing in that time, a line saying so (a starved ring or a
@@ -189,6 +201,15 @@ class VerbsEngine {
     std::atomic<std::uint64_t> published_{0};
     std::atomic<std::uint64_t> held_published_{0};
     std::atomic<std::uint64_t> bytes_published_{0};
+    struct PublishedWitnesses {
+        std::atomic<std::uint64_t> wc_errors{0};
+        std::atomic<std::uint64_t> recoveries{0};
+        std::atomic<std::uint64_t> port_down{0};
+        std::atomic<std::uint64_t> hold_limit{0};
+    } witnesses_published_;
+    void publish_witnesses();
+    std::uint64_t wc_errors() const;  // the frames report_to counts as wc errors
+    LivePublisher* live_ = nullptr;
     std::uint64_t bytes_ = 0;
     std::unique_ptr<Releases> releases_;
     std::vector<std::uint64_t> released_;  // the poll thread's side of the swap

@@ -342,6 +342,12 @@ void VerbsEngine::drain() {
 }
 
 void VerbsEngine::run(const std::atomic<bool>& stop) {
+    // Whichever way the loop ends, the witnesses other threads read are
+    // those of the end.
+    struct PublishAtEnd {
+        VerbsEngine& e;
+        ~PublishAtEnd() { e.publish_witnesses(); }
+    } publish_at_end{*this};
     try {
         poll_until(stop);
     } catch (const std::exception& e) {
@@ -388,6 +394,10 @@ void VerbsEngine::poll_until(const std::atomic<bool>& stop) {
         if (++iteration % 1024 == 0) {
             while (auto event = device_.wait_event(std::chrono::milliseconds(0))) {
                 handle_event(*event);
+            }
+            publish_witnesses();
+            if (live_ != nullptr && live_->wanted()) {
+                live_->publish(ledger_);
             }
             if (std::chrono::steady_clock::now() - last_clock_sync_ >= std::chrono::seconds(1)) {
                 resync_clock();

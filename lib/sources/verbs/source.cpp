@@ -137,6 +137,7 @@ void VerbsSource::connect(std::span<const SourceLane> lanes) {
         part.engine = std::make_unique<VerbsEngine>(
             *part.device, options_.engine, *lanes[i].demux, *part.ledger,
             options_.payload != nullptr ? *options_.payload : *host_memory_, join);
+        part.engine->set_live(lanes[i].live);
     }
 }
 
@@ -270,6 +271,25 @@ SourceFigures VerbsSource::figures() const {
     f.bytes = bytes;
     f.slots_held = slots;
     return f;
+}
+
+std::vector<SourceCounter> VerbsSource::witnesses() const {
+    std::vector<SourceCounter> out;
+    for (const auto& p : parts_) {
+        const std::string prefix = p->device->caps().name + "/";
+        if (p->counters) {
+            for (auto& c : p->counters->to_source_counters(prefix)) {
+                out.push_back(std::move(c));
+            }
+        }
+        if (!p->engine) {
+            continue;
+        }
+        for (auto& c : p->engine->witnesses(prefix)) {
+            out.push_back(std::move(c));
+        }
+    }
+    return out;
 }
 
 void VerbsSource::stop(std::optional<std::uint64_t> /*remaining*/) {

@@ -78,6 +78,10 @@ class VerbsSource final : public Source {
     std::uint64_t frames() const override;
     void tick(RunInfo& info) override;
     SourceFigures figures() const override;
+    // Per device (names prefixed "mlx5_0/"): the NIC and netdev counters read
+    // in tick(), and the engine's published witnesses.
+    std::vector<SourceCounter> witnesses() const override;
+    bool demux_on_loop_thread() const override { return false; }
     void stop(std::optional<std::uint64_t> remaining) override;
     void report(std::span<const SourceLane> lanes, RunInfo& info) override;
 
