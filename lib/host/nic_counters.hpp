@@ -26,9 +26,10 @@
 // What the net/ counters mean on mlx5 (mlx5e_get_stats, en_main.c):
 // rx_crc_errors is the port's FCS error count (ethtool rx_crc_errors_phy);
 // rx_missed_errors (kernels from 2024; rx_dropped before that) is the netdev's
-// own rx_out_of_buffer, i.e. the kernel's receive rings, not a raw QP's; since
-// "net/mlx5e: Report rx_discards_phy via rx_dropped" (6.14, and stable)
-// rx_dropped also adds the port's rx_discards_phy, so it stays diagnostic.
+// own rx_out_of_buffer, i.e. the kernel's receive rings, not a raw QP's. Since
+// "net/mlx5e: Report rx_discards_phy via rx_dropped" (kernels from 2025, and
+// stable backports) rx_dropped also adds the port's rx_discards_phy, so it
+// stays diagnostic: the port's discards are counted once, as ethtool's.
 //
 // The driver's own statistics (what `ethtool -S` prints), through the ethtool
 // ioctl (lib/host/ethtool_stats.hpp) → "ethtool/<name>": the names are found
