@@ -11,7 +11,7 @@ packages=(
   libpcap-dev libcxxopts-dev libfmt-dev nlohmann-json3-dev libreaderwriterqueue-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang clang-format
-  tshark tcpdump iproute2 jq
+  tshark tcpdump iproute2 jq ethtool
 )
 
 missing=()

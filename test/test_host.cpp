@@ -5,18 +5,29 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <net/if.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
+#include "frames.hpp"
 #include "lib/host/devices.hpp"
+#include "lib/host/ethtool_stats.hpp"
 #include "lib/host/nic_counters.hpp"
 #include "lib/netaddr.hpp"
 #include "lib/sources/igmp.hpp"
@@ -425,10 +436,60 @@ bool has_counter(const NicCounters& counters, const std::string& name) {
                        [&](const NicCounters::Delta& d) { return d.name == name; });
 }
 
+// A driver's ethtool statistics, as the test sets them. Like the kernel's
+// ETHTOOL_GSTATS (net/ethtool/ioctl.c, ethtool_get_stats), values() answers
+// for the set of the moment: a caller that expects another count is told the
+// set changed.
+class FakeEthtool final : public EthtoolStatsReader {
+  public:
+    std::vector<std::string> stat_names;
+    std::vector<std::uint64_t> stat_values;
+    int names_error = 0;
+    int values_error = 0;
+    int names_calls = 0;
+    int values_calls = 0;
+
+    int names(const std::string& /*ifname*/, std::vector<std::string>& out) override {
+        ++names_calls;
+        if (names_error != 0) {
+            return names_error;
+        }
+        out = stat_names;
+        return 0;
+    }
+    int values(const std::string& /*ifname*/, std::size_t expected,
+               std::vector<std::uint64_t>& out) override {
+        ++values_calls;
+        if (values_error != 0) {
+            return values_error;
+        }
+        if (expected != stat_names.size()) {
+            return kSetChanged;
+        }
+        out = stat_values;
+        return 0;
+    }
+    // Set one value by name.
+    void set(const std::string& name, std::uint64_t value) {
+        const auto it = std::find(stat_names.begin(), stat_names.end(), name);
+        if (it == stat_names.end()) {
+            throw std::runtime_error("fake has no " + name);
+        }
+        stat_values[static_cast<std::size_t>(it - stat_names.begin())] = value;
+    }
+};
+
+// For the sysfs tests: a netdev the ethtool ioctl does not know.
+std::shared_ptr<FakeEthtool> no_ethtool() {
+    auto fake = std::make_shared<FakeEthtool>();
+    fake->names_error = ENODEV;
+    return fake;
+}
+
 TEST(NicCounters, ExactDeltasAndDropFlags) {
     FakeSysfs fs;
     write_counters(fs);
-    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0");
+    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0", no_ethtool());
     EXPECT_TRUE(counters.deltas().empty());  // nothing read before the start
     counters.snapshot_start();
     EXPECT_TRUE(counters.missing().empty());
@@ -488,7 +549,7 @@ TEST(NicCounters, DecreaseIsAReset) {
     FakeSysfs fs;
     write_counters(fs);
     fs.write(std::string(kHw) + "out_of_buffer", "100");
-    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0");
+    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0", no_ethtool());
     counters.snapshot_start();
     fs.write(std::string(kHw) + "out_of_buffer", "30");  // reset, then 30 more
     counters.snapshot();
@@ -505,7 +566,7 @@ TEST(NicCounters, ADecreaseFromTheTopOfThe32BitRangeIsAWrap) {
     FakeSysfs fs;
     write_counters(fs);
     fs.write(std::string(kHw) + "out_of_buffer", "4294967200");  // 2^32 - 96
-    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0");
+    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0", no_ethtool());
     counters.snapshot_start();
     fs.write(std::string(kHw) + "out_of_buffer", "4");  // 96 to the wrap, then 4
     counters.snapshot();
@@ -528,7 +589,7 @@ TEST(NicCounters, UnreadableFilesAreSkippedAndDropsListedMissing) {
     fs.remove(std::string(kNet) + "rx_dropped");  // not a drop: skipped, not missing
     fs.mkdir(std::string(kHw) + "odd_dir");       // not a drop: skipped, not missing
 
-    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0");
+    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0", no_ethtool());
     counters.snapshot_start();
     counters.snapshot();
     EXPECT_EQ(counters.missing(),
@@ -546,7 +607,7 @@ TEST(NicCounters, UnreadableFilesAreSkippedAndDropsListedMissing) {
 TEST(NicCounters, DropCounterThatVanishesKeepsItsValueAndIsMissing) {
     FakeSysfs fs;
     write_counters(fs);
-    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0");
+    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0", no_ethtool());
     counters.snapshot_start();
     fs.write(std::string(kNet) + "rx_missed_errors", "4");
     counters.snapshot();
@@ -574,7 +635,7 @@ TEST(NicCounters, NoHwCountersDirectoryOrNetdev) {
 TEST(NicCounters, ToSourceCounters) {
     FakeSysfs fs;
     write_counters(fs);
-    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0");
+    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0", no_ethtool());
     counters.snapshot_start();
     fs.write(std::string(kHw) + "out_of_buffer", "8");
     fs.write(std::string(kNet) + "rx_dropped", "1001");
@@ -595,6 +656,398 @@ TEST(NicCounters, ToSourceCounters) {
     EXPECT_EQ(drops, 3u);
     const auto prefixed = counters.to_source_counters("mlx5_0/1/");
     EXPECT_EQ(prefixed[0].name, "mlx5_0/1/hw_counters/out_of_buffer");
+}
+
+// ---------------------------------------------------------------------------
+// NIC counters: the driver's ethtool statistics (fake reader)
+
+// Some of mlx5's names (en_stats.c), in driver order, with the first values.
+std::shared_ptr<FakeEthtool> mlx5_ethtool() {
+    auto fake = std::make_shared<FakeEthtool>();
+    fake->stat_names = {"rx_packets",          "rx_out_of_buffer",     "rx_packets_phy",
+                        "rx_crc_errors_phy",   "rx_discards_phy",      "tx_discards_phy",
+                        "rx_prio3_discards",   "rx_prio3_buf_discard", "link_down_events_phy",
+                        "rx_oversize_pkts_phy"};
+    fake->stat_values = {100, 1, 200, 2, 3, 4, 5, 6, 7, 8};
+    return fake;
+}
+
+// missing(), the ethtool statistics only (a /nonexistent sysfs root has none
+// of the net/ files either).
+std::vector<std::string> ethtool_missing(const NicCounters& counters) {
+    std::vector<std::string> result;
+    for (const auto& name : counters.missing()) {
+        if (name.starts_with("ethtool/")) {
+            result.push_back(name);
+        }
+    }
+    return result;
+}
+
+TEST(NicCountersEthtool, NamesFoundOnceValuesReadEachSnapshot) {
+    FakeSysfs fs;
+    write_counters(fs);
+    auto fake = mlx5_ethtool();
+    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0", fake);
+    counters.snapshot_start();
+    EXPECT_EQ(fake->names_calls, 1);
+    EXPECT_EQ(fake->values_calls, 1);
+    fake->set("rx_discards_phy", 10);
+    fake->set("rx_packets", 150);
+    counters.snapshot();
+    fake->set("rx_discards_phy", 13);
+    fake->set("rx_crc_errors_phy", 5);
+    fake->set("link_down_events_phy", 8);
+    counters.snapshot();
+    EXPECT_EQ(fake->names_calls, 1) << "the names are read once";
+    EXPECT_EQ(fake->values_calls, 3);
+
+    EXPECT_FALSE(has_counter(counters, "ethtool/rx_packets")) << "not kept";
+    EXPECT_FALSE(has_counter(counters, "ethtool/tx_discards_phy")) << "not kept";
+    const auto discards = delta_of(counters, "ethtool/rx_discards_phy");
+    EXPECT_EQ(discards.start, 3u);
+    EXPECT_EQ(discards.now, 13u);
+    EXPECT_EQ(discards.delta, 10u);
+    EXPECT_TRUE(discards.is_drop);
+    EXPECT_EQ(discards.cause, LossCause::port_discards);
+    EXPECT_EQ(delta_of(counters, "ethtool/rx_crc_errors_phy").delta, 3u);
+    EXPECT_EQ(delta_of(counters, "ethtool/link_down_events_phy").delta, 1u);
+    EXPECT_EQ(delta_of(counters, "ethtool/rx_prio3_discards").delta, 0u);
+    EXPECT_TRUE(counters.missing().empty());
+    EXPECT_TRUE(counters.notes().empty());
+    // Only rx_discards_phy counts among the drops: hw out_of_buffer has not
+    // moved, the net/ files neither.
+    EXPECT_EQ(nic_drops_so_far(counters), 10u);
+
+    // The ledger gets them under their names, after the sysfs counters.
+    const auto sc = counters.to_source_counters("mlx5_0/");
+    ASSERT_EQ(sc.size(), 9u + 8u);
+    EXPECT_EQ(sc[9].name, "mlx5_0/ethtool/rx_out_of_buffer");
+    const auto it = std::find_if(sc.begin(), sc.end(), [](const SourceCounter& c) {
+        return c.name == "mlx5_0/ethtool/rx_discards_phy";
+    });
+    ASSERT_NE(it, sc.end());
+    EXPECT_EQ(it->value, 10u);
+    EXPECT_TRUE(it->is_drop);
+    EXPECT_EQ(it->cause, LossCause::port_discards);
+}
+
+TEST(NicCountersEthtool, SixtyFourBitValuesADecreaseIsAResetNeverAWrap) {
+    auto fake = mlx5_ethtool();
+    fake->set("rx_discards_phy", 0xFFFFFFF0u);  // the top half of the 32-bit range
+    NicCounters counters("/nonexistent", "", 0, "eth0", fake);
+    counters.snapshot_start();
+    fake->set("rx_discards_phy", 3);  // a sysfs counter would read this as a wrap: 16 + 3
+    counters.snapshot();
+    EXPECT_EQ(delta_of(counters, "ethtool/rx_discards_phy").delta, 3u);
+    fake->set("rx_discards_phy", (std::uint64_t{1} << 40) + 3);  // no 32-bit limit
+    counters.snapshot();
+    EXPECT_EQ(delta_of(counters, "ethtool/rx_discards_phy").delta, (std::uint64_t{1} << 40) + 3);
+}
+
+TEST(NicCountersEthtool, ACounterGoneFromTheDriversSetIsMissingTheOthersFollowTheirNames) {
+    auto fake = mlx5_ethtool();
+    NicCounters counters("/nonexistent", "mlx5_0", 1, "eth0", fake);
+    counters.snapshot_start();
+    fake->set("rx_discards_phy", 5);  // +2
+    counters.snapshot();
+    // A reload: rx_discards_phy is gone, two names are added in front, so
+    // every index moves. (The kernel tells a changed set only by its count,
+    // net/ethtool/ioctl.c ethtool_get_stats; one of the same size is not seen.)
+    fake->stat_names = {"rx_new_stat",          "rx_new_stat2",        "rx_packets",
+                        "rx_out_of_buffer",     "rx_packets_phy",      "rx_crc_errors_phy",
+                        "tx_discards_phy",      "rx_prio3_discards",   "rx_prio3_buf_discard",
+                        "link_down_events_phy", "rx_oversize_pkts_phy"};
+    fake->stat_values = {0, 0, 100, 1, 200, 2, 4, 9, 6, 7, 8};  // rx_prio3_discards +4
+    counters.snapshot();
+    EXPECT_EQ(fake->names_calls, 2) << "the names are read again when the set changed";
+    EXPECT_EQ(ethtool_missing(counters), std::vector<std::string>{"ethtool/rx_discards_phy"});
+    EXPECT_EQ(delta_of(counters, "ethtool/rx_discards_phy").delta, 2u) << "keeps what it had";
+    EXPECT_EQ(delta_of(counters, "ethtool/rx_prio3_discards").delta, 4u);
+    EXPECT_EQ(delta_of(counters, "ethtool/rx_oversize_pkts_phy").delta, 0u);
+    EXPECT_FALSE(has_counter(counters, "ethtool/rx_new_stat"));
+}
+
+TEST(NicCountersEthtool, NotAvailableIsOneNoteNeverAGuess) {
+    auto fake = mlx5_ethtool();
+    fake->names_error = EOPNOTSUPP;
+    NicCounters counters("/nonexistent", "", 0, "eth0", fake);
+    counters.snapshot_start();
+    counters.snapshot();
+    EXPECT_EQ(counters.notes(),
+              std::vector<std::string>{"ethtool statistics of eth0: not available (Operation not "
+                                       "supported)"});
+    EXPECT_TRUE(counters.deltas().empty());
+    EXPECT_EQ(fake->values_calls, 0);
+    // A first value read that fails: the names are known, the drops missing.
+    auto late = mlx5_ethtool();
+    late->values_error = EPERM;
+    NicCounters denied("/nonexistent", "", 0, "eth1", late);
+    denied.snapshot_start();
+    EXPECT_EQ(denied.notes(), std::vector<std::string>{"ethtool statistics of eth1: not "
+                                                       "available (Operation not permitted)"});
+    EXPECT_EQ(ethtool_missing(denied), std::vector<std::string>{"ethtool/rx_discards_phy"});
+    EXPECT_TRUE(denied.deltas().empty());
+}
+
+TEST(NicCountersEthtool, AReadThatFailsLaterMarksTheDropsMissing) {
+    auto fake = mlx5_ethtool();
+    NicCounters counters("/nonexistent", "", 0, "eth0", fake);
+    counters.snapshot_start();
+    fake->set("rx_discards_phy", 4);
+    counters.snapshot();
+    fake->values_error = ENODEV;  // the interface went away
+    fake->set("rx_discards_phy", 100);
+    counters.snapshot();
+    counters.snapshot();
+    EXPECT_EQ(ethtool_missing(counters), std::vector<std::string>{"ethtool/rx_discards_phy"});
+    EXPECT_EQ(counters.notes(), std::vector<std::string>{
+                                    "ethtool statistics of eth0: a read failed (No such device)"});
+    EXPECT_EQ(delta_of(counters, "ethtool/rx_discards_phy").delta, 1u);
+}
+
+TEST(NicCountersEthtool, ADriverWithoutAPortDiscardCounterIsNoted) {
+    auto fake = std::make_shared<FakeEthtool>();  // veth's names (drivers/net/veth.c)
+    fake->stat_names = {"peer_ifindex", "rx_queue_0_xdp_packets", "rx_queue_0_drops"};
+    fake->stat_values = {7, 0, 0};
+    NicCounters counters("/nonexistent", "", 0, "veth0", fake);
+    counters.snapshot_start();
+    EXPECT_EQ(counters.notes(),
+              std::vector<std::string>{"ethtool statistics of veth0: no port discard counter "
+                                       "(rx_discards_phy) among its 3; drops at the port cannot be "
+                                       "told apart"});
+    EXPECT_TRUE(counters.deltas().empty());
+    EXPECT_TRUE(ethtool_missing(counters).empty());
+}
+
+TEST(NicCountersEthtool, CausesPerName) {
+    const auto cls = [](std::string_view name, bool rdma = true) {
+        return classify_ethtool_stat(name, rdma);
+    };
+    ASSERT_TRUE(cls("rx_discards_phy"));
+    EXPECT_TRUE(cls("rx_discards_phy")->is_drop);
+    EXPECT_EQ(cls("rx_discards_phy")->cause, LossCause::port_discards);
+    for (const char* name : {"rx_crc_errors_phy", "rx_symbol_err_phy", "rx_pcs_symbol_err_phy",
+                             "rx_in_range_len_errors_phy", "rx_out_of_range_len_phy",
+                             "rx_oversize_pkts_phy", "rx_undersize_pkts_phy", "rx_fragments_phy",
+                             "rx_jabbers_phy", "outbound_pci_buffer_overflow", "rx_prio0_discards",
+                             "rx_prio7_buf_discard", "rx_prio12_cong_discard"}) {
+        ASSERT_TRUE(cls(name)) << name;
+        EXPECT_FALSE(cls(name)->is_drop) << name;
+        EXPECT_EQ(cls(name)->cause, LossCause::port_discards) << name;
+    }
+    EXPECT_EQ(cls("link_down_events_phy")->cause, LossCause::port_down);
+    EXPECT_FALSE(cls("link_down_events_phy")->is_drop);
+    // The netdev's own receive queues: nothing to a raw QP, the kernel path's
+    // witness for --source pcap (the drop there is net/rx_missed_errors).
+    EXPECT_EQ(cls("rx_out_of_buffer", true)->cause, LossCause::none);
+    EXPECT_EQ(cls("rx_out_of_buffer", false)->cause, LossCause::kernel);
+    EXPECT_FALSE(cls("rx_out_of_buffer", false)->is_drop);
+    for (const char* name :
+         {"rx_buffer_passed_thres_phy", "rx_packets_phy", "tx_pause_ctrl_phy",
+          "rx_steer_missed_packets", "dev_internal_queue_oob", "rx_if_down_packets"}) {
+        ASSERT_TRUE(cls(name)) << name;
+        EXPECT_FALSE(cls(name)->is_drop) << name;
+        EXPECT_EQ(cls(name)->cause, LossCause::none) << name;
+    }
+    for (const char* name :
+         {"rx_packets", "tx_discards_phy", "rx_prio_discards", "rx_prio3x_discards",
+          "tx_prio3_discards", "rx_prio3_bytes", "rx_queue_0_drops", ""}) {
+        EXPECT_FALSE(cls(name)) << name;
+    }
+
+    // The sysfs counters' causes.
+    FakeSysfs fs;
+    write_counters(fs);
+    NicCounters counters(fs.root(), "mlx5_0", 1, "enp1s0f0np0", no_ethtool());
+    counters.snapshot_start();
+    const auto cause = [&](const std::string& name) { return delta_of(counters, name).cause; };
+    EXPECT_EQ(cause("hw_counters/out_of_buffer"), LossCause::receive_queue);
+    EXPECT_EQ(cause("hw_counters/out_of_sequence"), LossCause::none);
+    EXPECT_EQ(cause("hw_counters/rx_write_requests"), LossCause::none);
+    EXPECT_EQ(cause("net/rx_missed_errors"), LossCause::kernel);
+    EXPECT_EQ(cause("net/rx_fifo_errors"), LossCause::kernel);
+    EXPECT_EQ(cause("net/rx_over_errors"), LossCause::kernel);
+    EXPECT_EQ(cause("net/rx_crc_errors"), LossCause::port_discards);
+    EXPECT_EQ(cause("net/rx_dropped"), LossCause::none);
+    EXPECT_EQ(cause("net/rx_errors"), LossCause::none);
+    for (const auto& c : counters.to_source_counters()) {
+        EXPECT_EQ(c.cause, cause(c.name)) << c.name;
+    }
+    EXPECT_EQ(counters.notes(), std::vector<std::string>{"ethtool statistics of enp1s0f0np0: "
+                                                         "not available (No such device)"});
+}
+
+// ---------------------------------------------------------------------------
+// The ethtool ioctl against the running kernel
+
+// `ethtool -S IF` (ethtool(8), which reads -S through the same ioctl) as
+// name/value pairs in its order; empty when it prints none.
+std::vector<std::pair<std::string, std::uint64_t>> ethtool_s(const std::string& ifname) {
+    std::vector<std::pair<std::string, std::uint64_t>> result;
+    FILE* p = ::popen(("ethtool -S " + ifname + " 2>/dev/null").c_str(), "r");
+    if (p == nullptr) {
+        return result;
+    }
+    char line[512];
+    while (std::fgets(line, sizeof line, p) != nullptr) {
+        std::string text(line);
+        const auto colon = text.rfind(": ");
+        if (colon == std::string::npos || text.rfind("NIC statistics", 0) == 0) {
+            continue;
+        }
+        const auto first = text.find_first_not_of(' ');
+        result.emplace_back(text.substr(first, colon - first), std::stoull(text.substr(colon + 2)));
+    }
+    ::pclose(p);
+    return result;
+}
+
+// What the reader returns for `ifname`, in ethtool_s's form; "error: ..." in
+// the first name when it fails.
+std::vector<std::pair<std::string, std::uint64_t>> read_ioctl(IoctlEthtoolStats& reader,
+                                                              const std::string& ifname) {
+    std::vector<std::string> names;
+    std::vector<std::uint64_t> values;
+    if (const int err = reader.names(ifname, names)) {
+        return {{"error: " + ethtool_error_text(err), 0}};
+    }
+    if (const int err = reader.values(ifname, names.size(), values)) {
+        return {{"error: " + ethtool_error_text(err), 0}};
+    }
+    std::vector<std::pair<std::string, std::uint64_t>> result;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        result.emplace_back(names[i], values[i]);
+    }
+    return result;
+}
+
+// Runs `body` in a forked child (alarm-bounded, so a hung ioctl cannot hang
+// the suite) and returns what it returned.
+std::string in_child(const std::function<std::string()>& body) {
+    int fds[2];
+    if (::pipe(fds) != 0) {
+        return "pipe failed";
+    }
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::close(fds[0]);
+        ::alarm(10);
+        std::string text;
+        try {
+            text = body();
+        } catch (const std::exception& e) {
+            text = std::string("exception: ") + e.what();
+        }
+        for (std::size_t done = 0; done < text.size();) {
+            const ssize_t n = ::write(fds[1], text.data() + done, text.size() - done);
+            if (n <= 0) {
+                break;
+            }
+            done += static_cast<std::size_t>(n);
+        }
+        ::_exit(0);
+    }
+    ::close(fds[1]);
+    std::string text;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) {
+        text.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fds[0]);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (!WIFEXITED(status)) {
+        text += "\nchild died: status " + std::to_string(status);
+    }
+    return text;
+}
+
+// A veth pair in a network namespace of its own: veth implements the driver
+// statistics (drivers/net/veth.c: peer_ifindex, then rx_queue_<i>_* per
+// receive queue). The reader must return what `ethtool -S` prints, name for
+// name and value for value, and see the set change when the queues change.
+TEST(EthtoolIoctl, VethStatisticsAreWhatEthtoolPrints) {
+    const std::string text = in_child([] {
+        if (::unshare(CLONE_NEWNET) != 0) {
+            return std::string("skip: unshare(CLONE_NEWNET) failed (needs CAP_SYS_ADMIN)");
+        }
+        if (std::system("command -v ethtool >/dev/null") != 0) {
+            return std::string("skip: no ethtool (scripts/install-deps.sh)");
+        }
+        if (std::system("ip link add ibvn0 numrxqueues 4 numtxqueues 4 type veth peer name ibvn1 "
+                        "numrxqueues 4 numtxqueues 4") != 0) {
+            return std::string("skip: cannot create a veth pair");
+        }
+        std::ostringstream out;
+        IoctlEthtoolStats reader;
+        const auto ours = read_ioctl(reader, "ibvn0");
+        const auto theirs = ethtool_s("ibvn0");
+        out << "count " << ours.size() << " same " << (ours == theirs) << "\n";
+        for (const auto& [name, value] : ours) {
+            if (name == "peer_ifindex") {
+                out << "peer_ifindex " << (value == ::if_nametoindex("ibvn1")) << "\n";
+            }
+            if (name == "rx_queue_3_xdp_packets") {
+                out << "has rx_queue_3_xdp_packets\n";
+            }
+        }
+        // Two queues instead of four: the same reader, asked for the old
+        // count, is told the set changed; the names read again match again.
+        if (std::system("ethtool -L ibvn0 rx 2 tx 2") != 0) {
+            return std::string("ethtool -L failed");
+        }
+        std::vector<std::uint64_t> values;
+        out << "old count: " << ethtool_error_text(reader.values("ibvn0", ours.size(), values))
+            << "\n";
+        const auto after = read_ioctl(reader, "ibvn0");
+        out << "after " << (after.size() < ours.size()) << " same " << (after == ethtool_s("ibvn0"))
+            << "\n";
+        // NicCounters on it: no port discard counter among veth's names.
+        NicCounters counters("/sys", "", 0, "ibvn0");
+        counters.snapshot_start();
+        for (const auto& note : counters.notes()) {
+            out << "note: " << note << "\n";
+        }
+        out << "missing ethtool: " << ethtool_missing(counters).size() << "\n";
+        return out.str();
+    });
+    if (text.rfind("skip:", 0) == 0) {
+        IBVCAP_SKIP_UNLESS_CI(text);
+    }
+    // The count veth reports varies with the kernel (rx queues × its XDP
+    // statistics); ethtool -S on the same kernel is the reference.
+    EXPECT_NE(text.find(" same 1\n"), std::string::npos) << text;
+    EXPECT_EQ(text.find("count 0 "), std::string::npos) << text;
+    EXPECT_NE(text.find("peer_ifindex 1\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("has rx_queue_3_xdp_packets\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("old count: the set of statistics changed\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("after 1 same 1\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("note: ethtool statistics of ibvn0: no port discard counter "
+                        "(rx_discards_phy) among its "),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("missing ethtool: 0\n"), std::string::npos) << text;
+}
+
+// lo has no driver statistics (ethtool -S lo: "no stats available"), and an
+// interface that does not exist is ENODEV: each is one clear line.
+TEST(EthtoolIoctl, LoopbackHasNoStatisticsAndTheNoteSaysSo) {
+    IoctlEthtoolStats reader;
+    std::vector<std::string> names;
+    EXPECT_EQ(reader.names("lo", names), EOPNOTSUPP);
+    EXPECT_TRUE(names.empty());
+    EXPECT_EQ(reader.names("ibvcap-none0", names), ENODEV);
+    EXPECT_EQ(ethtool_error_text(ENODEV), "No such device");
+    NicCounters counters("/sys", "", 0, "lo");
+    counters.snapshot_start();
+    counters.snapshot();
+    EXPECT_EQ(counters.notes(), std::vector<std::string>{"ethtool statistics of lo: not "
+                                                         "available (Operation not supported)"});
+    EXPECT_TRUE(ethtool_missing(counters).empty());
+    for (const auto& d : counters.deltas()) {
+        EXPECT_EQ(d.name.rfind("ethtool/", 0), std::string::npos) << d.name;
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -432,6 +432,9 @@ void PcapLiveSource::report(std::span<const SourceLane> lanes, RunInfo& info) {
         for (const auto& name : st.counters->missing()) {
             ledger.add_note(fmt::format("{}: drop counter {} cannot be read", ifname, name));
         }
+        for (const auto& note : st.counters->notes()) {
+            ledger.add_note(note);
+        }
         for (auto& c : st.counters->to_source_counters(ifname + "/")) {
             ledger.add_source_counter(std::move(c));
         }

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +22,7 @@ struct VerbsSource::Part {
     std::unique_ptr<verbs::Device> device;
     Ledger* ledger = nullptr;
     std::unique_ptr<NicCounters> counters;
+    std::vector<std::string> missing_at_start;  // noted by start()
     std::unique_ptr<VerbsEngine> engine;
     std::thread thread;
     int cpu = -1;
@@ -158,6 +160,7 @@ void VerbsSource::start() {
     for (auto& p : parts_) {
         if (p->counters) {
             p->counters->snapshot_start();
+            p->missing_at_start = p->counters->missing();
             for (const auto& name : p->counters->missing()) {
                 p->ledger->add_note(fmt::format("{}: drop counter {} cannot be read",
                                                 p->device->caps().name, name));
@@ -319,6 +322,18 @@ void VerbsSource::report(std::span<const SourceLane> /*lanes*/, RunInfo& info) {
         }
         if (p->counters) {
             p->counters->snapshot();
+            // A drop counter that went away during the run (an ethtool
+            // statistic gone from the driver's set).
+            for (const auto& name : p->counters->missing()) {
+                if (std::find(p->missing_at_start.begin(), p->missing_at_start.end(), name) ==
+                    p->missing_at_start.end()) {
+                    ledger.add_note(fmt::format("{}: drop counter {} cannot be read",
+                                                p->device->caps().name, name));
+                }
+            }
+            for (const auto& note : p->counters->notes()) {
+                ledger.add_note(fmt::format("{}: {}", p->device->caps().name, note));
+            }
             for (auto& c : p->counters->to_source_counters(p->device->caps().name + "/")) {
                 ledger.add_source_counter(std::move(c));
             }
