@@ -12,8 +12,8 @@ int cmd_devices(int argc, char** argv) {
     cxxopts::Options options("ibvcap devices",
                              "List RDMA devices, network interfaces and capabilities.");
     options.add_options()("sysfs-root", "where sysfs is (tests)",
-                          cxxopts::value<std::string>()->default_value("/sys"),
-                          "DIR")("h,help", "this help");
+                          cxxopts::value<std::string>()->default_value("/sys"), "DIR")(
+        "v,verbose", "also each device's limits, one per line")("h,help", "this help");
     const auto args = parse(options, argc, argv);
     if (args.count("help")) {
         fmt::print("{}", options.help());
@@ -22,6 +22,7 @@ int cmd_devices(int argc, char** argv) {
     const HostDescription host =
         describe_host(read_interface_addresses(), args["sysfs-root"].as<std::string>());
     auto provider = verbs::make_ibv_provider();
+    const bool limits = args.count("verbose") > 0;
     fmt::print("{}", format_devices(host, [&](const std::string& device) {
                    std::uint8_t port = 1;
                    for (const auto& p : host.ports) {
@@ -30,7 +31,7 @@ int cmd_devices(int argc, char** argv) {
                            break;
                        }
                    }
-                   return device_capability_lines(*provider, device, port);
+                   return device_capability_lines(*provider, device, port, limits);
                }));
     return kExitZeroLoss;
 }

@@ -662,6 +662,11 @@ class GpuPayloadMemory final : public PayloadMemory {
         }
         next_ = choice.mode;
         ++allocations_;
+        // For the report's resource accounting (PayloadMemory::Region::kind).
+        region.kind = next_ == Mode::dmabuf    ? "dma-buf"
+                      : next_ == Mode::peermem ? "peermem"
+                                               : "staging";
+        region.registered_bytes = *size;
         if (next_ != Mode::staging) {
             gpu_registered_ += *size;
             if (pages.sync_memops_failed && sync_memops_note_.empty()) {

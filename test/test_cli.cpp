@@ -848,6 +848,21 @@ TEST(CliEnds, TcpdumpHabitsGetPointers) {
     }
 }
 
+// `devices -v` on a host without RDMA devices says so, as `devices` does,
+// and lists no limits (there is no device to have them); -v is in the help.
+TEST(CliDevices, VerboseWithoutDevicesSaysSo) {
+    test::TempDir dir;
+    const Result r = ibvcap(dir, "devices -v --sysfs-root " + dir.path().string());
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out.rfind("no RDMA devices (nothing under /sys/class/infiniband); capture with "
+                          "--source pcap\n",
+                          0),
+              0u)
+        << r.out;
+    EXPECT_EQ(r.out.find("max_"), std::string::npos) << r.out;
+    EXPECT_NE(ibvcap(dir, "devices --help").out.find("-v, --verbose"), std::string::npos);
+}
+
 TEST(CliEnds, QuietDoesWhatItsHelpSays) {
     test::TempDir dir;
     ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 10").code, 0);

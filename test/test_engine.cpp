@@ -2,6 +2,7 @@
 // code as on mlx5, with the wire played by the test. Every test ends by checking that the ledger
 // reconciles exactly against what was sent.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -501,6 +502,8 @@ class LoggedQp final : public verbs::QueuePair {
     ~LoggedQp() override { log_.calls.push_back("destroy qp"); }
     std::uint32_t qp_num() const override { return q_->qp_num(); }
     verbs::QpState state() const override { return q_->state(); }
+    std::uint32_t recv_depth() const override { return q_->recv_depth(); }
+    std::uint32_t recv_sge() const override { return q_->recv_sge(); }
     void modify(verbs::QpState to) override {
         log_.calls.push_back(std::string("modify ") + verbs::to_string(to));
         q_->modify(to);
@@ -1669,6 +1672,220 @@ TEST(GpuStandin, AHeaderSpillingIntoDevicePayloadIsCountedNotReadOnThePollThread
         return n.find("--vlan-tags") != std::string::npos &&
                n.find("headers_split") != std::string::npos;
     }));
+}
+
+// Control-path accounting (docs/observability.md §5): what the engine made,
+// as it made it. One QP per (group, antenna) with hardware demux; the sizes
+// are what the simulated mlx5 gives (test/sim/sim_nic.cpp mlx5_cq_entries,
+// mlx5_recv_depth); each payload region is one ring, the header region all.
+TEST(Resources, TheEngineRecordsWhatItCreated) {
+    auto options = options_for({kG1, kG2}, 100);
+    options.hw_demux = true;
+    options.antennas = {test::kAntenna1, test::kAntenna2};
+    Rig rig(options);
+    const DeviceResources& before = rig.engine->resources();
+    EXPECT_TRUE(before.flows.empty()) << "rules are made at start()";
+    rig.engine->start();
+    const DeviceResources& r = rig.engine->resources();
+    EXPECT_EQ(r.device, "sim_mlx5_0");
+    EXPECT_EQ(r.port, 1);
+    EXPECT_EQ(r.protection_domains, 1u);
+    ASSERT_EQ(r.cqs.size(), 1u);
+    EXPECT_EQ(r.cqs[0].depth_requested, 400u);  // 4 rings of 100 on one CQ
+    EXPECT_EQ(r.cqs[0].depth, 511u);            // 2^9 − 1
+    EXPECT_EQ(r.cqs[0].timestamps, "device_ticks");
+    const auto qp_nums = rig.engine->qp_numbers();
+    ASSERT_EQ(r.qps.size(), 4u);  // 2 groups × 2 antennas
+    ASSERT_EQ(qp_nums.size(), 4u);
+    const std::vector<std::string> streams = {
+        kG1.to_string() + "/10.0.0.11", kG1.to_string() + "/10.0.0.12",
+        kG2.to_string() + "/10.0.0.11", kG2.to_string() + "/10.0.0.12"};
+    for (std::size_t i = 0; i < r.qps.size(); ++i) {
+        EXPECT_EQ(r.qps[i].qp_num, qp_nums[i]);
+        EXPECT_EQ(r.qps[i].stream, streams[i]);
+        EXPECT_EQ(r.qps[i].recv_depth_requested, 100u);
+        EXPECT_EQ(r.qps[i].recv_depth, 128u);  // a power of two
+        EXPECT_EQ(r.qps[i].sge_requested, 2u);
+        EXPECT_EQ(r.qps[i].sge, 2u);
+    }
+    const std::uint64_t header_stride = (rig.engine->header_bytes() + 63) / 64 * 64;
+    const std::uint64_t payload_stride = (9022 - rig.engine->header_bytes() + 63) / 64 * 64;
+    ASSERT_EQ(r.mrs.size(), 5u);
+    EXPECT_EQ(r.mrs[0].use, "headers");
+    EXPECT_EQ(r.mrs[0].kind, "host");
+    EXPECT_EQ(r.mrs[0].bytes, header_stride * 100 * 4);
+    for (std::size_t i = 1; i < r.mrs.size(); ++i) {
+        EXPECT_EQ(r.mrs[i].use, "payload");
+        EXPECT_EQ(r.mrs[i].kind, "host");
+        EXPECT_EQ(r.mrs[i].bytes, payload_stride * 100);
+        EXPECT_EQ(r.mrs[i].qp_num, qp_nums[i - 1]);
+    }
+    ASSERT_EQ(r.flows.size(), 4u);
+    for (std::size_t i = 0; i < r.flows.size(); ++i) {
+        EXPECT_EQ(r.flows[i].group, format_ipv4(i < 2 ? kG1.ip : kG2.ip));
+        EXPECT_EQ(r.flows[i].port, i < 2 ? kG1.port : kG2.port);
+        EXPECT_EQ(r.flows[i].source, i % 2 == 0 ? "10.0.0.11" : "10.0.0.12");
+        EXPECT_EQ(r.flows[i].qp_num, qp_nums[i]);
+        EXPECT_TRUE(r.flows[i].counter);
+    }
+    const std::vector<std::pair<std::string, std::uint64_t>> limits = {
+        {"max_qp", 131072},
+        {"max_qp_wr", 32768},
+        {"max_sge", 30},
+        {"max_cq", 16777216},
+        {"max_cqe", 4194303},
+        {"max_mr", 16777216},
+        {"max_mr_size", ~std::uint64_t{0}},
+        {"max_pd", 8388608}};
+    EXPECT_EQ(r.limits, limits);
+}
+
+// The limits shape what is made: a ring clamped to max_qp_wr is what the
+// report shows; one SGE per WR (no split) and no header region.
+TEST(Resources, ClampedRingsAndOneSgeAreReportedAsMade) {
+    SimConfig config;
+    config.max_qp_wr = 40;
+    config.max_sge = 1;
+    Rig rig(options_for({kG1}, 64), {}, config);
+    const DeviceResources& r = rig.engine->resources();
+    ASSERT_EQ(r.qps.size(), 1u);
+    EXPECT_EQ(r.qps[0].recv_depth_requested, 40u);
+    EXPECT_EQ(r.qps[0].recv_depth, 64u);
+    EXPECT_EQ(r.qps[0].sge_requested, 1u);
+    EXPECT_EQ(r.qps[0].sge, 1u);
+    ASSERT_EQ(r.mrs.size(), 1u);
+    EXPECT_EQ(r.mrs[0].use, "payload");
+    EXPECT_EQ(r.mrs[0].bytes, std::uint64_t{(9022 + 63) / 64 * 64} * 40);
+    EXPECT_EQ(r.limits.at(1), (std::pair<std::string, std::uint64_t>{"max_qp_wr", 40}));
+}
+
+// A device that grants one counted rule: the first flow has its counter, the
+// rest are recorded without.
+TEST(Resources, FlowsWithoutTheirCounterAreRecordedSo) {
+    SimConfig config;
+    config.counted_rule_limit = 1;
+    Rig rig(options_for({kG1, kG2}, 32), {}, config);
+    rig.engine->start();
+    const auto& flows = rig.engine->resources().flows;
+    ASSERT_EQ(flows.size(), 2u);
+    EXPECT_TRUE(flows[0].counter);
+    EXPECT_FALSE(flows[1].counter);
+    EXPECT_EQ(flows[0].source, "");  // any source without hardware demux
+}
+
+// Through the capture runner (VerbsSource::report): the account is in the
+// run's info and in the report's JSON, per device, with the bytes summed and
+// this process's RLIMIT_MEMLOCK; a NIC without flow counters gives rules
+// without them.
+TEST(Resources, TheCaptureReportCarriesTheAccount) {
+    SimProvider provider;
+    SimConfig a;
+    a.name = "sim_mlx5_0";
+    a.flow_counters = false;
+    SimConfig b;
+    b.name = "sim_mlx5_1";
+    auto nic_a = provider.add(a);
+    auto nic_b = provider.add(b);
+    CaptureRequest request;
+    request.targets = {{"sim_mlx5_0", 1, "", 0}, {"sim_mlx5_1", 1, "", 0}};
+    request.engine = options_for({kG1, kG2}, 64);
+    request.demux.groups = {kG1, kG2};
+    request.nic_counters = false;
+    request.duration_s = 60;  // a bound, never reached
+    std::atomic<bool> stop{false};
+    std::thread stopper([&] {
+        while (nic_a->flows() < 2 || nic_b->flows() < 2) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        stop = true;
+    });
+    RunOutcome out = run_verbs_capture(request, provider, {}, stop);
+    stopper.join();
+    ASSERT_TRUE(out.info.resources.has_value());
+    const ResourceAccount& acc = *out.info.resources;
+    ASSERT_EQ(acc.devices.size(), 2u);
+    EXPECT_EQ(acc.devices[0].device, "sim_mlx5_0");
+    EXPECT_EQ(acc.devices[1].device, "sim_mlx5_1");
+    std::uint64_t bytes = 0;
+    for (const auto& d : acc.devices) {
+        EXPECT_EQ(d.qps.size(), 2u);
+        EXPECT_EQ(d.flows.size(), 2u);
+        EXPECT_EQ(d.mrs.size(), 3u);
+        for (const auto& f : d.flows) {
+            EXPECT_EQ(f.counter, d.device == "sim_mlx5_1") << d.device;
+        }
+        for (const auto& m : d.mrs) {
+            bytes += m.bytes;
+        }
+    }
+    EXPECT_GT(bytes, 0u);
+    EXPECT_EQ(acc.registered_bytes, bytes);
+    EXPECT_EQ(acc.memory_locked_bytes, bytes);  // all host memory
+    rlimit limit{};
+    ASSERT_EQ(::getrlimit(RLIMIT_MEMLOCK, &limit), 0);
+    if (limit.rlim_cur == RLIM_INFINITY) {
+        EXPECT_FALSE(acc.memlock_limit_bytes.has_value());
+    } else {
+        EXPECT_EQ(acc.memlock_limit_bytes, std::optional<std::uint64_t>(limit.rlim_cur));
+    }
+    const nlohmann::json j = report_json(out.ledger, out.info);
+    ASSERT_TRUE(j.contains("resources")) << j.dump();
+    const auto& res = j["resources"];
+    EXPECT_EQ(res["memory_locked_bytes"], bytes);
+    EXPECT_EQ(res["registered_bytes"], bytes);
+    EXPECT_EQ(res["devices"].size(), 2u);
+    const auto& dev0 = res["devices"][0];
+    EXPECT_EQ(dev0["device"], "sim_mlx5_0");
+    EXPECT_EQ(dev0["cqs"][0]["depth_requested"], 128);
+    EXPECT_EQ(dev0["cqs"][0]["depth"], 255);
+    EXPECT_EQ(dev0["qps"][0]["recv_depth"], 64);
+    EXPECT_EQ(dev0["flows"][0]["counter"], false);
+    EXPECT_EQ(dev0["flows"][0]["group"], format_ipv4(kG1.ip));
+    EXPECT_EQ(dev0["flows"][0]["port"], kG1.port);
+    EXPECT_TRUE(dev0["flows"][0]["source"].is_null());
+    EXPECT_EQ(dev0["mrs"][0]["use"], "headers");
+    EXPECT_EQ(dev0["limits"]["max_qp_wr"], 32768);
+    EXPECT_EQ(dev0["limits"].size(), 8u);
+    EXPECT_EQ(res["cap_ipc_lock"].is_boolean(), true);
+}
+
+// Every other source leaves the key out.
+TEST(Resources, NoAccountNoKey) {
+    Ledger ledger;
+    RunInfo info;
+    info.source = "pcap";
+    EXPECT_FALSE(report_json(ledger, info).contains("resources"));
+}
+
+// `ibvcap devices -v`: the limits, one a line, in the fixed order, after the
+// capability lines; without -v none of them.
+TEST(DevicesVerbose, OneLinePerLimitInAFixedOrder) {
+    SimProvider provider;
+    SimConfig c;
+    c.max_qp = 7;
+    c.max_mr_size = 1ull << 40;
+    provider.add(c);
+    const auto plain = device_capability_lines(provider, "sim_mlx5_0", 1);
+    const auto verbose = device_capability_lines(provider, "sim_mlx5_0", 1, true);
+    ASSERT_EQ(verbose.size(), plain.size() + 8);
+    EXPECT_TRUE(std::equal(plain.begin(), plain.end(), verbose.begin()));
+    const std::vector<std::string> limits(verbose.end() - 8, verbose.end());
+    const std::vector<std::string> expected = {"max_qp: 7",
+                                               "max_qp_wr: 32768",
+                                               "max_sge: 30",
+                                               "max_cq: 16777216",
+                                               "max_cqe: 4194303",
+                                               "max_mr: 16777216",
+                                               "max_mr_size: 1099511627776",
+                                               "max_pd: 8388608"};
+    EXPECT_EQ(limits, expected);
+    for (const auto& line : plain) {
+        EXPECT_EQ(line.find("max_pd"), std::string::npos) << line;
+    }
+    // A device that cannot be opened says so, -v or not.
+    const auto missing = device_capability_lines(provider, "sim_mlx5_9", 1, true);
+    ASSERT_EQ(missing.size(), 1u);
+    EXPECT_EQ(missing[0].rfind("cannot open: ", 0), 0u) << missing[0];
 }
 
 }  // namespace

@@ -250,6 +250,50 @@ TEST(SimProviderTest, ListsOpensAndRefusesUnknownDevices) {
     EXPECT_EQ(db->caps().hca_core_clock_khz, 0u);
 }
 
+// The sizes mlx5 gives its queues (rdma-core providers/mlx5/verbs.c
+// create_cq, mlx5_calc_rq_size), which ibv_create_cq/ibv_create_qp report
+// back; and the limits a ConnectX-6 reports.
+TEST(SimProviderTest, QueuesGetTheSizesMlx5GivesAndTheLimitsAreReported) {
+    SimProvider p;
+    SimConfig cfg;
+    cfg.max_sge = 4;
+    auto hw = p.add(cfg);
+    auto dev = p.open(cfg.name, cfg.port);
+    const auto& caps = dev->caps();
+    EXPECT_EQ(caps.max_qp, 131072u);
+    EXPECT_EQ(caps.max_cq, 16777216u);
+    EXPECT_EQ(caps.max_mr, 16777216u);
+    EXPECT_EQ(caps.max_pd, 8388608u);
+    EXPECT_EQ(caps.max_mr_size, ~std::uint64_t{0});
+    for (const auto& [asked, made] : std::vector<std::pair<std::uint32_t, std::uint32_t>>{
+             {1, 1}, {2, 3}, {3, 3}, {4, 7}, {64, 127}, {127, 127}, {128, 255}}) {
+        EXPECT_EQ(dev->create_cq(asked, TimestampFormat::none)->depth(), made) << asked;
+    }
+    auto cq = dev->create_cq(64, TimestampFormat::none);
+    struct Case {
+        std::uint32_t depth, sge, made_depth, made_sge;
+    };
+    for (const Case c : {Case{16, 2, 16, 2}, Case{100, 2, 128, 2}, Case{1, 1, 4, 1},
+                         Case{1, 2, 2, 2}, Case{5, 3, 8, 4}}) {
+        auto qp = dev->create_qp(*cq, c.depth, c.sge);
+        EXPECT_EQ(qp->recv_depth(), c.made_depth) << c.depth << "x" << c.sge;
+        EXPECT_EQ(qp->recv_sge(), c.made_sge) << c.depth << "x" << c.sge;
+    }
+    // The QP takes as many WRs as it reports.
+    std::vector<std::uint8_t> mem(4096);
+    auto mr = dev->register_memory(mem.data(), mem.size());
+    auto qp = dev->create_qp(*cq, 5, 1);
+    ASSERT_EQ(qp->recv_depth(), 8u);
+    std::vector<RecvRequest> wrs(8);
+    for (std::size_t i = 0; i < wrs.size(); ++i) {
+        wrs[i].wr_id = i;
+        wrs[i].sge[0] = {reinterpret_cast<std::uint64_t>(mem.data()), 64, mr->lkey()};
+    }
+    qp->modify(QpState::init);
+    EXPECT_NO_THROW(qp->post_recv(wrs));
+    EXPECT_EQ(error_of([&] { qp->post_recv(std::span(wrs).first(1)); }), ENOMEM);
+}
+
 TEST(SimProviderTest, CreationLimitsAndMissingCapabilities) {
     SimProvider p;
     SimConfig cfg;
@@ -792,23 +836,24 @@ TEST_F(SimNic, RecoveryResetInitPostRtrReceivesAgain) {
 }
 
 TEST_F(SimNic, FullCqLosesCompletionsAndRaisesCqError) {
-    build(SimConfig{}, 4, 8);
+    build(SimConfig{}, 3, 8);  // mlx5 makes a CQ of 3 entries exactly 3 (2^2 - 1)
+    EXPECT_EQ(cq->depth(), 3u);
     ready();
     post_slots(8);
     for (int i = 0; i < 6; ++i) {
         deliver(frame_of_size(100));
     }
     auto c = hw->counters();
-    EXPECT_EQ(c.completions, 4u);
-    EXPECT_EQ(c.cq_overruns, 2u);
+    EXPECT_EQ(c.completions, 3u);
+    EXPECT_EQ(c.cq_overruns, 3u);
     const auto ev = dev->wait_event(std::chrono::milliseconds(100));
     ASSERT_TRUE(ev.has_value());
     EXPECT_EQ(ev->kind, EventKind::cq_error);
     EXPECT_EQ(dev->wait_event(std::chrono::milliseconds(0)), std::nullopt);  // one per overrun
     const auto wcs = drain();
-    ASSERT_EQ(wcs.size(), 4u);
+    ASSERT_EQ(wcs.size(), 3u);
     for (std::size_t i = 0; i < wcs.size(); ++i) {
-        EXPECT_EQ(wcs[i].wr_id, i);  // FIFO; WRs 4 and 5 were consumed, their completions lost
+        EXPECT_EQ(wcs[i].wr_id, i);  // FIFO; WRs 3 to 5 were consumed, their completions lost
     }
     deliver(frame_of_size(100));
     deliver(frame_of_size(100));

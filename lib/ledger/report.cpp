@@ -18,6 +18,60 @@ namespace {
 nlohmann::json position(const FramePosition& p) {
     return {{"seconds", p.seconds}, {"frame", p.frame}};
 }
+
+nlohmann::json resources_json(const ResourceAccount& account) {
+    nlohmann::json devices = nlohmann::json::array();
+    for (const DeviceResources& d : account.devices) {
+        nlohmann::json limits = nlohmann::json::object();
+        for (const auto& [name, value] : d.limits) {
+            limits[name] = value;
+        }
+        nlohmann::json cqs = nlohmann::json::array();
+        for (const CqRecord& c : d.cqs) {
+            cqs.push_back({{"depth_requested", c.depth_requested},
+                           {"depth", c.depth},
+                           {"timestamps", c.timestamps}});
+        }
+        nlohmann::json qps = nlohmann::json::array();
+        for (const QpRecord& q : d.qps) {
+            qps.push_back({{"qp_num", q.qp_num},
+                           {"stream", q.stream},
+                           {"recv_depth_requested", q.recv_depth_requested},
+                           {"recv_depth", q.recv_depth},
+                           {"sge_requested", q.sge_requested},
+                           {"sge", q.sge}});
+        }
+        nlohmann::json mrs = nlohmann::json::array();
+        for (const MrRecord& m : d.mrs) {
+            mrs.push_back(
+                {{"use", m.use}, {"kind", m.kind}, {"bytes", m.bytes}, {"qp_num", m.qp_num}});
+        }
+        nlohmann::json flows = nlohmann::json::array();
+        for (const FlowRecord& f : d.flows) {
+            flows.push_back(
+                {{"group", f.group},
+                 {"port", f.port},
+                 {"source", f.source.empty() ? nlohmann::json() : nlohmann::json(f.source)},
+                 {"qp_num", f.qp_num},
+                 {"counter", f.counter}});
+        }
+        devices.push_back({{"device", d.device},
+                           {"port", d.port},
+                           {"protection_domains", d.protection_domains},
+                           {"limits", std::move(limits)},
+                           {"cqs", std::move(cqs)},
+                           {"qps", std::move(qps)},
+                           {"mrs", std::move(mrs)},
+                           {"flows", std::move(flows)}});
+    }
+    return {{"devices", std::move(devices)},
+            {"registered_bytes", account.registered_bytes},
+            {"memory_locked_bytes", account.memory_locked_bytes},
+            {"memlock_limit_bytes", account.memlock_limit_bytes
+                                        ? nlohmann::json(*account.memlock_limit_bytes)
+                                        : nlohmann::json()},
+            {"cap_ipc_lock", account.cap_ipc_lock}};
+}
 }  // namespace
 
 namespace {
@@ -162,6 +216,9 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     }
     j["polling"] = polling;
     j["watchdog_alarms"] = run.watchdog_alarms;
+    if (run.resources) {
+        j["resources"] = resources_json(*run.resources);
+    }
     j["lines_not_printed"] = {{"stats", run.stats_lines_dropped},
                               {"frames", run.frame_lines_dropped}};
     j["notes"] = ledger.notes();

@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/ledger/ledger.hpp"
@@ -21,6 +23,55 @@ struct PollFigures {
     std::uint64_t busy_waits = 0;  // polls that found nothing
     std::uint64_t frames = 0;
     int cpu = -1;  // the core the thread was pinned to, -1 when not pinned
+};
+
+// Control-path accounting (docs/observability.md §5): the verbs resources a
+// run created on one device, recorded as the engine creates them.
+struct CqRecord {
+    std::uint32_t depth_requested = 0;
+    std::uint32_t depth = 0;  // what the device made (at least the depth asked for)
+    std::string timestamps;   // the CQ's timestamp format
+};
+struct QpRecord {
+    std::uint32_t qp_num = 0;
+    std::string stream;  // "GROUP:PORT" or "GROUP:PORT/ANTENNA"
+    std::uint32_t recv_depth_requested = 0;
+    std::uint32_t recv_depth = 0;  // receive WRs the QP takes, as the device reports it
+    std::uint32_t sge_requested = 0;
+    std::uint32_t sge = 0;  // SGEs per receive WR, as the device reports it
+};
+struct MrRecord {
+    std::string use;           // "headers" (SGE0, every QP) or "payload" (one QP's ring)
+    std::string kind;          // "host", "dma-buf", "peermem", "staging"
+    std::uint64_t bytes = 0;   // registered
+    std::uint32_t qp_num = 0;  // payload: the QP whose ring it holds; 0 for headers
+};
+struct FlowRecord {
+    std::string group;       // the IPv4 destination matched
+    std::uint16_t port = 0;  // the UDP destination port matched
+    std::string source;      // the IPv4 source matched ("" = any)
+    std::uint32_t qp_num = 0;
+    bool counter = false;  // the rule carries a count action
+};
+struct DeviceResources {
+    std::string device;  // "mlx5_0"
+    std::uint8_t port = 0;
+    std::uint32_t protection_domains = 0;
+    // The limits the device reported (ibv_query_device_ex), in a fixed order.
+    std::vector<std::pair<std::string, std::uint64_t>> limits;
+    std::vector<CqRecord> cqs;
+    std::vector<QpRecord> qps;
+    std::vector<MrRecord> mrs;
+    std::vector<FlowRecord> flows;
+};
+struct ResourceAccount {
+    std::vector<DeviceResources> devices;
+    std::uint64_t registered_bytes = 0;  // every memory region
+    // Registered host memory (kinds host and staging): what the kernel pins
+    // and charges against RLIMIT_MEMLOCK.
+    std::uint64_t memory_locked_bytes = 0;
+    std::optional<std::uint64_t> memlock_limit_bytes;  // nullopt: unlimited
+    bool cap_ipc_lock = false;                         // the process may exceed the limit
 };
 
 struct RunInfo {
@@ -39,6 +90,8 @@ struct RunInfo {
     // Per second: counts and witnesses; each gap with its cause
     // (docs/observability.md, "The timeline and a cause for every gap").
     Timeline timeline;
+    // The verbs source's resources; absent for every other source.
+    std::optional<ResourceAccount> resources;
 };
 
 nlohmann::json report_json(const Ledger& ledger, const RunInfo& run);

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -70,7 +71,7 @@ struct SimHardware::State {
         std::uint64_t ctx = 0;
         verbs::TimestampFormat timestamps = verbs::TimestampFormat::none;
         bool real_time = false;        // made in the device's real-time format
-        std::vector<Completion> ring;  // capacity = the depth asked for
+        std::vector<Completion> ring;  // capacity: the depth mlx5 gives (create_cq)
         std::vector<const Qp*> from;   // per ring entry: the QP it completes (for RESET)
         std::size_t head = 0;
         std::size_t count = 0;
@@ -87,7 +88,7 @@ struct SimHardware::State {
         Cq* cq = nullptr;  // null only after an out-of-order CQ destruction
         std::uint32_t max_sge = 0;
         QpState state = QpState::reset;
-        std::vector<RecvRequest> ring;  // capacity = the depth asked for
+        std::vector<RecvRequest> ring;  // capacity: the depth mlx5 gives (create_qp)
         std::size_t head = 0;
         std::size_t count = 0;
         std::size_t flows = 0;  // rules steering to this QP
@@ -363,6 +364,7 @@ class SimCompletionQueue final : public verbs::CompletionQueue {
     }
 
     verbs::TimestampFormat timestamps() const override { return rec_->timestamps; }
+    std::uint32_t depth() const override { return static_cast<std::uint32_t>(rec_->ring.size()); }
 
     SimHardware& hardware() const { return *hw_; }
     State::Cq* record() const { return rec_; }
@@ -425,6 +427,11 @@ class SimQueuePair final : public verbs::QueuePair {
     SimQueuePair& operator=(const SimQueuePair&) = delete;
 
     std::uint32_t qp_num() const override { return qp_num_; }
+    // Fixed at creation (the sizes mlx5 gives, below).
+    std::uint32_t recv_depth() const override {
+        return static_cast<std::uint32_t>(rec_->ring.size());
+    }
+    std::uint32_t recv_sge() const override { return rec_->max_sge; }
 
     QpState state() const override {
         State& s = hw_->state();
@@ -546,6 +553,31 @@ class SimQueuePair final : public verbs::QueuePair {
     std::uint32_t qp_num_;
 };
 
+// The sizes mlx5 gives the queues it makes (rdma-core providers/mlx5/verbs.c):
+//   * a CQ of `depth` entries gets align_queue_size(depth + 1) CQEs, a power
+//     of two, and reports one fewer (create_cq: ncqe, cqe = ncqe - 1);
+//   * a receive WQE is 16 bytes (struct mlx5_wqe_data_seg) per SGE, rounded up
+//     to a power of two (mlx5_calc_rcv_wqe); the receive queue has
+//     roundup_pow_of_two(depth) WQEs, at least 64 bytes of them
+//     (mlx5_calc_rq_size: MLX5_SEND_WQE_BB), and takes that many
+//     (rq.max_post); SGEs per WR are the WQE's bytes / 16 (rq.max_gs). Both
+//     come back to the caller in ibv_qp_init_attr.cap (create_qp).
+std::uint32_t round_up_pow2(std::uint32_t v) {
+    return v <= 1 ? 1 : std::uint32_t{1} << std::bit_width(v - 1);
+}
+std::uint32_t mlx5_cq_entries(std::uint32_t depth) {
+    return round_up_pow2(depth + 1) - 1;
+}
+std::uint32_t mlx5_recv_sge(std::uint32_t max_sge) {
+    return round_up_pow2(max_sge);
+}
+std::uint32_t mlx5_recv_depth(std::uint32_t depth, std::uint32_t max_sge) {
+    constexpr std::uint32_t kDataSegBytes = 16;
+    constexpr std::uint32_t kSendWqeBb = 64;
+    const std::uint32_t wqe_bytes = kDataSegBytes * mlx5_recv_sge(max_sge);
+    return std::max(round_up_pow2(depth) * wqe_bytes, kSendWqeBb) / wqe_bytes;
+}
+
 class SimDevice final : public verbs::Device {
   public:
     explicit SimDevice(std::shared_ptr<SimHardware> hw) : hw_(std::move(hw)) {
@@ -555,6 +587,11 @@ class SimDevice final : public verbs::Device {
         caps_.max_qp_wr = c.max_qp_wr;
         caps_.max_cqe = c.max_cqe;
         caps_.max_sge = c.max_sge;
+        caps_.max_qp = c.max_qp;
+        caps_.max_cq = c.max_cq;
+        caps_.max_mr = c.max_mr;
+        caps_.max_pd = c.max_pd;
+        caps_.max_mr_size = c.max_mr_size;
         caps_.raw_packet_qp = c.raw_packet_qp;
         caps_.flow_steering = c.flow_steering;
         caps_.completion_timestamps = c.completion_timestamps;
@@ -630,8 +667,9 @@ class SimDevice final : public verbs::Device {
             }
         }
         cq->ctx = ctx_;
-        cq->ring.resize(depth);
-        cq->from.resize(depth);
+        const std::uint32_t entries = mlx5_cq_entries(depth);
+        cq->ring.resize(entries);
+        cq->from.resize(entries);
         State::Cq* raw = cq.get();
         s.cqs.push_back(std::move(cq));
         return std::make_unique<SimCompletionQueue>(hw_, raw);
@@ -681,8 +719,8 @@ class SimDevice final : public verbs::Device {
         qp->qp_num = s.next_qp_num++ & 0xffffffu;
         qp->ctx = ctx_;
         qp->cq = sim_cq->record();
-        qp->max_sge = max_sge;
-        qp->ring.resize(depth);
+        qp->max_sge = mlx5_recv_sge(max_sge);
+        qp->ring.resize(mlx5_recv_depth(depth, max_sge));
         ++qp->cq->qps;
         State::Qp* raw = qp.get();
         s.qps.push_back(std::move(qp));

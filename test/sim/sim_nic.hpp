@@ -40,6 +40,9 @@
 //   * a counted flow rule may be refused at creation even though counters
 //     can be created and attached (rdma-core mlx5/verbs.c
 //     mlx5_attach_counters_point_flow is bookkeeping in user space only);
+//   * queues get the sizes mlx5 gives them, at least those asked for: a CQ
+//     rounded to a power of two less one, a receive queue to a power of two
+//     (rdma-core providers/mlx5/verbs.c create_cq, mlx5_calc_rq_size);
 //   * a full CQ overruns: the completion is lost and a cq_error event raised;
 //   * faults are injected from outside: QP error, port down/up (also of a
 //     port the capture does not use), device fatal, a corrupted wr_id; each
@@ -67,6 +70,15 @@ struct SimConfig {
     std::uint32_t max_qp_wr = 32768;
     std::uint32_t max_cqe = 4194303;
     std::uint32_t max_sge = 30;
+    // The other limits ibv_query_device reports, as a ConnectX-6 does
+    // (`ibv_devinfo -vv`, firmware 20.37; kernel drivers/infiniband/hw/mlx5/
+    // main.c mlx5_ib_query_device: max_mr_size = ~0, the rest 1 << the
+    // firmware's log_max_qp, log_max_cq, log_max_mkey, log_max_pd).
+    std::uint32_t max_qp = 131072;
+    std::uint32_t max_cq = 16777216;
+    std::uint32_t max_mr = 16777216;
+    std::uint32_t max_pd = 8388608;
+    std::uint64_t max_mr_size = ~std::uint64_t{0};
     bool raw_packet_qp = true;
     bool flow_steering = true;
     bool completion_timestamps = true;  // the device advertises them (ibv_query_device_ex)

@@ -39,6 +39,10 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
       payload_(payload),
       membership_factory_(std::move(memberships)) {
     const verbs::DeviceCaps& caps = device_.caps();
+    resources_.device = caps.name;
+    resources_.port = caps.port;
+    resources_.protection_domains = 1;  // the provider's, made when it opened the device
+    resources_.limits = verbs::device_limits(caps);
     if (options_.groups.empty()) {
         throw std::invalid_argument("no GROUP:PORT to capture");
     }
@@ -111,6 +115,7 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
         header_arena_ = {static_cast<std::uint8_t*>(p), std::free};
         std::memset(p, 0, arena);
         header_mr_ = device_.register_memory(p, arena);
+        resources_.mrs.push_back(MrRecord{"headers", "host", arena, 0});
     }
 
     if (plan.size() > std::numeric_limits<decltype(WrId::qp)>::max()) {
@@ -126,6 +131,9 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
                        : fmt::format("{}/{}", q->group.to_string(), format_ipv4(plan[i].second));
         q->depth = depth;
         q->payload = payload_.allocate(device_, std::size_t{payload_stride} * depth);
+        if (q->payload.registered_bytes == 0) {
+            q->payload.registered_bytes = std::uint64_t{payload_stride} * depth;
+        }
         if (q->payload.host_view == nullptr &&
             (q->payload.device == nullptr || q->payload.device_view == nullptr)) {
             throw std::invalid_argument("payload memory gives neither a host nor a device view");
@@ -140,6 +148,16 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
         qps_.push_back(std::move(q));
     }
     create_queues(static_cast<std::uint32_t>(depth * plan.size()));
+    const std::uint32_t sge = options_.split ? 2u : 1u;
+    resources_.cqs.push_back(CqRecord{static_cast<std::uint32_t>(depth * plan.size()), cq_->depth(),
+                                      verbs::to_string(timestamps_)});
+    for (const auto& q : qps_) {
+        const std::uint32_t num = q->qp->qp_num();
+        resources_.qps.push_back(
+            QpRecord{num, q->label, q->depth, q->qp->recv_depth(), sge, q->qp->recv_sge()});
+        resources_.mrs.push_back(
+            MrRecord{"payload", q->payload.kind, q->payload.registered_bytes, num});
+    }
     batch_.resize(std::max<std::uint32_t>(options_.poll_batch, 1));
     hold_limit_ = options_.hold_limit > 0 ? std::min(options_.hold_limit, depth) : depth / 2;
     // Each slot may be held by several consumers (one per output format and
@@ -269,6 +287,10 @@ void VerbsEngine::start() {
         m.src_ip = q->antenna;
         m.dst_port = q->group.port;
         q->flows.push_back(create_flow(*q, m, counting));
+        // `counting` now says whether this rule got its counter.
+        resources_.flows.push_back(FlowRecord{format_ipv4(q->group.ip), q->group.port,
+                                              q->antenna == 0 ? "" : format_ipv4(q->antenna),
+                                              q->qp->qp_num(), counting});
     }
     // 3. The IGMP joins, one per group, held for the run.
     if (membership_factory_) {

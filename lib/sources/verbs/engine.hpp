@@ -23,6 +23,7 @@
 #include "lib/device_calls.hpp"
 #include "lib/ledger/ledger.hpp"
 #include "lib/ledger/live.hpp"
+#include "lib/ledger/report.hpp"
 #include "lib/netaddr.hpp"
 #include "lib/sources/igmp.hpp"
 #include "lib/sources/verbs/payload_memory.hpp"
@@ -149,6 +150,10 @@ class VerbsEngine {
     // After stop(), the values read just before the rules were destroyed.
     std::vector<SourceCounter> flow_counters();
     std::vector<std::uint32_t> qp_numbers() const;
+    // The verbs objects this engine made on its device, recorded as it made
+    // them: the CQ, the QPs, the memory regions, the flow rules (once
+    // started), and the device's limits (docs/observability.md §5).
+    const DeviceResources& resources() const { return resources_; }
     // What the completion timestamps are (what stamps the pcap records).
     verbs::TimestampFormat timestamps() const { return timestamps_; }
     // The ledger entries for what the engine counted (work-completion errors
@@ -197,6 +202,7 @@ class VerbsEngine {
     std::vector<std::unique_ptr<GroupMembership>> memberships_;
     std::vector<verbs::Completion> batch_;
     std::vector<SourceCounter> final_flow_counters_;
+    DeviceResources resources_;
     EngineStats stats_;
     std::atomic<std::uint64_t> published_{0};
     std::atomic<std::uint64_t> held_published_{0};

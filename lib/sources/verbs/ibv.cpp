@@ -220,6 +220,11 @@ class IbvDevice final : public Device {
         handle->context = context_;
         handle->cq = std::move(ours);
         handle->qp = std::move(qp);
+        // ibv_create_qp(3) wrote the actual sizes back (rdma-core
+        // providers/mlx5/verbs.c create_qp: cap.max_recv_wr = rq.max_post,
+        // cap.max_recv_sge = rq.max_gs).
+        handle->recv_depth = attr.cap.max_recv_wr;
+        handle->recv_sge = attr.cap.max_recv_sge;
         return make_queue_pair(std::move(handle));
     }
 
@@ -406,6 +411,11 @@ class IbvProvider final : public Provider {
         caps.max_qp_wr = static_cast<std::uint32_t>(std::max(attr.orig_attr.max_qp_wr, 0));
         caps.max_cqe = static_cast<std::uint32_t>(std::max(attr.orig_attr.max_cqe, 0));
         caps.max_sge = static_cast<std::uint32_t>(std::max(attr.orig_attr.max_sge, 0));
+        caps.max_qp = static_cast<std::uint32_t>(std::max(attr.orig_attr.max_qp, 0));
+        caps.max_cq = static_cast<std::uint32_t>(std::max(attr.orig_attr.max_cq, 0));
+        caps.max_mr = static_cast<std::uint32_t>(std::max(attr.orig_attr.max_mr, 0));
+        caps.max_pd = static_cast<std::uint32_t>(std::max(attr.orig_attr.max_pd, 0));
+        caps.max_mr_size = attr.orig_attr.max_mr_size;
         caps.raw_packet_qp = port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
         caps.flow_steering =
             (attr.orig_attr.device_cap_flags & IBV_DEVICE_MANAGED_FLOW_STEERING) != 0;

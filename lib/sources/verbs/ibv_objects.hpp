@@ -72,7 +72,9 @@ struct CqHandle {
 struct QpHandle {
     std::shared_ptr<Context> context;
     std::shared_ptr<CqHandle> cq;
-    QpPtr qp;  // released before `cq` and `context`
+    QpPtr qp;                      // released before `cq` and `context`
+    std::uint32_t recv_depth = 0;  // the actual sizes ibv_create_qp wrote back
+    std::uint32_t recv_sge = 0;
 };
 
 // The running program (for the setcap command line of an error hint); "" when

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 #include <infiniband/verbs.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstddef>
@@ -93,6 +94,11 @@ class IbvCompletionQueue final : public CompletionQueue {
         : handle_(std::move(handle)), timestamps_(timestamps) {}
 
     TimestampFormat timestamps() const override { return timestamps_; }
+    // The provider's actual size (mlx5: the depth asked for + 1, rounded up
+    // to a power of two, − 1; rdma-core providers/mlx5/verbs.c create_cq).
+    std::uint32_t depth() const override {
+        return static_cast<std::uint32_t>(std::max(handle_->cq->cqe, 0));
+    }
 
     const std::shared_ptr<CqHandle>& handle() const { return handle_; }
 
@@ -223,6 +229,8 @@ class IbvQueuePair final : public QueuePair {
 
     std::uint32_t qp_num() const override { return handle_->qp->qp_num; }
     QpState state() const override { return state_; }
+    std::uint32_t recv_depth() const override { return handle_->recv_depth; }
+    std::uint32_t recv_sge() const override { return handle_->recv_sge; }
 
     void modify(QpState to) override {
         const auto mask = modify_mask(state_, to);

@@ -23,6 +23,7 @@ class HostPayloadMemory final : public PayloadMemory {
         std::memset(p, 0, bytes);  // touch the pages before the NIC writes them
         Region r;
         r.mr = device.register_memory(p, bytes);
+        r.registered_bytes = bytes;
         r.nic_address = reinterpret_cast<std::uintptr_t>(p);
         r.host_view = static_cast<std::uint8_t*>(p);
         r.owner = std::move(owner);

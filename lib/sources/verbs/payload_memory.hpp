@@ -33,6 +33,14 @@ class PayloadMemory {
         // their payload as device memory (Frame::tail_device).
         std::uint8_t* device_view = nullptr;
         const DeviceMemory* device = nullptr;
+        // How the NIC reaches it, for the report's resource accounting
+        // (docs/observability.md §5): "host" (ibv_reg_mr of host memory),
+        // "dma-buf" (ibv_reg_dmabuf_mr of GPU memory), "peermem" (ibv_reg_mr
+        // of GPU memory through nvidia-peermem), "staging" (ibv_reg_mr of
+        // pinned host memory standing between the NIC and the GPU); and the
+        // bytes registered (0: the bytes asked for).
+        std::string kind = "host";
+        std::uint64_t registered_bytes = 0;
         // Declared before `mr`, so destroyed after it: the registration
         // goes (ibv_dereg_mr) before the memory it covers is freed.
         std::shared_ptr<void> owner;  // keeps the allocation alive

@@ -3,6 +3,13 @@
 
 namespace ibvcap::verbs {
 
+std::vector<std::pair<std::string, std::uint64_t>> device_limits(const DeviceCaps& caps) {
+    return {{"max_qp", caps.max_qp},           {"max_qp_wr", caps.max_qp_wr},
+            {"max_sge", caps.max_sge},         {"max_cq", caps.max_cq},
+            {"max_cqe", caps.max_cqe},         {"max_mr", caps.max_mr},
+            {"max_mr_size", caps.max_mr_size}, {"max_pd", caps.max_pd}};
+}
+
 const char* to_string(WcStatus status) {
     switch (status) {
         case WcStatus::success:

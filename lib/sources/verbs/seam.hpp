@@ -18,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ibvcap::verbs {
@@ -114,12 +115,24 @@ struct DeviceCaps {
     std::uint32_t max_qp_wr = 0;
     std::uint32_t max_cqe = 0;
     std::uint32_t max_sge = 0;
-    bool raw_packet_qp = false;  // link layer Ethernet and raw-packet QPs supported
-    bool flow_steering = false;  // IBV_DEVICE_MANAGED_FLOW_STEERING
+    // Further limits of ibv_query_device(3), for the report's resource
+    // accounting and `ibvcap devices -v` (0: not reported).
+    std::uint32_t max_qp = 0;
+    std::uint32_t max_cq = 0;
+    std::uint32_t max_mr = 0;
+    std::uint32_t max_pd = 0;
+    std::uint64_t max_mr_size = 0;  // bytes one memory region may cover
+    bool raw_packet_qp = false;     // link layer Ethernet and raw-packet QPs supported
+    bool flow_steering = false;     // IBV_DEVICE_MANAGED_FLOW_STEERING
     bool completion_timestamps = false;
     std::uint64_t hca_core_clock_khz = 0;  // tick rate of completion timestamps
     bool flow_counters = false;            // ibv_create_counters + count action
 };
+
+// The device's limits as (name, value), always in this order: max_qp,
+// max_qp_wr, max_sge, max_cq, max_cqe, max_mr, max_mr_size, max_pd. The names
+// are those of struct ibv_device_attr.
+std::vector<std::pair<std::string, std::uint64_t>> device_limits(const DeviceCaps& caps);
 
 class Flow {
   public:
@@ -143,6 +156,9 @@ class CompletionQueue {
     virtual std::size_t poll(std::span<Completion> out) = 0;
     // What the timestamps of its completions mean.
     virtual TimestampFormat timestamps() const = 0;
+    // The entries the CQ has: at least the depth asked for (ibv_create_cq(3):
+    // "the cqe attribute in the returned CQ" is the actual size).
+    virtual std::uint32_t depth() const = 0;
 };
 
 class QueuePair {
@@ -150,6 +166,11 @@ class QueuePair {
     virtual ~QueuePair() = default;
     virtual std::uint32_t qp_num() const = 0;
     virtual QpState state() const = 0;
+    // The receive WRs and SGEs per WR the QP takes, as the device made it: at
+    // least what was asked for (ibv_create_qp(3) updates the cap struct
+    // "with the actual QP values").
+    virtual std::uint32_t recv_depth() const = 0;
+    virtual std::uint32_t recv_sge() const = 0;
     // RESET → INIT → RTR, or → RESET / → ERROR. Throws std::system_error.
     virtual void modify(QpState to) = 0;
     // Post receive WRs; throws std::system_error (ENOMEM: the receive queue is

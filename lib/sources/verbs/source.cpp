@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "lib/host/devices.hpp"
@@ -30,20 +32,72 @@ struct VerbsSource::Part {
     std::string error;              // what ended the poll thread early (read after join)
 };
 
+namespace {
+
+// Whether the process holds CAP_IPC_LOCK in its effective set (bit 14 of
+// CapEff in /proc/self/status, proc(5)): then the kernel lets registrations
+// pin memory past RLIMIT_MEMLOCK (drivers/infiniband/core/umem.c
+// ib_umem_get: `new_pinned > lock_limit && !capable(CAP_IPC_LOCK)`).
+bool has_cap_ipc_lock() {
+    constexpr int kCapIpcLock = 14;  // linux/capability.h
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);) {
+        if (line.rfind("CapEff:", 0) == 0) {
+            try {
+                return ((std::stoull(line.substr(7), nullptr, 16) >> kCapIpcLock) & 1) != 0;
+            } catch (const std::exception&) {
+                return false;
+            }
+        }
+    }
+    return false;
+}
+
+}  // namespace
+
+ResourceAccount resource_account(const std::vector<DeviceResources>& devices) {
+    ResourceAccount account;
+    account.devices = devices;
+    for (const DeviceResources& d : devices) {
+        for (const MrRecord& m : d.mrs) {
+            account.registered_bytes += m.bytes;
+            // dma-buf and peermem regions are GPU memory: no host page is
+            // pinned for them (docs/observability.md §5).
+            if (m.kind == "host" || m.kind == "staging") {
+                account.memory_locked_bytes += m.bytes;
+            }
+        }
+    }
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_MEMLOCK, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+        account.memlock_limit_bytes = limit.rlim_cur;
+    }
+    account.cap_ipc_lock = has_cap_ipc_lock();
+    return account;
+}
+
 std::vector<std::string> device_capability_lines(verbs::Provider& provider,
-                                                 const std::string& device, std::uint8_t port) {
+                                                 const std::string& device, std::uint8_t port,
+                                                 bool limits) {
     try {
         const auto dev = provider.open(device, port);
         const verbs::DeviceCaps& c = dev->caps();
         auto yes = [](bool b) { return b ? "yes" : "no"; };
-        return {fmt::format("raw-packet QP: {}   managed flow steering: {}   flow counters: {}",
-                            yes(c.raw_packet_qp), yes(c.flow_steering), yes(c.flow_counters)),
-                fmt::format("max_qp_wr: {}   max_cqe: {}   max_sge: {}", c.max_qp_wr, c.max_cqe,
-                            c.max_sge),
-                fmt::format("completion timestamps: {}{}", yes(c.completion_timestamps),
-                            c.completion_timestamps
-                                ? fmt::format(" (clock {} kHz)", c.hca_core_clock_khz)
-                                : std::string())};
+        std::vector<std::string> lines = {
+            fmt::format("raw-packet QP: {}   managed flow steering: {}   flow counters: {}",
+                        yes(c.raw_packet_qp), yes(c.flow_steering), yes(c.flow_counters)),
+            fmt::format("max_qp_wr: {}   max_cqe: {}   max_sge: {}", c.max_qp_wr, c.max_cqe,
+                        c.max_sge),
+            fmt::format("completion timestamps: {}{}", yes(c.completion_timestamps),
+                        c.completion_timestamps
+                            ? fmt::format(" (clock {} kHz)", c.hca_core_clock_khz)
+                            : std::string())};
+        if (limits) {
+            for (const auto& [name, value] : verbs::device_limits(c)) {
+                lines.push_back(fmt::format("{}: {}", name, value));
+            }
+        }
+        return lines;
     } catch (const std::exception& e) {
         return {fmt::format("cannot open: {}", e.what())};
     }
@@ -306,6 +360,13 @@ void VerbsSource::stop(std::optional<std::uint64_t> /*remaining*/) {
 }
 
 void VerbsSource::report(std::span<const SourceLane> /*lanes*/, RunInfo& info) {
+    std::vector<DeviceResources> resources;
+    for (const auto& p : parts_) {
+        if (p->engine) {
+            resources.push_back(p->engine->resources());
+        }
+    }
+    info.resources = resource_account(resources);
     for (auto& p : parts_) {
         Ledger& ledger = *p->ledger;
         if (!p->error.empty()) {

@@ -33,9 +33,16 @@ using TargetMembershipFactory =
 TargetMembershipFactory kernel_memberships();
 
 // The `ibvcap devices` lines for one RDMA device: what the verbs layer says
-// it can do, or why it cannot be opened.
+// it can do, or why it cannot be opened. `limits` (devices -v) adds one line
+// per device limit, "NAME: VALUE", in verbs::device_limits' order.
 std::vector<std::string> device_capability_lines(verbs::Provider& provider,
-                                                 const std::string& device, std::uint8_t port);
+                                                 const std::string& device, std::uint8_t port,
+                                                 bool limits = false);
+
+// The report's resource account of `devices` (what the engines created), with
+// the bytes registered and locked and this process's RLIMIT_MEMLOCK and
+// CAP_IPC_LOCK.
+ResourceAccount resource_account(const std::vector<DeviceResources>& devices);
 
 // -i for the verbs source: the interface's RDMA device and port. Throws
 // std::runtime_error (one line, naming the fix) when the host has no RDMA
