@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "lib/probes.hpp"
 #include "lib/sinks/writer_detail.hpp"
 
 namespace ibvcap {
@@ -201,6 +202,8 @@ bool Writer::begin_record(Output& out, std::size_t bytes, std::size_t pieces,
                 out.lane->free.enqueue(b);
             }
             ++out.dropped_by_producer;
+            IBVCAP_PROBE3(write_drop, to_string(out.format).data(), std::uint64_t{1},
+                          std::uint8_t{probe::no_buffer});
             return false;
         }
         b->reset();
@@ -230,6 +233,8 @@ void Writer::write(OutputId output, std::span<const Bytes> pieces, std::uint64_t
 
 void Writer::refuse(OutputId output, const char* why) {
     ++output->dropped_by_producer;
+    IBVCAP_PROBE3(write_drop, to_string(output->format).data(), std::uint64_t{1},
+                  std::uint8_t{probe::refused});
     if (output->refused++ == 0) {
         output->refused_why = why;
     }
@@ -259,6 +264,8 @@ void Writer::write_frame(OutputId output, Bytes prefix, const Frame& frame, std:
         // GPU memory is never read on the poll thread: without a hold the
         // record cannot be written. Counted, like a full queue.
         ++out.dropped_by_producer;
+        IBVCAP_PROBE3(write_drop, to_string(out.format).data(), std::uint64_t{1},
+                      std::uint8_t{probe::device_unheld});
         return;
     }
     const bool hold = can_hold && (touches_device || len >= options_.min_hold_bytes);
