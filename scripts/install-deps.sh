@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang clang-format
   tshark tcpdump iproute2 jq ethtool
+  systemtap-sdt-dev bpftrace
 )
 
 missing=()

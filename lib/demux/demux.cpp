@@ -4,6 +4,8 @@
 #include <array>
 #include <stdexcept>
 
+#include "lib/probes.hpp"
+
 namespace ibvcap {
 
 Demux::Demux(DemuxOptions options, Ledger& ledger) : options_(std::move(options)), ledger_(ledger) {
@@ -291,11 +293,53 @@ void Demux::on_frame(const Frame& frame) {
     accept(index, frame, packet, header, payload_absent);
 }
 
+namespace {
+// The ibvcap:frame verdict of a frame the tracker classified as `kind`
+// (lib/probes.hpp). Of a late frame: whether it shrank `missing` (filled a
+// gap), and whether it was more than the window behind the newest (the
+// tracker's too_late branch; a late frame never moves the newest).
+std::uint8_t probe_verdict(SequenceTracker::Kind kind, bool filled, bool beyond_window) {
+    using K = SequenceTracker::Kind;
+    switch (kind) {
+        case K::first:
+            return probe::first;
+        case K::in_order:
+            return probe::in_order;
+        case K::gap:
+            return probe::gap;
+        case K::duplicate:
+            return probe::duplicate;
+        case K::late:
+            return filled ? probe::late_fill
+                          : (beyond_window ? probe::too_late : probe::before_start);
+        case K::implausible:
+            return probe::implausible;
+        case K::restart:
+            return probe::restart;
+    }
+    return probe::implausible;  // unreachable
+}
+}  // namespace
+
 void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& packet,
                    const CodifHeader& header, bool payload_absent) {
     StreamStats& s = ledger_.streams()[stream];
     const std::uint64_t index = s.timing.index(header.seconds, header.frame);
+    const std::uint64_t missing_before = s.sequence.missing();
     const auto kind = s.sequence.observe(index);
+    // The probes (docs/observability.md, "USDT probes") fire where the
+    // tracker has just counted: a gap is what `missing` grew by (a gap ahead,
+    // frames before a new start, the frames a restart's run skipped); a late
+    // frame that filled a missing one is the only thing that shrinks it.
+    const std::uint64_t missing_after = s.sequence.missing();
+    if (missing_after > missing_before) {
+        IBVCAP_PROBE6(gap, s.antenna, s.group.ip, s.group.port, s.thread,
+                      missing_after - missing_before, index);
+    }
+    IBVCAP_PROBE6(frame, s.antenna, s.group.ip, s.group.port, s.thread,
+                  probe_verdict(kind, missing_after < missing_before,
+                                s.sequence.newest() - index >= SequenceTracker::kWindow),
+                  index);
     s.bytes += frame.wire_bytes;
     if (payload_absent) {
         ++s.payload_absent;

@@ -4,8 +4,7 @@
 
 namespace ibvcap {
 
-namespace {
-constexpr std::array<std::string_view, kReasonCount> kReasonNames = {
+const std::array<std::string_view, kReasonCount> detail::kReasonNames = {
     "not_ipv4",
     "not_udp",
     "other_destination",
@@ -30,7 +29,6 @@ constexpr std::array<std::string_view, kReasonCount> kReasonNames = {
     "stream_params_changed",
     "too_many_streams",
 };
-}  // namespace
 
 std::string_view to_string(LossCause cause) {
     switch (cause) {
@@ -62,7 +60,7 @@ std::string_view to_string(LossCause cause) {
 
 std::string_view to_string(Reason reason) {
     const auto i = static_cast<std::size_t>(reason);
-    return i < kReasonNames.size() ? kReasonNames[i] : "unknown";
+    return i < detail::kReasonNames.size() ? detail::kReasonNames[i] : "unknown";
 }
 
 bool is_malformed(Reason reason) {

@@ -13,6 +13,7 @@
 #include "formats/packet.hpp"
 #include "lib/ledger/sequence.hpp"
 #include "lib/netaddr.hpp"
+#include "lib/probes.hpp"
 
 namespace ibvcap {
 
@@ -49,6 +50,11 @@ enum class Reason : std::uint8_t {
 };
 inline constexpr std::size_t kReasonCount = static_cast<std::size_t>(Reason::count_);
 std::string_view to_string(Reason reason);
+namespace detail {
+// The reasons' names in Reason order (ledger.cpp): string literals, so each
+// view's data() is a NUL-terminated static string (the ibvcap:reason probe).
+extern const std::array<std::string_view, kReasonCount> kReasonNames;
+}  // namespace detail
 bool is_malformed(Reason reason);
 Reason reason_for(PacketError error);  // error != none
 Reason reason_for(CodifError error);   // error != none, != bad_sync
@@ -163,7 +169,12 @@ class Ledger {
         ++packets_;
         bytes_ += wire_bytes;
     }
-    void count_reason(Reason reason) { ++reasons_[static_cast<std::size_t>(reason)]; }
+    void count_reason(Reason reason) {
+        const auto i = static_cast<std::size_t>(reason);
+        ++reasons_[i];
+        // docs/observability.md, "USDT probes": one per frame counted under a reason.
+        IBVCAP_PROBE2(reason, static_cast<std::uint32_t>(i), detail::kReasonNames[i].data());
+    }
 
     std::uint64_t packets() const { return packets_; }
     std::uint64_t bytes() const { return bytes_; }

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "lib/probes.hpp"
 #include "lib/run/console.hpp"
 #include "lib/run/stats_line.hpp"
 
@@ -153,6 +154,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             settings.blocks->prepare(plan.expected, plan.max_payload_bytes);
         }
     }
+    IBVCAP_PROBE2(run_start, settings.command.c_str(), outcome.info.source.c_str());
     source.start();
 
     using Clock = std::chrono::steady_clock;
@@ -286,6 +288,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     outcome.info.stats_lines_dropped = ticker.dropped();
     outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
     apply_faults(faults, outcome);
+    IBVCAP_PROBE2(run_stop, settings.command.c_str(), outcome.exit_code);
     return outcome;
 }
 

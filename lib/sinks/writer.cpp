@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "lib/probes.hpp"
 #include "lib/sinks/writer_detail.hpp"
 
 namespace ibvcap {
@@ -206,6 +207,8 @@ bool Writer::begin_record(Output& out, std::size_t bytes, std::size_t pieces,
             }
             ++out.dropped_by_producer;
             dropped_.fetch_add(1, std::memory_order_relaxed);
+            IBVCAP_PROBE3(write_drop, to_string(out.format).data(), std::uint64_t{1},
+                          std::uint8_t{probe::no_buffer});
             return false;
         }
         b->reset();
@@ -236,6 +239,8 @@ void Writer::write(OutputId output, std::span<const Bytes> pieces, std::uint64_t
 void Writer::refuse(OutputId output, const char* why) {
     ++output->dropped_by_producer;
     dropped_.fetch_add(1, std::memory_order_relaxed);
+    IBVCAP_PROBE3(write_drop, to_string(output->format).data(), std::uint64_t{1},
+                  std::uint8_t{probe::refused});
     if (output->refused++ == 0) {
         output->refused_why = why;
     }
@@ -266,6 +271,8 @@ void Writer::write_frame(OutputId output, Bytes prefix, const Frame& frame, std:
         // record cannot be written. Counted, like a full queue.
         ++out.dropped_by_producer;
         dropped_.fetch_add(1, std::memory_order_relaxed);
+        IBVCAP_PROBE3(write_drop, to_string(out.format).data(), std::uint64_t{1},
+                      std::uint8_t{probe::device_unheld});
         return;
     }
     const bool hold = can_hold && (touches_device || len >= options_.min_hold_bytes);

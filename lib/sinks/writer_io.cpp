@@ -15,6 +15,7 @@
 #include <climits>
 #include <cstring>
 
+#include "lib/probes.hpp"
 #include "lib/sinks/writer_detail.hpp"
 
 namespace ibvcap {
@@ -107,6 +108,10 @@ void WriterIo::write_buffer(Writer::Buffer& buffer, Writer::Output& out) {
         // Asked to stop at once: not written, counted. The file is still
         // created with its header and closed below, so it is valid.
         out.dropped_by_writer += buffer.records;
+        if (buffer.records > 0) {
+            IBVCAP_PROBE3(write_drop, to_string(out.format).data(), buffer.records,
+                          std::uint8_t{probe::abandoned});
+        }
         buffer.records = 0;
         buffer.pieces.clear();
         buffer.bytes = 0;
@@ -125,10 +130,16 @@ void WriterIo::write_buffer(Writer::Buffer& buffer, Writer::Output& out) {
         } else {
             out.written_records += buffer.records;
             out.on_disk[out.on_disk_current].packets += buffer.records;
+            IBVCAP_PROBE4(write, to_string(out.format).data(), buffer.records, buffer.bytes,
+                          out.current_path.c_str());
         }
     }
     if (out.failed) {
         out.dropped_by_writer += buffer.records;
+        if (buffer.records > 0) {
+            IBVCAP_PROBE3(write_drop, to_string(out.format).data(), buffer.records,
+                          std::uint8_t{probe::output_failed});
+        }
     }
     if (buffer.close_after && out.fd >= 0) {
         close_file(out);
@@ -143,6 +154,10 @@ void WriterIo::fail_on_exception(Writer::Buffer& buffer, Writer::Output& out, co
         out.error = fmt::format("write failed: {}", what);
     }
     out.dropped_by_writer += buffer.records;
+    if (buffer.records > 0) {
+        IBVCAP_PROBE3(write_drop, to_string(out.format).data(), buffer.records,
+                      std::uint8_t{probe::thread_failed});
+    }
     buffer.records = 0;
     if (buffer.close_after && out.fd >= 0) {
         close_file(out);

@@ -19,6 +19,7 @@
 
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
+#include "lib/probes.hpp"
 #include "lib/sources/verbs/engine_internal.hpp"
 #include "lib/sources/verbs/wr_id.hpp"
 
@@ -357,6 +358,7 @@ void VerbsEngine::handle_event(const verbs::AsyncEvent& event) {
             for (auto& q : qps_) {
                 if ((event.qp_num == 0 || q->qp->qp_num() == event.qp_num) && !q->needs_recovery) {
                     q->needs_recovery = true;
+                    IBVCAP_PROBE2(recovery_start, q->index, std::uint8_t{0xff});
                     q->error_since = std::chrono::steady_clock::now();
                     q->qp->modify(verbs::QpState::error);  // make sure every WR flushes
                 }

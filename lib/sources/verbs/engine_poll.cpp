@@ -17,6 +17,7 @@
 
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
+#include "lib/probes.hpp"
 #include "lib/sources/verbs/engine.hpp"
 #include "lib/sources/verbs/engine_internal.hpp"
 #include "lib/sources/verbs/wr_id.hpp"
@@ -143,6 +144,7 @@ void VerbsEngine::recover(Qp& q) {
     q.qp->modify(verbs::QpState::rtr);
     q.needs_recovery = false;
     ++stats_.recoveries;
+    IBVCAP_PROBE2(recovery_end, q.index, q.generation);
 }
 
 std::uint64_t VerbsEngine::timestamp_ns(const verbs::Completion& c) {
@@ -181,6 +183,10 @@ void VerbsEngine::handle(const verbs::Completion& c) {
     // flow tag on an mlx5 raw-packet QP, not the QP (lib/sources/verbs/seam.hpp,
     // Completion::qp_num).
     const WrId id = WrId::decode(c.wr_id);
+    // docs/observability.md, "USDT probes": every completion, counted by
+    // status as wc_by_status is above (the QP as the wr_id names it: not yet
+    // checked).
+    IBVCAP_PROBE3(completion, id.qp, static_cast<std::uint8_t>(c.status), c.byte_len);
     const std::uint32_t slot = id.slot;
     if (id.qp >= qps_.size()) {
         ++stats_.bad_wr_id;
@@ -280,6 +286,7 @@ void VerbsEngine::handle(const verbs::Completion& c) {
         case verbs::WcStatus::other:
             if (!q.needs_recovery) {
                 q.needs_recovery = true;
+                IBVCAP_PROBE2(recovery_start, q.index, static_cast<std::uint8_t>(c.status));
                 q.error_since = std::chrono::steady_clock::now();
             }
             return;
