@@ -119,9 +119,11 @@ void GpuPath::report_xids(Ledger& ledger) {
     const std::vector<GpuXid> events = xids_->events();
     const std::string gpu = pci_address_.empty() ? "the capture's GPU (no PCI address known)"
                                                  : "the capture's GPU " + pci_address_;
-    ledger.add_note(fmt::format(
-        "GPU XID witness: nvidia:nvidia_dev_xid watched for the run ({} output): {} XIDs, {} on {}",
-        xids_->output_form(), events.size(), xids_->on_capture_gpu(), gpu));
+    ledger.add_note(
+        fmt::format("GPU XID witness: nvidia:nvidia_dev_xid watched for the run ({} output): {} "
+                    "XID{}, {} on {}",
+                    xids_->output_form(), events.size(), events.size() == 1 ? "" : "s",
+                    xids_->on_capture_gpu(), gpu));
     for (const auto& x : events) {
         if (!x.capture_gpu) {
             ledger.add_note(fmt::format("GPU {} (not the capture's) reported Xid {}: {} at {}",
