@@ -40,9 +40,12 @@ GpuRequest gpu_request(const cxxopts::ParseResult& args) {
         throw UsageError("--gpu-standin replaces the GPU: give it or --gpu, not both");
     }
     GpuRequest r;
+    if (args.count("gpu-standin-pci") && !standin) {
+        throw UsageError("--gpu-standin-pci gives --gpu-standin a GPU address: add --gpu-standin");
+    }
     if (!gpu && !standin) {
-        for (const char* name :
-             {"gpu-verify", "frames-per-block", "gpu-blocks", "block-threads", "cuda-dev"}) {
+        for (const char* name : {"gpu-verify", "frames-per-block", "gpu-blocks", "block-threads",
+                                 "cuda-dev", "tracefs-root"}) {
             if (args.count(name)) {
                 throw UsageError(fmt::format("--{} needs the GPU payload path: add --gpu", name));
             }
@@ -66,6 +69,12 @@ GpuRequest gpu_request(const cxxopts::ParseResult& args) {
             "--gpu-blocks at least 2");
     }
     r.info = stdout;  // the GPU's description line, before the capture starts
+    if (args.count("gpu-standin-pci")) {
+        r.standin_pci = args["gpu-standin-pci"].as<std::string>();
+    }
+    if (args.count("tracefs-root")) {
+        r.tracefs_root = args["tracefs-root"].as<std::string>();
+    }
     return r;
 }
 
@@ -102,7 +111,9 @@ int cmd_capture(int argc, char** argv) {
         ("gpu-standin", "the GPU payload path with the block rings in host memory (tests, GPU-less hosts)")
         ("frames-per-block", "frame times per block of the block rings", cxxopts::value<std::uint32_t>()->default_value("256"), "N")
         ("gpu-blocks", "blocks per antenna ring", cxxopts::value<std::uint32_t>()->default_value("16"), "N")
-        ("block-threads", "CODIF threads per antenna in a block", cxxopts::value<std::uint16_t>()->default_value("2"), "N");
+        ("block-threads", "CODIF threads per antenna in a block", cxxopts::value<std::uint16_t>()->default_value("2"), "N")
+        ("gpu-standin-pci", "the PCI address --gpu-standin's GPU has for the XID witness (tests)", cxxopts::value<std::string>(), "ADDR")
+        ("tracefs-root", "where tracefs is, for the GPU XID witness (default /sys/kernel/tracing, else /sys/kernel/debug/tracing)", cxxopts::value<std::string>(), "DIR");
     // clang-format on
     add_common_options(options, "GROUP:PORT to capture");
     // docs/formats.md, "Command line" spells it `--gpu [ID]`: cxxopts takes an optional value only

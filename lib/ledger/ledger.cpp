@@ -1,6 +1,7 @@
 #include "lib/ledger/ledger.hpp"
 
 #include <fmt/format.h>
+#include <time.h>
 
 namespace ibvcap {
 
@@ -29,6 +30,22 @@ const std::array<std::string_view, kReasonCount> detail::kReasonNames = {
     "stream_params_changed",
     "too_many_streams",
 };
+
+std::string format_utc_time(std::int64_t time_ns) {
+    std::int64_t s = time_ns / 1'000'000'000;
+    std::int64_t ns = time_ns % 1'000'000'000;
+    if (ns < 0) {
+        ns += 1'000'000'000;
+        --s;
+    }
+    const auto t = static_cast<time_t>(s);
+    struct tm utc {};
+    if (::gmtime_r(&t, &utc) == nullptr) {
+        return fmt::format("{} ns", time_ns);
+    }
+    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", utc.tm_year + 1900,
+                       utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, ns / 1000);
+}
 
 std::string_view to_string(LossCause cause) {
     switch (cause) {
@@ -141,6 +158,8 @@ void Ledger::merge(const Ledger& other) {
     source_counters_.insert(source_counters_.end(), other.source_counters_.begin(),
                             other.source_counters_.end());
     notes_.insert(notes_.end(), other.notes_.begin(), other.notes_.end());
+    gpu_xids_.insert(gpu_xids_.end(), other.gpu_xids_.begin(), other.gpu_xids_.end());
+    gpu_xids_lost_ += other.gpu_xids_lost_;
     if (incomplete_.empty()) {
         incomplete_ = other.incomplete_;
     }
@@ -263,6 +282,17 @@ std::vector<std::string> Ledger::loss_reasons() const {
     }
     if (t.block_misses > 0) {
         why.push_back(fmt::format("{} frames are in no block of the block rings", t.block_misses));
+    }
+    for (const auto& x : gpu_xids_) {
+        if (x.capture_gpu) {
+            why.push_back(fmt::format("GPU {} reported Xid {}: {} at {}", x.device, x.code,
+                                      x.message, format_utc_time(x.time_ns)));
+        }
+    }
+    if (gpu_xids_lost_ > 0) {
+        why.push_back(fmt::format(
+            "{} GPU XID events were lost by the trace buffer (any could be the capture GPU's)",
+            gpu_xids_lost_));
     }
     for (const auto& o : outputs_) {
         if (!o.error.empty()) {

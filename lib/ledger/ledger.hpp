@@ -136,6 +136,18 @@ struct SourceCounter {
     LossCause cause = LossCause::none;
 };
 
+// An XID the NVIDIA driver reported while the capture watched
+// (lib/host/xid_watch.hpp); one on the capture's own GPU makes the verdict loss.
+struct GpuXid {
+    std::int64_t time_ns = 0;  // CLOCK_REALTIME, ns since the epoch
+    std::string device;        // PCI address, "0000:3b:00.0"
+    std::uint32_t code = 0;    // the XID
+    std::string message;
+    bool capture_gpu = false;  // on the GPU the capture wrote into
+};
+// "2026-11-24T06:50:53.123456Z": UTC, microseconds (what trace times carry).
+std::string format_utc_time(std::int64_t time_ns);
+
 struct Totals {
     std::uint64_t packets = 0;  // frames the source delivered
     std::uint64_t bytes = 0;    // their wire bytes
@@ -195,6 +207,10 @@ class Ledger {
     // Frames the block rings could not place (lib/sinks/block_sink.cpp report_to).
     void add_block_misses(std::uint64_t frames) { block_misses_ += frames; }
     void add_note(std::string note) { notes_.push_back(std::move(note)); }
+    // XIDs reported while the capture watched its GPU (lib/host/xid_watch.hpp),
+    // and XID events the trace buffer lost (any could be the capture GPU's).
+    void add_gpu_xid(GpuXid xid) { gpu_xids_.push_back(std::move(xid)); }
+    void add_gpu_xids_lost(std::uint64_t n) { gpu_xids_lost_ += n; }
     // The run ended before its source was exhausted (read error, device
     // fatal): what was counted is true, but nothing proves the rest arrived.
     void set_incomplete(std::string why) { incomplete_ = std::move(why); }
@@ -202,6 +218,8 @@ class Ledger {
     const std::vector<OutputStats>& outputs() const { return outputs_; }
     const std::vector<SourceCounter>& source_counters() const { return source_counters_; }
     const std::vector<std::string>& notes() const { return notes_; }
+    const std::vector<GpuXid>& gpu_xids() const { return gpu_xids_; }
+    std::uint64_t gpu_xids_lost() const { return gpu_xids_lost_; }
 
     // Fold another ledger in (one ledger per device poll thread, merged for
     // the report when the threads have stopped).
@@ -227,6 +245,8 @@ class Ledger {
     std::vector<OutputStats> outputs_;
     std::vector<SourceCounter> source_counters_;
     std::vector<std::string> notes_;
+    std::vector<GpuXid> gpu_xids_;
+    std::uint64_t gpu_xids_lost_ = 0;
     std::string incomplete_;
     // Set once other ledgers are merged in: their outputs were checked
     // against their own frames, which the merged totals can no longer split.

@@ -221,6 +221,16 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     }
     j["lines_not_printed"] = {{"stats", run.stats_lines_dropped},
                               {"frames", run.frame_lines_dropped}};
+    nlohmann::json xids = nlohmann::json::array();
+    for (const auto& x : ledger.gpu_xids()) {
+        xids.push_back({{"time", format_utc_time(x.time_ns)},
+                        {"time_ns", x.time_ns},
+                        {"device", x.device},
+                        {"code", x.code},
+                        {"message", x.message},
+                        {"capture_gpu", x.capture_gpu}});
+    }
+    j["gpu_xids"] = xids;
     j["notes"] = ledger.notes();
     add_timeline(j, run.timeline);
     return j;

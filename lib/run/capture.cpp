@@ -39,6 +39,7 @@ RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool
         if (gpu) {
             r.blocks = gpu->sink();
             r.writer.faults = &gpu->faults();
+            gpu->watch_xids(r);  // before the source starts
         }
         outcome = run_pcap_capture(r, join, stop);
     } else {
@@ -61,6 +62,7 @@ RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool
             r.blocks = gpu->sink();
             r.payload = gpu->payload();
             r.writer.faults = &gpu->faults();
+            gpu->watch_xids(r);  // before the source starts
         }
         outcome = run_verbs_capture(r, *provider, kernel_memberships(), stop);
     }

@@ -6,15 +6,27 @@
 #include <tuple>
 
 #include "gpu/gpu.hpp"
+#include "gpu/gpu_logic.hpp"
 
 namespace ibvcap {
 
-GpuPath::GpuPath(const GpuRequest& request, const std::string& nic) : verify_(request.verify) {
+GpuPath::GpuPath(const GpuRequest& request, const std::string& nic)
+    : verify_(request.verify), tracefs_root_(request.tracefs_root), info_(request.info) {
     BlockSinkOptions bo;
     bo.ring = request.ring;
     BlockCheck check;
     if (request.mode == GpuRequest::Mode::standin) {
         mode_ = "block rings in host memory (--gpu-standin)";
+        if (!request.standin_pci.empty()) {
+            const auto address = gpu::normalize_pci_address(request.standin_pci);
+            if (!address) {
+                throw std::invalid_argument(fmt::format(
+                    "bad stand-in GPU PCI address '{}': expected DOMAIN:BUS:DEVICE.FUNCTION, e.g. "
+                    "0000:3b:00.0",
+                    request.standin_pci));
+            }
+            pci_address_ = *address;
+        }
         auto payload = std::make_unique<StandinDevicePayloadMemory>();
         // Its block memory logs into the payload stand-in's log: both are
         // "the GPU" (lib/device_calls.hpp).
@@ -31,6 +43,7 @@ GpuPath::GpuPath(const GpuRequest& request, const std::string& nic) : verify_(re
             std::fflush(request.info);  // before the run: its lines go out without stdio
         }
         mode_ = fmt::format("block rings on GPU {}", id);
+        pci_address_ = info.pci_bus_id;  // sysfs spelling, as the tracepoint's pci_name()
         payload_ = gpu::make_gpu_payload_memory(id);
         bo.memory = [id] { return gpu::make_device_block_memory(id); };
         if (request.verify) {
@@ -74,8 +87,54 @@ void GpuPath::finish(RunOutcome& outcome) {
             n));
     }
     outcome.ledger.add_payload_mismatches(consumer_->mismatched_bytes());
+    report_xids(outcome.ledger);  // the GPU's work is done: the watch ends here
     outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
     apply_faults(faults_, outcome);  // the consumer ran on after the capture
+}
+
+void GpuPath::watch_xids(RunSettings& settings) {
+    xids_ = std::make_unique<XidWatch>(XidWatch::Options{tracefs_root_, pci_address_});
+    if (!xids_->start()) {
+        if (info_ != nullptr) {
+            fmt::print(info_, "GPU XID witness absent: {}\n", xids_->absent());
+            std::fflush(info_);
+        }
+        return;
+    }
+    settings.witnesses.emplace_back([w = xids_.get()] {
+        return std::vector<SourceCounter>{
+            {"gpu/xid", w->on_capture_gpu(), false, LossCause::gpu_xid}};
+    });
+}
+
+void GpuPath::report_xids(Ledger& ledger) {
+    if (!xids_) {
+        return;
+    }
+    xids_->stop();
+    if (!xids_->absent().empty()) {
+        ledger.add_note("GPU XID witness absent: " + xids_->absent());
+        return;
+    }
+    const std::vector<GpuXid> events = xids_->events();
+    const std::string gpu = pci_address_.empty() ? "the capture's GPU (no PCI address known)"
+                                                 : "the capture's GPU " + pci_address_;
+    ledger.add_note(
+        fmt::format("GPU XID witness: nvidia:nvidia_dev_xid watched for the run ({} output): {} "
+                    "XID{}, {} on {}",
+                    xids_->output_form(), events.size(), events.size() == 1 ? "" : "s",
+                    xids_->on_capture_gpu(), gpu));
+    for (const auto& x : events) {
+        if (!x.capture_gpu) {
+            ledger.add_note(fmt::format("GPU {} (not the capture's) reported Xid {}: {} at {}",
+                                        x.device, x.code, x.message, format_utc_time(x.time_ns)));
+        }
+        ledger.add_gpu_xid(x);
+    }
+    ledger.add_gpu_xids_lost(xids_->lost());
+    if (const std::string f = xids_->failure(); !f.empty()) {
+        ledger.add_note("GPU XID witness: " + f);
+    }
 }
 
 }  // namespace ibvcap

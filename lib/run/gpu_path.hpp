@@ -8,11 +8,14 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "lib/fault.hpp"
+#include "lib/host/xid_watch.hpp"
 #include "lib/run/common.hpp"
+#include "lib/run/run_loop.hpp"
 #include "lib/sinks/block_consumer.hpp"
 #include "lib/sinks/block_sink.hpp"
 #include "lib/sources/verbs/engine.hpp"
@@ -26,6 +29,10 @@ struct GpuRequest {
     bool verify = false;        // --gpu-verify
     BlockRingOptions ring;      // frames per block, blocks, threads (payload bytes: per stream)
     std::FILE* info = nullptr;  // where the GPU's description line goes (null: nowhere)
+    // The GPU XID witness (lib/host/xid_watch.hpp). Mode::standin has no PCI
+    // address of its own: tests give it one here ("0000:3b:00.0"; empty: none).
+    std::string standin_pci;
+    std::filesystem::path tracefs_root;  // where tracefs is; empty: the usual places
 };
 
 class GpuPath {
@@ -41,9 +48,16 @@ class GpuPath {
     PayloadMemory* payload() { return payload_.get(); }
     BlockSink* sink() { return sink_.get(); }
 
+    // Before the source starts: watches the GPU's XIDs (nvidia:nvidia_dev_xid,
+    // docs/observability.md) and adds their count on the capture's GPU to the
+    // run's witnesses as "gpu/xid". A watch that cannot start is noted at
+    // finish() ("GPU XID witness absent: ...") and the run goes on.
+    void watch_xids(RunSettings& settings);
+
     // After the run: the consumer takes what the flushed rings hold; the
-    // block accounting and any pattern mismatch join the ledger, and the
-    // exit code is judged again.
+    // block accounting and any pattern mismatch join the ledger, the XID
+    // watch stops and its XIDs join it too (one on the capture's GPU is
+    // loss), and the exit code is judged again.
     void finish(RunOutcome& outcome);
 
   private:
@@ -53,6 +67,12 @@ class GpuPath {
     std::unique_ptr<BlockConsumer> consumer_;
     std::string mode_;
     bool verify_ = false;
+    std::string pci_address_;  // the capture's GPU, pci_name spelling; empty: unknown
+    std::filesystem::path tracefs_root_;
+    std::FILE* info_ = nullptr;
+    std::unique_ptr<XidWatch> xids_;
+
+    void report_xids(Ledger& ledger);
 };
 
 }  // namespace ibvcap
