@@ -266,6 +266,7 @@ TEST(DoctorGpuDirect, PeermemFromSysfsOrProcModulesPasses) {
     Options o = r.options();
     o.gpu = "0";
     o.gpu_pci = "0000:3b:00.0";
+    r.mkdir("sys/bus/pci/devices/0000:3b:00.0");
     r.mkdir("sys/module/nvidia");
     r.mkdir("sys/module/nvidia_peermem");
     EXPECT_EQ(find(check_gpudirect(o), "gpudirect").status, Status::pass);
@@ -279,6 +280,7 @@ TEST(DoctorGpuDirect, DmabufNeedsOpenModulesAndANewKernel) {
     Options o = r.options();
     o.gpu = "0";
     o.gpu_pci = "0000:3b:00.0";
+    r.mkdir("sys/bus/pci/devices/0000:3b:00.0");
     r.mkdir("sys/module/nvidia");
     r.write("proc/sys/kernel/osrelease", "6.1.0-18-amd64");
     r.write("proc/driver/nvidia/version",
@@ -299,7 +301,10 @@ TEST(DoctorGpuDirect, NoDriverOrNoGpuFails) {
     EXPECT_TRUE(check_gpudirect(o).empty());  // no --gpu: not checked
     o.gpu = "0";
     EXPECT_EQ(find(check_gpudirect(o), "gpu").status, Status::fail);  // not found
-    o.gpu_pci = "0000:3b:00.0";
+    o.gpu_pci = "0000:3b:00.0";  // a PCI address that is not there
+    EXPECT_EQ(find(check_gpudirect(o), "gpu").status, Status::fail);
+    r.mkdir("sys/bus/pci/devices/0000:3b:00.0");
+    EXPECT_EQ(find(check_gpudirect(o), "gpu").status, Status::pass);
     EXPECT_EQ(find(check_gpudirect(o), "gpudirect").status, Status::fail);  // no module nvidia
 }
 

@@ -215,7 +215,7 @@ Check check_disk_space(const Options& o, const HostCalls& calls) {
     }
     // At 1 GB/s: 8 Gb/s of CODIF, a busy single-port capture.
     const std::string what =
-        fmt::format("{} free of {} (about {} minutes at 1 GB/s){}", gib(space->free_bytes),
+        fmt::format("{} free of {} (about {} min at 1 GB/s){}", gib(space->free_bytes),
                     gib(space->total_bytes), space->free_bytes / 1'000'000'000 / 60, d.note);
     if (space->free_bytes < kDiskFailBytes) {
         return make(Status::fail, "disk space", subject, what,

@@ -165,7 +165,7 @@ std::vector<Check> check_gpudirect(const Options& o) {
     if (o.gpu.empty()) {
         return out;
     }
-    if (o.gpu_pci.empty()) {
+    if (o.gpu_pci.empty() || !path_exists(o.sysfs_root / "bus/pci/devices" / o.gpu_pci)) {
         out.push_back(make(Status::fail, "gpu", o.gpu,
                            fmt::format("no NVIDIA GPU {} under {}", o.gpu,
                                        (o.sysfs_root / "bus/pci/devices").string()),
