@@ -73,5 +73,6 @@ int cmd_read(int argc, char** argv);
 int cmd_gen(int argc, char** argv);
 int cmd_capture(int argc, char** argv);
 int cmd_devices(int argc, char** argv);
+int cmd_doctor(int argc, char** argv);
 
 }  // namespace ibvcap::cli

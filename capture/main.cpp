@@ -25,6 +25,9 @@ void print_usage(std::FILE* out) {
                "                                           synthetic CODIF traffic, to a file or\n"
                "                                           live multicast\n"
                "  devices                                  RDMA devices, interfaces, capabilities\n"
+               "  doctor [-i IF]... [-o DIR] [--cpus LIST] [--gpu ID] [--json]\n"
+               "                                           preflight of this host: PASS/WARN/FAIL\n"
+               "                                           per check, with the fix\n"
                "\n"
                "'ibvcap <command> --help' lists a command's options.\n"
                "exit codes: 0 zero-loss, 3 loss detected, 1 runtime error, 2 usage error\n");
@@ -59,6 +62,9 @@ int main(int argc, char** argv) {
         if (command == "devices") {
             return cli::cmd_devices(argc - 1, argv + 1);
         }
+        if (command == "doctor") {
+            return cli::cmd_doctor(argc - 1, argv + 1);
+        }
         if (command == "-h" || command == "--help" || command == "help") {
             print_usage(stdout);
             return kExitZeroLoss;
@@ -67,7 +73,8 @@ int main(int argc, char** argv) {
             fmt::print("ibvcap {}\ngpu: {}\n", IBVCAP_VERSION, gpu::describe());
             return kExitZeroLoss;
         }
-        fmt::print(stderr, "ibvcap: unknown command '{}' (valid: capture, read, gen, devices)\n",
+        fmt::print(stderr,
+                   "ibvcap: unknown command '{}' (valid: capture, read, gen, devices, doctor)\n",
                    command);
         return kExitUsage;
     } catch (const cli::UsageError& e) {

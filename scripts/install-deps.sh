@@ -9,6 +9,7 @@ packages=(
   build-essential cmake pkg-config git
   libibverbs-dev ibverbs-utils rdma-core
   libpcap-dev libcxxopts-dev libfmt-dev nlohmann-json3-dev libreaderwriterqueue-dev
+  libcap-dev  # ibvcap doctor: file and process capabilities (libcap)
   libgtest-dev libgmock-dev libbenchmark-dev
   clang clang-format
   tshark tcpdump iproute2 jq ethtool

@@ -151,7 +151,9 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
     };
     const std::vector<Case> cases = {
         {"", "usage: ibvcap"},
-        {"frobnicate", "unknown command 'frobnicate' (valid: capture, read, gen, devices)"},
+        {"frobnicate", "unknown command 'frobnicate' (valid: capture, read, gen, devices, doctor)"},
+        {"doctor --cpus 3-1", "bad --cpus '3-1'"},
+        {"doctor --gpu x", "bad --gpu 'x'"},
         {"read", "-r FILE is required"},
         {"read -r x.pcap -F foo", "unknown format 'foo' (valid: raw, codif, codifhdr, pcap)"},
         {"read -r x.pcap 239.1.1.1", "expected GROUP:PORT"},
