@@ -188,24 +188,63 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     }
     auto last_tick = start;
     Timeline& timeline = outcome.info.timeline;
+    // A second's sample: the witnesses read at the tick, and the lanes'
+    // counts. A poll thread copies its lane's counts when asked (within 1024
+    // polls), so the loop asks at the tick and samples once every copy has
+    // come, or after 200 ms (half a tick at most): the counts then lag the witnesses by
+    // milliseconds, not by a window.
+    const auto copy_wait = std::min(std::chrono::milliseconds(200), settings.tick / 2);
     std::vector<LiveView> views(lanes.size());
-    const auto sample_timeline = [&](Clock::time_point now) {
-        for (std::size_t i = 0; i < lanes.size(); ++i) {
-            if (source.demux_on_loop_thread()) {
+    struct Pending {
+        bool open = false;
+        Clock::time_point at;
+        std::vector<SourceCounter> witnesses;
+        std::vector<std::uint64_t> copies;  // each lane's copies when asked
+    } pending;
+    const auto seconds_since_start = [&](Clock::time_point t) {
+        return std::chrono::duration<double>(t - start).count();
+    };
+    const auto ask_timeline = [&](Clock::time_point now) {
+        auto witnesses = all_witnesses(source, settings, lanes);
+        if (source.demux_on_loop_thread()) {
+            for (std::size_t i = 0; i < lanes.size(); ++i) {
                 views[i].copy_from(lanes[i]->ledger);
-            } else {
-                views[i] = lanes[i]->live.read();  // the copy asked for a second ago
-                lanes[i]->live.request();
+            }
+            timeline.sample(seconds_since_start(now), views, witnesses);
+            return;
+        }
+        if (pending.open) {  // the last copies never came: sample what there is
+            timeline.sample(seconds_since_start(pending.at), views, pending.witnesses);
+        }
+        pending.open = true;
+        pending.at = now;
+        pending.witnesses = std::move(witnesses);
+        pending.copies.assign(lanes.size(), 0);
+        for (std::size_t i = 0; i < lanes.size(); ++i) {
+            pending.copies[i] = views[i].copies;
+            lanes[i]->live.request();
+        }
+    };
+    const auto collect_timeline = [&](Clock::time_point now) {
+        if (!pending.open) {
+            return;
+        }
+        bool all = true;
+        for (std::size_t i = 0; i < lanes.size(); ++i) {
+            if (views[i].copies == pending.copies[i]) {
+                LiveView v = lanes[i]->live.read();
+                if (v.copies != pending.copies[i]) {
+                    views[i] = std::move(v);
+                } else {
+                    all = false;
+                }
             }
         }
-        timeline.sample(std::chrono::duration<double>(now - start).count(), views,
-                        all_witnesses(source, settings, lanes));
-    };
-    if (!source.demux_on_loop_thread()) {
-        for (auto& l : lanes) {
-            l->live.request();  // so the first second has a copy
+        if (all || now - pending.at >= copy_wait) {
+            timeline.sample(seconds_since_start(pending.at), views, pending.witnesses);
+            pending.open = false;
         }
-    }
+    };
     for (;;) {
         if (stop.load(std::memory_order_relaxed)) {
             outcome.info.interrupted = true;
@@ -219,18 +258,25 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         if (limit_s > 0 && now >= deadline) {
             break;
         }
-        if (now - last_tick >= std::chrono::seconds(1)) {
+        if (now - last_tick >= settings.tick) {
             last_tick = now;
             // While the source's threads run, nothing may leave this loop by
             // an exception (a running std::thread would terminate the process).
             try {
                 source.tick(outcome.info);
-                sample_timeline(now);
+                ask_timeline(now);
                 if (ticker.enabled()) {
                     ticker.tick(snapshot(source.figures()));
                 }
             } catch (const std::exception& e) {
                 faults.report("counters and stats", e.what());
+            }
+        }
+        if (pending.open) {
+            try {
+                collect_timeline(now);
+            } catch (const std::exception& e) {
+                faults.report("timeline", e.what());
             }
         }
         const std::uint64_t frames = source.frames();
@@ -268,12 +314,15 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     // The last second, from the final counts: the timeline's seconds add up
     // to the report's totals.
     {
+        if (pending.open) {
+            timeline.sample(seconds_since_start(pending.at), views, pending.witnesses);
+        }
         std::uint64_t write_drops = 0;
         for (std::size_t i = 0; i < lanes.size(); ++i) {
             views[i].copy_from(lanes[i]->ledger);
             write_drops += lanes[i]->ledger.totals().write_drops;
         }
-        timeline.sample(std::chrono::duration<double>(Clock::now() - start).count(), views,
+        timeline.sample(seconds_since_start(Clock::now()), views,
                         all_witnesses(source, settings, lanes));
         timeline.set_write_drops(write_drops);
     }

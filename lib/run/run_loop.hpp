@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -46,6 +47,9 @@ struct RunSettings {
     // Witnesses outside the source (the GPU's XIDs): sampled once a second
     // with the source's own (Source::witnesses), on the run loop's thread.
     std::vector<std::function<std::vector<SourceCounter>()>> witnesses;
+    // The housekeeping tick: counters, watchdog, stats line and the
+    // timeline's windows. One second for every run; tests shorten it.
+    std::chrono::milliseconds tick{1000};
 };
 
 // Runs `source` until `stop`, the duration, the count, or the source ends.

@@ -129,6 +129,7 @@ struct SimHardware::State {
     std::uint64_t clock = 0;  // device clock, ticks
     bool port_up = true;
     bool fatal = false;
+    std::uint64_t withheld = 0;  // withhold_buffers()
     std::optional<std::uint64_t> corrupt_wr_id;
     std::size_t violations = 0;
     std::uint64_t retired_flow_matches = 0;  // counters of rules already destroyed
@@ -830,7 +831,8 @@ void SimHardware::deliver(Bytes frame, std::uint64_t ticks) {
     }
     ++s.counters.steered;
     State::Qp* qp = rule->qp;
-    if (qp == nullptr || qp->state != QpState::rtr || qp->count == 0) {
+    if (qp == nullptr || qp->state != QpState::rtr || qp->count == 0 || s.withheld > 0) {
+        s.withheld -= std::min<std::uint64_t>(s.withheld, 1);
         ++s.counters.out_of_buffer;
         return;
     }
@@ -942,6 +944,11 @@ void SimHardware::announce_device_fatal() {
     State& s = *state_;
     const std::lock_guard lock(s.mu);
     s.broadcast(make_event(EventKind::device_fatal, 0, 0, "IBV_EVENT_DEVICE_FATAL"));
+}
+
+void SimHardware::withhold_buffers(std::uint64_t frames) {
+    const std::lock_guard lock(state_->mu);
+    state_->withheld = frames;
 }
 
 void SimHardware::corrupt_next_wr_id(std::uint64_t wr_id) {

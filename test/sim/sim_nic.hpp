@@ -164,6 +164,13 @@ class SimHardware {
     void raise_device_fatal(bool announce = true);
     void announce_device_fatal();
     void corrupt_next_wr_id(std::uint64_t wr_id);  // the next completion carries it
+    // The next `frames` steered frames find no receive WR posted, as when the
+    // poll thread falls behind: each is dropped and counted in out_of_buffer
+    // ("the number of times the receive queue had no software buffers
+    // allocated for the adapter's incoming traffic": the kernel's
+    // Documentation/networking/device_drivers/ethernet/mellanox/mlx5/
+    // counters.rst).
+    void withhold_buffers(std::uint64_t frames);
 
     SimCounters counters() const;
     // Packets matched by the rules that carry a counter, summed.

@@ -394,11 +394,16 @@ void VerbsEngine::run(const std::atomic<bool>& stop) {
 }
 
 void VerbsEngine::poll_until(const std::atomic<bool>& stop) {
+    constexpr std::uint64_t kIdleBeforeYield = 100000;
     std::uint64_t idle = 0;
     std::uint32_t iteration = 0;
     while (!stop.load(std::memory_order_relaxed) && !stats_.device_fatal) {
         idle = poll_once() == 0 ? idle + 1 : 0;
-        if (++iteration % 1024 == 0) {
+        // Housekeeping every 1024 polls, and on every idle poll once the
+        // thread yields: a yield may give the core away for a whole time
+        // slice when other threads want it, and 1024 of those would leave
+        // device events and the timeline's copies seconds late.
+        if (++iteration % 1024 == 0 || idle > kIdleBeforeYield) {
             while (auto event = device_.wait_event(std::chrono::milliseconds(0))) {
                 handle_event(*event);
             }
@@ -410,7 +415,7 @@ void VerbsEngine::poll_until(const std::atomic<bool>& stop) {
                 resync_clock();
             }
         }
-        if (idle > 100000) {
+        if (idle > kIdleBeforeYield) {
             std::this_thread::yield();  // nothing for a while: let the other core breathe
         }
     }

@@ -1,0 +1,272 @@
+// The timeline and the cause of every gap (lib/ledger/timeline.hpp;
+// docs/observability.md, "The timeline and a cause for every gap"): the
+// attribution rules on their own, then gaps injected on the simulated NIC
+// through the capture runner, each attributed to what caused it.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "frames.hpp"
+#include "lib/ledger/report.hpp"
+#include "lib/ledger/timeline.hpp"
+#include "lib/run/verbs_capture.hpp"
+#include "lib/traffic/generator.hpp"
+#include "test/sim/sim_nic.hpp"
+
+namespace ibvcap {
+namespace {
+
+const Endpoint kG1{test::kGroup1, 36001};
+
+LiveView lane_with_missing(std::vector<std::uint64_t> missing, std::uint64_t packets = 0) {
+    LiveView v;
+    v.packets = packets;
+    for (std::size_t i = 0; i < missing.size(); ++i) {
+        LiveStream s;
+        s.group = kG1;
+        s.antenna = test::kAntenna1 + static_cast<std::uint32_t>(i);
+        s.missing = missing[i];
+        v.streams.push_back(s);
+    }
+    v.copies = 1;
+    return v;
+}
+
+SourceCounter witness(std::string name, std::uint64_t value, LossCause cause) {
+    return {std::move(name), value, false, cause};
+}
+
+std::uint64_t lost(const Timeline& t, LossCause c) {
+    return t.lost_by_cause()[static_cast<std::size_t>(c)];
+}
+
+TEST(Timeline, AGapWithNoWitnessIsUpstream) {
+    Timeline t;
+    const std::vector<SourceCounter> w{
+        witness("mlx5_0/hw_counters/out_of_buffer", 0, LossCause::receive_queue)};
+    t.sample(1, std::vector{lane_with_missing({0}, 100)}, w);
+    t.sample(2, std::vector{lane_with_missing({5}, 195)}, w);
+    const auto gaps = t.gaps();
+    ASSERT_EQ(gaps.size(), 1u);
+    EXPECT_EQ(gaps[0].cause, LossCause::upstream);
+    EXPECT_EQ(gaps[0].missing, 5u);
+    EXPECT_TRUE(gaps[0].witnesses.empty());
+    EXPECT_EQ(gaps[0].stream, "239.17.0.1:36001 10.0.0.11 thread 0");
+    EXPECT_EQ(lost(t, LossCause::upstream), 5u);
+    ASSERT_EQ(t.seconds().size(), 2u);
+    EXPECT_EQ(t.seconds()[0].packets, 100u);
+    EXPECT_EQ(t.seconds()[1].packets, 95u);
+    EXPECT_EQ(t.seconds()[1].missing, 5u);
+}
+
+TEST(Timeline, AWitnessInTheGapsWindowOrTheOneBeforeNamesTheCause) {
+    for (const std::size_t witness_window : {std::size_t{0}, std::size_t{1}, std::size_t{2}}) {
+        // Windows 0..3; the gap shows in window 2; the witness grows in
+        // `witness_window`: 1 (before) and 2 (same) explain it, 0 does not.
+        Timeline t;
+        std::uint64_t oob = 0;
+        for (std::size_t w = 0; w < 4; ++w) {
+            if (w == witness_window) {
+                oob += 7;
+            }
+            t.sample(double(w + 1), std::vector{lane_with_missing({w >= 2 ? 7u : 0u})},
+                     std::vector{witness("hw/out_of_buffer", oob, LossCause::receive_queue)});
+        }
+        const auto gaps = t.gaps();
+        ASSERT_EQ(gaps.size(), 1u);
+        EXPECT_EQ(gaps[0].cause,
+                  witness_window == 0 ? LossCause::upstream : LossCause::receive_queue)
+            << "witness in window " << witness_window;
+        if (witness_window != 0) {
+            EXPECT_EQ(gaps[0].witnesses, std::vector<std::string>{"hw/out_of_buffer"});
+        }
+    }
+}
+
+TEST(Timeline, SeveralWitnessesNameTheFirstByPriority) {
+    Timeline t;
+    t.sample(1, std::vector{lane_with_missing({0})},
+             std::vector{witness("oob", 0, LossCause::receive_queue),
+                         witness("port_down_events", 0, LossCause::port_down),
+                         witness("limit_reached", 0, LossCause::ring_hold_limit),
+                         witness("diag", 0, LossCause::none)});
+    t.sample(2, std::vector{lane_with_missing({3})},
+             std::vector{witness("oob", 3, LossCause::receive_queue),
+                         witness("port_down_events", 1, LossCause::port_down),
+                         witness("limit_reached", 9, LossCause::ring_hold_limit),
+                         witness("diag", 4, LossCause::none)});
+    const auto gaps = t.gaps();
+    ASSERT_EQ(gaps.size(), 1u);
+    EXPECT_EQ(gaps[0].cause, LossCause::port_down);
+    EXPECT_EQ(gaps[0].witnesses.size(), 3u) << "a diagnostic counter is no witness";
+    // Without the link event, the held ring explains the queue's drops.
+    Timeline u;
+    u.sample(1, std::vector{lane_with_missing({0})},
+             std::vector{witness("oob", 0, LossCause::receive_queue),
+                         witness("limit_reached", 0, LossCause::ring_hold_limit)});
+    u.sample(2, std::vector{lane_with_missing({3})},
+             std::vector{witness("oob", 3, LossCause::receive_queue),
+                         witness("limit_reached", 9, LossCause::ring_hold_limit)});
+    ASSERT_EQ(u.gaps().size(), 1u);
+    EXPECT_EQ(u.gaps()[0].cause, LossCause::ring_hold_limit);
+}
+
+TEST(Timeline, LateFramesTakeBackFromTheNewestGapsAndTheTotalsAddUp) {
+    Timeline t;
+    t.sample(1, std::vector{lane_with_missing({4, 0})}, {});
+    t.sample(2, std::vector{lane_with_missing({6, 1})}, {});
+    t.sample(3, std::vector{lane_with_missing({3, 1})}, {});  // 3 late frames of stream 0
+    const auto gaps = t.gaps();
+    ASSERT_EQ(gaps.size(), 2u) << "stream 0's second gap was filled whole, its first in part";
+    EXPECT_EQ(gaps[0].missing, 3u);
+    EXPECT_EQ(gaps[0].t, 1);
+    EXPECT_EQ(gaps[1].missing, 1u);
+    EXPECT_EQ(t.seconds()[2].filled, 3u);
+    std::uint64_t net = 0;
+    for (const auto& s : t.seconds()) {
+        net += s.missing - s.filled;
+    }
+    EXPECT_EQ(net, 4u);
+    EXPECT_EQ(lost(t, LossCause::upstream), 4u);
+}
+
+TEST(Timeline, GapsPastTheListAreStillCountedByCause) {
+    Timeline t(2);
+    t.sample(1, std::vector{lane_with_missing({1, 1, 1, 1})}, {});
+    EXPECT_EQ(t.gaps().size(), 2u);
+    EXPECT_EQ(t.gaps_not_listed(), 2u);
+    EXPECT_EQ(lost(t, LossCause::upstream), 4u);
+}
+
+TEST(Timeline, WriterDropsAreTheirOwnCauseAndExplainNoGap) {
+    Timeline t;
+    t.sample(1, std::vector{lane_with_missing({0})},
+             std::vector{witness("writer/dropped", 0, LossCause::writer)});
+    t.sample(2, std::vector{lane_with_missing({2})},
+             std::vector{witness("writer/dropped", 9, LossCause::writer)});
+    t.set_write_drops(9);
+    ASSERT_EQ(t.gaps().size(), 1u);
+    EXPECT_EQ(t.gaps()[0].cause, LossCause::upstream);
+    EXPECT_EQ(lost(t, LossCause::writer), 9u);
+}
+
+TEST(Timeline, TheReportCarriesTheTimelineGapsAndCauses) {
+    RunInfo run;
+    run.timeline.sample(1, std::vector{lane_with_missing({2}, 10)},
+                        std::vector{witness("mlx5_0/port_down_events", 1, LossCause::port_down)});
+    const auto j = report_json(Ledger{}, run);
+    ASSERT_EQ(j.at("timeline").size(), 1u);
+    EXPECT_EQ(j["timeline"][0]["packets"], 10);
+    EXPECT_EQ(j["timeline"][0]["counters"]["mlx5_0/port_down_events"], 1);
+    ASSERT_EQ(j.at("gaps").size(), 1u);
+    EXPECT_EQ(j["gaps"][0]["cause"], "port_down");
+    EXPECT_EQ(j["lost_by_cause"]["port_down"], 2);
+    EXPECT_EQ(j["lost_by_cause"]["upstream"], 0);
+    EXPECT_FALSE(j["lost_by_cause"].contains("none"));
+}
+
+// ---- On the simulated NIC, through the capture runner ----
+
+std::vector<std::vector<std::uint8_t>> frames_of(const GeneratorConfig& c) {
+    Generator g(c);
+    std::vector<std::vector<std::uint8_t>> out;
+    GeneratedFrame f;
+    while (g.next(f)) {
+        out.emplace_back(f.bytes.begin(), f.bytes.end());
+    }
+    return out;
+}
+
+// One stream, so every frame not delivered is a gap of it. Phases, each
+// followed by several ticks so their windows stay apart:
+//   1. 5 frames never sent            → upstream
+//   2. 6 frames sent while the port is down → port_down
+//   3. 7 frames finding no receive WR (out_of_buffer, read from the sim's
+//      sysfs by the NIC counters)     → receive_queue
+TEST(GapAttribution, InjectedGapsOnTheSimulatedNicGetTheirCauses) {
+    sim::SimProvider provider;
+    auto nic = provider.add({});
+    test::TempDir sysfs;
+    nic->write_sysfs(sysfs.path() / "class" / "infiniband");
+    CaptureRequest request;
+    request.targets = {{"sim_mlx5_0", 1, "", 0}};
+    request.engine.groups = {kG1};
+    request.engine.ring_depth = 64;
+    request.demux.groups = {kG1};
+    request.nic_counters = true;
+    request.sysfs_root = sysfs.path();
+    request.watchdog = false;
+    request.tick = std::chrono::milliseconds(100);
+    request.duration_s = 30;  // a bound; the wire ends the run with stop
+    GeneratorConfig c;
+    c.antennas = {test::kAntenna1};
+    c.groups = {kG1};
+    c.threads = 1;
+    c.frames = 400;
+    c.frames_per_period = 1000;
+    c.payload_bytes = 1024;
+    const auto frames = frames_of(c);
+    ASSERT_EQ(frames.size(), 400u);
+    std::atomic<bool> stop{false};
+    std::thread wire([&] {
+        while (nic->flows() < 1) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        const auto settle = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(450)); };
+        const auto send = [&](std::size_t from, std::size_t to) {
+            for (std::size_t i = from; i < to; ++i) {
+                while (nic->min_posted_wrs() == 0) {
+                    std::this_thread::yield();
+                }
+                nic->deliver(frames[i]);
+            }
+        };
+        send(0, 100);
+        settle();
+        send(105, 200);  // 1: 100..104 never sent
+        settle();
+        nic->set_port_up(false);
+        send(200, 206);  // 2: lost on the wire
+        nic->set_port_up(true);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        send(206, 300);
+        settle();
+        nic->withhold_buffers(7);
+        send(300, 307);  // 3: no receive WR
+        nic->write_sysfs(sysfs.path() / "class" / "infiniband");
+        send(307, 400);
+        settle();
+        stop = true;
+    });
+    RunOutcome out = run_verbs_capture(request, provider, {}, stop);
+    wire.join();
+    EXPECT_EQ(out.ledger.totals().missing, 18u);
+    const auto& t = out.info.timeline;
+    std::map<LossCause, std::uint64_t> by;
+    for (const auto& g : t.gaps()) {
+        by[g.cause] += g.missing;
+    }
+    EXPECT_EQ(by[LossCause::upstream], 5u);
+    EXPECT_EQ(by[LossCause::port_down], 6u);
+    EXPECT_EQ(by[LossCause::receive_queue], 7u);
+    EXPECT_EQ(lost(t, LossCause::upstream), 5u);
+    EXPECT_EQ(lost(t, LossCause::port_down), 6u);
+    EXPECT_EQ(lost(t, LossCause::receive_queue), 7u);
+    // The seconds add up to the report's totals.
+    std::uint64_t packets = 0;
+    std::uint64_t net_missing = 0;
+    for (const auto& s : t.seconds()) {
+        packets += s.packets;
+        net_missing += s.missing - s.filled;
+    }
+    EXPECT_EQ(packets, out.ledger.totals().packets);
+    EXPECT_EQ(net_missing, out.ledger.totals().missing);
+    EXPECT_GE(t.seconds().size(), 10u) << "100 ms ticks over about two seconds";
+}
+
+}  // namespace
+}  // namespace ibvcap
