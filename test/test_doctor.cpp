@@ -14,6 +14,7 @@
 #include <system_error>
 #include <tuple>
 
+#include "fake_tree.hpp"
 #include "lib/host/doctor.hpp"
 #include "lib/sources/pcap_live.hpp"
 
@@ -22,42 +23,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class FakeRoot {
+class FakeRoot : public test::FakeTree {
   public:
-    FakeRoot() {
-        std::string templ = "/tmp/ibvcap_test_doctor_XXXXXX";
-        if (::mkdtemp(templ.data()) == nullptr) {
-            throw std::system_error(errno, std::generic_category(), "mkdtemp");
-        }
-        root_ = templ;
+    FakeRoot() : FakeTree("test_doctor") {
         fs::create_directories(sys());
         fs::create_directories(proc());
     }
-    ~FakeRoot() {
-        std::error_code ec;
-        fs::remove_all(root_, ec);
-    }
-    FakeRoot(const FakeRoot&) = delete;
-    FakeRoot& operator=(const FakeRoot&) = delete;
 
-    fs::path sys() const { return root_ / "sys"; }
-    fs::path proc() const { return root_ / "proc"; }
-    const fs::path& root() const { return root_; }
+    fs::path sys() const { return root() / "sys"; }
+    fs::path proc() const { return root() / "proc"; }
 
-    // `relative` under the root ("sys/class/net/eth0/mtu"), text plus a newline.
-    void write(const fs::path& relative, const std::string& text) const {
-        const fs::path path = root_ / relative;
-        fs::create_directories(path.parent_path());
-        std::ofstream out(path, std::ios::trunc);
-        out << text << "\n";
-        if (!out) {
-            throw std::runtime_error("cannot write " + path.string());
-        }
-    }
-    void mkdir(const fs::path& relative) const { fs::create_directories(root_ / relative); }
     void link(const fs::path& relative, const fs::path& target) const {
-        fs::create_directories((root_ / relative).parent_path());
-        fs::create_directory_symlink(target, root_ / relative);
+        fs::create_directories((root() / relative).parent_path());
+        fs::create_directory_symlink(target, root() / relative);
     }
 
     // An mlx5 port: class/infiniband/<dev>/ports/<port>/{state,link_layer},
@@ -71,9 +49,9 @@ class FakeRoot {
               state == "ACTIVE" ? "4: ACTIVE" : "1: DOWN");
         write("sys/class/infiniband/" + dev + "/ports/1/link_layer", "Ethernet");
         write("sys/class/infiniband/" + dev + "/ports/1/gid_attrs/ndevs/0", netdev);
-        link("sys/class/infiniband/" + dev + "/device", root_ / pci);
+        link("sys/class/infiniband/" + dev + "/device", root() / pci);
         write("sys/class/net/" + netdev + "/mtu", std::to_string(mtu));
-        link("sys/class/net/" + netdev + "/device", root_ / pci);
+        link("sys/class/net/" + netdev + "/device", root() / pci);
     }
 
     Options options() const {
@@ -81,12 +59,9 @@ class FakeRoot {
         o.sysfs_root = sys();
         o.procfs_root = proc();
         o.binary = "/usr/local/bin/ibvcap";
-        o.output_dir = root_;
+        o.output_dir = root();
         return o;
     }
-
-  private:
-    fs::path root_;
 };
 
 // A host where everything is fine; tests change one thing.

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "frames.hpp"
+#include "generated_frames.hpp"
 #include "lib/host/nic_counters.hpp"
 #include "lib/run/verbs_capture.hpp"
 #include "lib/sinks/block_consumer.hpp"
@@ -194,16 +195,7 @@ BlockSinkOptions sink_options() {
     return bo;
 }
 
-// All frames of a generator, in order.
-std::vector<std::vector<std::uint8_t>> frames_of(const GeneratorConfig& c) {
-    Generator g(c);
-    std::vector<std::vector<std::uint8_t>> out;
-    GeneratedFrame f;
-    while (g.next(f)) {
-        out.emplace_back(f.bytes.begin(), f.bytes.end());
-    }
-    return out;
-}
+using test::frames_of;
 
 TEST(Engine, SplitPlacesHeadersAndPayloadAndFilesAreExact) {
     Rig rig(options_for({kG1, kG2}), {OutputFormat::codif, OutputFormat::pcap});

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "fake_tree.hpp"
 #include "frames.hpp"
 #include "lib/host/devices.hpp"
 #include "lib/host/ethtool_stats.hpp"
@@ -38,36 +39,9 @@ namespace {
 namespace fs = std::filesystem;
 
 // A fake sysfs root in a fresh directory under /tmp, removed afterwards.
-class FakeSysfs {
+class FakeSysfs : public test::FakeTree {
   public:
-    FakeSysfs() {
-        std::string templ = "/tmp/ibvcap_test_host_XXXXXX";
-        if (::mkdtemp(templ.data()) == nullptr) {
-            throw std::system_error(errno, std::generic_category(), "mkdtemp");
-        }
-        root_ = templ;
-    }
-    ~FakeSysfs() {
-        std::error_code ec;
-        fs::remove_all(root_, ec);
-    }
-    FakeSysfs(const FakeSysfs&) = delete;
-    FakeSysfs& operator=(const FakeSysfs&) = delete;
-
-    const fs::path& root() const { return root_; }
-
-    // Write `text` plus a newline, as sysfs does, creating parent directories.
-    void write(const fs::path& relative, const std::string& text) const {
-        const fs::path path = root_ / relative;
-        fs::create_directories(path.parent_path());
-        std::ofstream out(path, std::ios::trunc);
-        out << text << "\n";
-        if (!out) {
-            throw std::runtime_error("cannot write " + path.string());
-        }
-    }
-    void mkdir(const fs::path& relative) const { fs::create_directories(root_ / relative); }
-    void remove(const fs::path& relative) const { fs::remove_all(root_ / relative); }
+    FakeSysfs() : FakeTree("test_host") {}
 
     // One RDMA port.
     void port(const std::string& dev, int port, const std::string& state,
@@ -82,9 +56,6 @@ class FakeSysfs {
         write(fs::path("class/net") / name / "mtu", std::to_string(mtu));
         write(fs::path("class/net") / name / "operstate", operstate);
     }
-
-  private:
-    fs::path root_;
 };
 
 std::uint32_t ip(const char* text) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "frames.hpp"
+#include "generated_frames.hpp"
 #include "lib/ledger/report.hpp"
 #include "lib/ledger/timeline.hpp"
 #include "lib/run/verbs_capture.hpp"
@@ -171,15 +172,7 @@ TEST(Timeline, TheReportCarriesTheTimelineGapsAndCauses) {
 
 // ---- On the simulated NIC, through the capture runner ----
 
-std::vector<std::vector<std::uint8_t>> frames_of(const GeneratorConfig& c) {
-    Generator g(c);
-    std::vector<std::vector<std::uint8_t>> out;
-    GeneratedFrame f;
-    while (g.next(f)) {
-        out.emplace_back(f.bytes.begin(), f.bytes.end());
-    }
-    return out;
-}
+using test::frames_of;
 
 // One stream, so every frame not delivered is a gap of it. Phases, each
 // followed by several ticks so their windows stay apart:
