@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lib/run/console.hpp"
+#include "lib/run/metrics.hpp"
 #include "lib/run/stats_line.hpp"
 
 namespace ibvcap {
@@ -187,6 +188,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     auto last_tick = start;
     Timeline& timeline = outcome.info.timeline;
     std::vector<LiveView> views(lanes.size());
+    std::vector<SourceCounter> witnesses;  // the last sample's
     const auto sample_timeline = [&](Clock::time_point now) {
         for (std::size_t i = 0; i < lanes.size(); ++i) {
             if (source.demux_on_loop_thread()) {
@@ -196,8 +198,56 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
                 lanes[i]->live.request();
             }
         }
-        timeline.sample(std::chrono::duration<double>(now - start).count(), views,
-                        all_witnesses(source, settings, lanes));
+        witnesses = all_witnesses(source, settings, lanes);
+        timeline.sample(std::chrono::duration<double>(now - start).count(), views, witnesses);
+    };
+    // The metrics file, from what the timeline sampled (docs/observability.md,
+    // "Metrics"), on this thread.
+    const double wall_start =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    std::optional<MetricsFile> metrics;
+    if (!settings.metrics_path.empty()) {
+        metrics.emplace(settings.metrics_path, settings.metrics_interval_s, settings.command,
+                        settings.notices);
+    }
+    const auto metrics_input = [&](Clock::time_point now) {
+        MetricsInput in;
+        in.command = outcome.info.command;
+        in.source = outcome.info.source;
+        in.input = outcome.info.input;
+        for (const auto& v : views) {
+            in.packets += v.packets;
+            in.bytes += v.bytes;
+            for (std::size_t r = 0; r < kReasonCount; ++r) {
+                in.reasons[r] += v.reasons[r];
+            }
+            in.streams.insert(in.streams.end(), v.streams.begin(), v.streams.end());
+        }
+        in.witnesses = witnesses;
+        in.lost_by_cause = timeline.lost_by_cause();
+        // The writers' drops reach the timeline at the end; until then their
+        // witness has them.
+        auto& writer_lost = in.lost_by_cause[static_cast<std::size_t>(LossCause::writer)];
+        for (const auto& w : witnesses) {
+            if (w.cause == LossCause::writer) {
+                writer_lost = std::max(writer_lost, w.value);
+            }
+        }
+        for (const auto& l : lanes) {
+            if (l->writer) {
+                in.writer_backlog_bytes =
+                    in.writer_backlog_bytes.value_or(0) + l->writer->backlog_bytes();
+            }
+        }
+        in.slots_held = source.figures().slots_held;
+        in.zero_loss = !loss_so_far(in);
+        in.start_time_s = wall_start;
+        in.update_time_s =
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
+        in.duration_s = std::chrono::duration<double>(now - start).count();
+        in.write_failures = metrics->failures();
+        return in;
     };
     if (!source.demux_on_loop_thread()) {
         for (auto& l : lanes) {
@@ -224,6 +274,9 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             try {
                 source.tick(outcome.info);
                 sample_timeline(now);
+                if (metrics && metrics->due(now)) {
+                    metrics->write(format_metrics(metrics_input(now)), now);
+                }
                 if (ticker.enabled()) {
                     ticker.tick(snapshot(source.figures()));
                 }
@@ -271,8 +324,9 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             views[i].copy_from(lanes[i]->ledger);
             write_drops += lanes[i]->ledger.totals().write_drops;
         }
+        witnesses = all_witnesses(source, settings, lanes);
         timeline.sample(std::chrono::duration<double>(Clock::now() - start).count(), views,
-                        all_witnesses(source, settings, lanes));
+                        witnesses);
         timeline.set_write_drops(write_drops);
     }
     if (lanes.size() == 1) {
@@ -286,6 +340,17 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     outcome.info.stats_lines_dropped = ticker.dropped();
     outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
     apply_faults(faults, outcome);
+    if (metrics) {
+        // The final values, with the verdict.
+        const auto now = Clock::now();
+        MetricsInput in = metrics_input(now);
+        in.up = false;
+        in.zero_loss = outcome.exit_code == kExitZeroLoss;
+        metrics->write(format_metrics(in), now);
+        outcome.info.metrics_path = metrics->path();
+        outcome.info.metrics_writes = metrics->writes();
+        outcome.info.metrics_write_failures = metrics->failures();
+    }
     return outcome;
 }
 

@@ -46,6 +46,10 @@ struct RunSettings {
     // Witnesses outside the source (the GPU's XIDs): sampled once a second
     // with the source's own (Source::witnesses), on the run loop's thread.
     std::vector<std::function<std::vector<SourceCounter>()>> witnesses;
+    // --metrics-file: the Prometheus text file (lib/run/metrics.hpp), written at
+    // the 1 Hz tick every metrics_interval_s and once at the end (empty: none).
+    std::string metrics_path;
+    double metrics_interval_s = 10;
 };
 
 // Runs `source` until `stop`, the duration, the count, or the source ends.
