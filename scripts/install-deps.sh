@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang clang-format
   tshark tcpdump iproute2 jq
+  prometheus # promtool: test/e2e/metrics.sh checks the --metrics-file
 )
 
 missing=()
