@@ -938,11 +938,11 @@ TEST(CliMetrics, TheFinalFileHasTheReportsTotals) {
                                                   m.find('\n', at + 1) - at - series.size() - 2);
     };
     EXPECT_EQ(m.find("stale"), std::string::npos);
-    EXPECT_EQ(value("ibvcap_up"), "0");
-    EXPECT_EQ(value("ibvcap_zero_loss"), "0");
-    EXPECT_EQ(value("ibvcap_packets_total"), report["totals"]["packets"].dump());
-    EXPECT_EQ(value("ibvcap_bytes_total"), report["totals"]["bytes"].dump());
-    EXPECT_EQ(value("ibvcap_lost_frames_total{cause=\"upstream\"}"),
+    EXPECT_EQ(value("ibvcap_up{run=\"m\"}"), "0");
+    EXPECT_EQ(value("ibvcap_zero_loss{run=\"m\"}"), "0");
+    EXPECT_EQ(value("ibvcap_packets_total{run=\"m\"}"), report["totals"]["packets"].dump());
+    EXPECT_EQ(value("ibvcap_bytes_total{run=\"m\"}"), report["totals"]["bytes"].dump());
+    EXPECT_EQ(value("ibvcap_lost_frames_total{run=\"m\",cause=\"upstream\"}"),
               report["totals"]["missing"].dump());
     EXPECT_NE(report["totals"]["missing"], 0);
     EXPECT_EQ(report["metrics_file"]["path"], "m.prom");
@@ -955,7 +955,7 @@ TEST(CliMetrics, TheFinalFileHasTheReportsTotals) {
     ASSERT_EQ(ibvcap(dir, "gen -q -w y.pcap -c 20").code, 0);
     ASSERT_EQ(ibvcap(dir, "read -q -r y.pcap --metrics-file m.prom").code, 0);
     const std::string clean = slurp(dir / "m.prom");
-    EXPECT_NE(clean.find("\nibvcap_zero_loss 1\n"), std::string::npos) << clean;
+    EXPECT_NE(clean.find("\nibvcap_zero_loss{run=\"m\"} 1\n"), std::string::npos) << clean;
 }
 
 }  // namespace

@@ -33,6 +33,7 @@ MetricsInput small_input() {
     in.command = "capture";
     in.source = "pcap";
     in.input = "eth0";
+    in.run = "ibvcap";
     in.packets = 12;
     in.bytes = 1200;
     in.reasons[static_cast<std::size_t>(Reason::not_udp)] = 2;
@@ -63,100 +64,115 @@ TEST(MetricsFormat, ExactTextForASmallRun) {
     const std::string expected =
         R"(# HELP ibvcap_up 1 while the run goes on, 0 in the file written at its end.
 # TYPE ibvcap_up gauge
-ibvcap_up 1
+ibvcap_up{run="ibvcap"} 1
 # HELP ibvcap_zero_loss 1 while no frame was lost so far (the final file: the verdict is zero-loss), 0 once one was.
 # TYPE ibvcap_zero_loss gauge
-ibvcap_zero_loss 0
+ibvcap_zero_loss{run="ibvcap"} 0
 # HELP ibvcap_start_time_seconds When the run started, seconds since the epoch.
 # TYPE ibvcap_start_time_seconds gauge
-ibvcap_start_time_seconds 1700000000.5
+ibvcap_start_time_seconds{run="ibvcap"} 1700000000.5
 # HELP ibvcap_last_update_time_seconds When this file was written, seconds since the epoch.
 # TYPE ibvcap_last_update_time_seconds gauge
-ibvcap_last_update_time_seconds 1700000010.25
+ibvcap_last_update_time_seconds{run="ibvcap"} 1700000010.25
 # HELP ibvcap_duration_seconds Seconds since the run started.
 # TYPE ibvcap_duration_seconds gauge
-ibvcap_duration_seconds 9.75
+ibvcap_duration_seconds{run="ibvcap"} 9.75
 # HELP ibvcap_run_info The run: command, source and input (the interface or the file). Always 1.
 # TYPE ibvcap_run_info gauge
-ibvcap_run_info{command="capture",source="pcap",input="eth0"} 1
+ibvcap_run_info{run="ibvcap",command="capture",source="pcap",input="eth0"} 1
 # HELP ibvcap_packets_total Frames the source delivered to ibvcap, every kind.
 # TYPE ibvcap_packets_total counter
-ibvcap_packets_total 12
+ibvcap_packets_total{run="ibvcap"} 12
 # HELP ibvcap_bytes_total Wire bytes of the frames the source delivered.
 # TYPE ibvcap_bytes_total counter
-ibvcap_bytes_total 1200
+ibvcap_bytes_total{run="ibvcap"} 1200
 # HELP ibvcap_rejected_frames_total Frames that are not CODIF frames of a stream, by reason; class malformed makes the verdict loss, non_codif does not.
 # TYPE ibvcap_rejected_frames_total counter
-ibvcap_rejected_frames_total{reason="not_ipv4",class="non_codif"} 0
-ibvcap_rejected_frames_total{reason="not_udp",class="non_codif"} 2
-ibvcap_rejected_frames_total{reason="other_destination",class="non_codif"} 0
-ibvcap_rejected_frames_total{reason="unlisted_source",class="non_codif"} 0
-ibvcap_rejected_frames_total{reason="not_codif",class="non_codif"} 0
-ibvcap_rejected_frames_total{reason="truncated_capture",class="malformed"} 0
-ibvcap_rejected_frames_total{reason="truncated_ethernet",class="malformed"} 0
-ibvcap_rejected_frames_total{reason="too_many_vlans",class="malformed"} 0
-ibvcap_rejected_frames_total{reason="truncated_ipv4",class="malformed"} 0
-ibvcap_rejected_frames_total{reason="bad_ip_version",class="malformed"} 0
-ibvcap_rejected_frames_total{reason="bad_ip_header_length",class="malformed"} 0
-ibvcap_rejected_frames_total{reason="bad_ip_total_length",class="malformed"} 0
-ibvcap_rejected_frames_total{reason="ip_fragment",class="malformed"} 0
-ibvcap_rejected_frames_total{reason="truncated_udp",class="malformed"} 1
-ibvcap_rejected_frames_total{reason="bad_udp_length",class="malformed"} 0
-ibvcap_rejected_frames_total{reason="headers_split",class="malformed"} 0
-ibvcap_rejected_frames_total{reason="codif_zero_field",class="malformed"} 0
-ibvcap_rejected_frames_total{reason="codif_bad_length",class="malformed"} 0
-ibvcap_rejected_frames_total{reason="codif_bad_samples",class="malformed"} 0
-ibvcap_rejected_frames_total{reason="codif_frame_beyond_period",class="malformed"} 0
-ibvcap_rejected_frames_total{reason="codif_no_frames_per_period",class="malformed"} 0
-ibvcap_rejected_frames_total{reason="stream_params_changed",class="malformed"} 0
-ibvcap_rejected_frames_total{reason="too_many_streams",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="not_ipv4",class="non_codif"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="not_udp",class="non_codif"} 2
+ibvcap_rejected_frames_total{run="ibvcap",reason="other_destination",class="non_codif"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="unlisted_source",class="non_codif"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="not_codif",class="non_codif"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="truncated_capture",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="truncated_ethernet",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="too_many_vlans",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="truncated_ipv4",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="bad_ip_version",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="bad_ip_header_length",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="bad_ip_total_length",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="ip_fragment",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="truncated_udp",class="malformed"} 1
+ibvcap_rejected_frames_total{run="ibvcap",reason="bad_udp_length",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="headers_split",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="codif_zero_field",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="codif_bad_length",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="codif_bad_samples",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="codif_frame_beyond_period",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="codif_no_frames_per_period",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="stream_params_changed",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="too_many_streams",class="malformed"} 0
 # HELP ibvcap_stream_packets_total CODIF frames of the stream received, duplicates included.
 # TYPE ibvcap_stream_packets_total counter
-ibvcap_stream_packets_total{group="239.17.0.1:36001",antenna="10.0.0.11",thread="0"} 9
+ibvcap_stream_packets_total{run="ibvcap",group="239.17.0.1:36001",antenna="10.0.0.11",thread="0"} 9
 # HELP ibvcap_stream_bytes_total Wire bytes of the stream's frames.
 # TYPE ibvcap_stream_bytes_total counter
-ibvcap_stream_bytes_total{group="239.17.0.1:36001",antenna="10.0.0.11",thread="0"} 900
+ibvcap_stream_bytes_total{run="ibvcap",group="239.17.0.1:36001",antenna="10.0.0.11",thread="0"} 900
 # HELP ibvcap_stream_missing_frames_total Frames of the stream that never arrived (gaps).
 # TYPE ibvcap_stream_missing_frames_total counter
-ibvcap_stream_missing_frames_total{group="239.17.0.1:36001",antenna="10.0.0.11",thread="0"} 3
+ibvcap_stream_missing_frames_total{run="ibvcap",group="239.17.0.1:36001",antenna="10.0.0.11",thread="0"} 3
 # HELP ibvcap_stream_duplicate_frames_total Frames of the stream received more than once.
 # TYPE ibvcap_stream_duplicate_frames_total counter
-ibvcap_stream_duplicate_frames_total{group="239.17.0.1:36001",antenna="10.0.0.11",thread="0"} 1
+ibvcap_stream_duplicate_frames_total{run="ibvcap",group="239.17.0.1:36001",antenna="10.0.0.11",thread="0"} 1
 # HELP ibvcap_stream_out_of_order_frames_total Frames of the stream that arrived after a later one (they fill a gap).
 # TYPE ibvcap_stream_out_of_order_frames_total counter
-ibvcap_stream_out_of_order_frames_total{group="239.17.0.1:36001",antenna="10.0.0.11",thread="0"} 2
+ibvcap_stream_out_of_order_frames_total{run="ibvcap",group="239.17.0.1:36001",antenna="10.0.0.11",thread="0"} 2
 # HELP ibvcap_stream_too_late_frames_total Frames of the stream that arrived too late to place.
 # TYPE ibvcap_stream_too_late_frames_total counter
-ibvcap_stream_too_late_frames_total{group="239.17.0.1:36001",antenna="10.0.0.11",thread="0"} 0
+ibvcap_stream_too_late_frames_total{run="ibvcap",group="239.17.0.1:36001",antenna="10.0.0.11",thread="0"} 0
 # HELP ibvcap_stream_implausible_frames_total Frames of the stream too far from it to place (a corrupt header).
 # TYPE ibvcap_stream_implausible_frames_total counter
-ibvcap_stream_implausible_frames_total{group="239.17.0.1:36001",antenna="10.0.0.11",thread="0"} 0
+ibvcap_stream_implausible_frames_total{run="ibvcap",group="239.17.0.1:36001",antenna="10.0.0.11",thread="0"} 0
 # HELP ibvcap_stream_restarts_total Times the stream was re-synchronised at a new position.
 # TYPE ibvcap_stream_restarts_total counter
-ibvcap_stream_restarts_total{group="239.17.0.1:36001",antenna="10.0.0.11",thread="0"} 0
+ibvcap_stream_restarts_total{run="ibvcap",group="239.17.0.1:36001",antenna="10.0.0.11",thread="0"} 0
 # HELP ibvcap_witness_total The witnesses' growth since the run started: NIC, port and kernel counters, completion errors, recoveries, port events, writer drops. name is where it was read, cause the loss its growth stands for, drop true for counts of frames lost before ibvcap.
 # TYPE ibvcap_witness_total counter
-ibvcap_witness_total{name="mlx5_0/hw_counters/out_of_buffer",cause="receive_queue",drop="true"} 3
-ibvcap_witness_total{name="pcap/ps_recv",cause="none",drop="false"} 12
+ibvcap_witness_total{run="ibvcap",name="mlx5_0/hw_counters/out_of_buffer",cause="receive_queue",drop="true"} 3
+ibvcap_witness_total{run="ibvcap",name="pcap/ps_recv",cause="none",drop="false"} 12
 # HELP ibvcap_lost_frames_total Frames lost, by cause: missing frames by the witness that moved when their gap opened (upstream when none did), and records not written (writer).
 # TYPE ibvcap_lost_frames_total counter
-ibvcap_lost_frames_total{cause="port_discards"} 0
-ibvcap_lost_frames_total{cause="receive_queue"} 3
-ibvcap_lost_frames_total{cause="ring_hold_limit"} 0
-ibvcap_lost_frames_total{cause="completion_errors"} 0
-ibvcap_lost_frames_total{cause="port_down"} 0
-ibvcap_lost_frames_total{cause="gpu_xid"} 0
-ibvcap_lost_frames_total{cause="kernel"} 0
-ibvcap_lost_frames_total{cause="writer"} 0
-ibvcap_lost_frames_total{cause="upstream"} 0
+ibvcap_lost_frames_total{run="ibvcap",cause="port_discards"} 0
+ibvcap_lost_frames_total{run="ibvcap",cause="receive_queue"} 3
+ibvcap_lost_frames_total{run="ibvcap",cause="ring_hold_limit"} 0
+ibvcap_lost_frames_total{run="ibvcap",cause="completion_errors"} 0
+ibvcap_lost_frames_total{run="ibvcap",cause="port_down"} 0
+ibvcap_lost_frames_total{run="ibvcap",cause="gpu_xid"} 0
+ibvcap_lost_frames_total{run="ibvcap",cause="kernel"} 0
+ibvcap_lost_frames_total{run="ibvcap",cause="writer"} 0
+ibvcap_lost_frames_total{run="ibvcap",cause="upstream"} 0
 # HELP ibvcap_writer_backlog_bytes Bytes queued for the disk, not yet written.
 # TYPE ibvcap_writer_backlog_bytes gauge
-ibvcap_writer_backlog_bytes 4096
+ibvcap_writer_backlog_bytes{run="ibvcap"} 4096
 # HELP ibvcap_metrics_write_failures_total Writes of this file that failed before this one.
 # TYPE ibvcap_metrics_write_failures_total counter
-ibvcap_metrics_write_failures_total 1
+ibvcap_metrics_write_failures_total{run="ibvcap"} 1
 )";
     EXPECT_EQ(format_metrics(small_input()), expected);
+}
+
+// Runs side by side in one textfile directory write files of different
+// names: their series differ by the run label, so node_exporter never sees
+// the same series twice.
+TEST(MetricsFormat, TheRunLabelIsTheFileNameWithoutProm) {
+    EXPECT_EQ(run_label("/var/lib/node_exporter/ibvcap-eth1.prom"), "ibvcap-eth1");
+    EXPECT_EQ(run_label("m.prom"), "m");
+    EXPECT_EQ(run_label("dir/metrics.txt"), "metrics.txt");
+    EXPECT_EQ(run_label(".prom"), ".prom");
+    MetricsInput in = small_input();
+    in.run.clear();
+    const std::string text = format_metrics(in);
+    EXPECT_NE(text.find("\nibvcap_up 1\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("\nibvcap_stream_packets_total{group="), std::string::npos) << text;
 }
 
 TEST(MetricsFormat, HeldSlotsOnlyWhenTheSourceHoldsSlots) {
@@ -165,7 +181,7 @@ TEST(MetricsFormat, HeldSlotsOnlyWhenTheSourceHoldsSlots) {
     in.slots_held = 17;
     in.writer_backlog_bytes.reset();
     const std::string text = format_metrics(in);
-    EXPECT_NE(text.find("# TYPE ibvcap_held_slots gauge\nibvcap_held_slots 17\n"),
+    EXPECT_NE(text.find("# TYPE ibvcap_held_slots gauge\nibvcap_held_slots{run=\"ibvcap\"} 17\n"),
               std::string::npos)
         << text;
     EXPECT_EQ(text.find("ibvcap_writer_backlog_bytes"), std::string::npos);
@@ -180,11 +196,13 @@ TEST(MetricsFormat, LabelValuesAreEscaped) {
     MetricsInput in = small_input();
     in.input = "/data/x \"1\".pcap";
     in.witnesses = {{"dev\\odd\n\"name\"", 5, false, LossCause::kernel}};
+    in.run = "a\"b";
     const std::string text = format_metrics(in);
     EXPECT_NE(text.find(R"(input="/data/x \"1\".pcap"})"), std::string::npos) << text;
+    EXPECT_NE(text.find(R"(ibvcap_up{run="a\"b"} 1)"), std::string::npos) << text;
     EXPECT_NE(
         text.find(
-            R"(ibvcap_witness_total{name="dev\\odd\n\"name\"",cause="kernel",drop="false"} 5)"),
+            R"(ibvcap_witness_total{run="a\"b",name="dev\\odd\n\"name\"",cause="kernel",drop="false"} 5)"),
         std::string::npos)
         << text;
 }
@@ -239,9 +257,11 @@ TEST(MetricsFormat, EveryFamilyHasHelpAndTypeAndAppearsOnce) {
     EXPECT_EQ(help.size(), 22u);  // every family, held slots and the backlog included
     EXPECT_GT(samples, 40u);
     // The duplicates were summed.
-    EXPECT_NE(text.find("ibvcap_stream_missing_frames_total{group=\"239.17.0.1:36001\",antenna="
-                        "\"10.0.0.11\",thread=\"0\"} 6\n"),
-              std::string::npos)
+    EXPECT_NE(
+        text.find(
+            "ibvcap_stream_missing_frames_total{run=\"ibvcap\",group=\"239.17.0.1:36001\",antenna="
+            "\"10.0.0.11\",thread=\"0\"} 6\n"),
+        std::string::npos)
         << text;
     EXPECT_NE(text.find("cause=\"receive_queue\",drop=\"true\"} 6\n"), std::string::npos);
 }

@@ -23,16 +23,21 @@ namespace {
 
 using Labels = std::vector<std::pair<std::string_view, std::string>>;
 
-// One metric family: its HELP and TYPE lines and its series. Series with the
-// same labels are one series (their values summed), as the format requires
-// each to appear once.
+// One metric family: its HELP and TYPE lines and its series, each with the
+// run label first when there is one. Series with the same labels are one
+// series (their values summed), as the format requires each to appear once.
 class Family {
   public:
-    Family(std::string_view name, std::string_view type, std::string_view help)
-        : name_(name), type_(type), help_(help) {}
+    Family(std::string_view name, std::string_view type, std::string_view help,
+           const std::string& run)
+        : name_(name), type_(type), help_(help) {
+        if (!run.empty()) {
+            run_ = fmt::format("run=\"{}\"", escape_label_value(run));
+        }
+    }
 
     void add(const Labels& labels, std::uint64_t value) {
-        std::string key;
+        std::string key = run_.empty() ? "" : "{" + run_;
         for (const auto& [name, v] : labels) {
             key += key.empty() ? "{" : ",";
             key += fmt::format("{}=\"{}\"", name, escape_label_value(v));
@@ -52,7 +57,7 @@ class Family {
     void print(std::string& out) const {
         out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name_, help_, name_, type_);
         if (number_) {
-            out += fmt::format("{} {}\n", name_, *number_);
+            out += fmt::format("{}{} {}\n", name_, run_.empty() ? "" : "{" + run_ + "}", *number_);
         }
         for (const auto& [labels, value] : series_) {
             out += fmt::format("{}{} {}\n", name_, labels, value);
@@ -63,6 +68,7 @@ class Family {
     std::string_view name_;
     std::string_view type_;
     std::string_view help_;
+    std::string run_;  // run="..." or empty
     std::optional<double> number_;
     std::vector<std::pair<std::string, std::uint64_t>> series_;
     std::unordered_map<std::string, std::size_t> index_;
@@ -75,6 +81,14 @@ bool verdict_cause(LossCause c) {
 }
 
 }  // namespace
+
+std::string run_label(const std::string& metrics_path) {
+    std::string name = std::filesystem::path(metrics_path).filename().string();
+    if (name.size() > 5 && name.ends_with(".prom")) {
+        name.resize(name.size() - 5);
+    }
+    return name;
+}
 
 std::string escape_label_value(std::string_view value) {
     std::string out;
@@ -123,8 +137,8 @@ bool loss_so_far(const MetricsInput& in) {
 
 std::string format_metrics(const MetricsInput& in) {
     std::string out;
-    const auto gauge = [&out](std::string_view name, std::string_view help, double value) {
-        Family f(name, "gauge", help);
+    const auto gauge = [&out, &in](std::string_view name, std::string_view help, double value) {
+        Family f(name, "gauge", help, in.run);
         f.add_number(value);
         f.print(out);
     };
@@ -140,25 +154,28 @@ std::string format_metrics(const MetricsInput& in) {
     gauge("ibvcap_duration_seconds", "Seconds since the run started.", in.duration_s);
     {
         Family f("ibvcap_run_info", "gauge",
-                 "The run: command, source and input (the interface or the file). Always 1.");
+                 "The run: command, source and input (the interface or the file). Always 1.",
+                 in.run);
         f.add({{"command", in.command}, {"source", in.source}, {"input", in.input}}, 1);
         f.print(out);
     }
     {
         Family f("ibvcap_packets_total", "counter",
-                 "Frames the source delivered to ibvcap, every kind.");
+                 "Frames the source delivered to ibvcap, every kind.", in.run);
         f.add({}, in.packets);
         f.print(out);
     }
     {
-        Family f("ibvcap_bytes_total", "counter", "Wire bytes of the frames the source delivered.");
+        Family f("ibvcap_bytes_total", "counter", "Wire bytes of the frames the source delivered.",
+                 in.run);
         f.add({}, in.bytes);
         f.print(out);
     }
     {
         Family f("ibvcap_rejected_frames_total", "counter",
                  "Frames that are not CODIF frames of a stream, by reason; class malformed "
-                 "makes the verdict loss, non_codif does not.");
+                 "makes the verdict loss, non_codif does not.",
+                 in.run);
         for (std::size_t r = 0; r < kReasonCount; ++r) {
             const auto reason = static_cast<Reason>(r);
             f.add({{"reason", std::string(to_string(reason))},
@@ -193,7 +210,7 @@ std::string format_metrics(const MetricsInput& in) {
          &LiveStream::restarts},
     };
     for (const auto& c : kStreamCounts) {
-        Family f(c.name, "counter", c.help);
+        Family f(c.name, "counter", c.help, in.run);
         for (const auto& s : in.streams) {
             f.add({{"group", s.group.to_string()},
                    {"antenna", format_ipv4(s.antenna)},
@@ -207,7 +224,8 @@ std::string format_metrics(const MetricsInput& in) {
                  "The witnesses' growth since the run started: NIC, port and kernel counters, "
                  "completion errors, recoveries, port events, writer drops. name is where it "
                  "was read, cause the loss its growth stands for, drop true for counts of "
-                 "frames lost before ibvcap.");
+                 "frames lost before ibvcap.",
+                 in.run);
         for (const auto& w : in.witnesses) {
             f.add({{"name", w.name},
                    {"cause", std::string(to_string(w.cause))},
@@ -219,7 +237,8 @@ std::string format_metrics(const MetricsInput& in) {
     {
         Family f("ibvcap_lost_frames_total", "counter",
                  "Frames lost, by cause: missing frames by the witness that moved when their "
-                 "gap opened (upstream when none did), and records not written (writer).");
+                 "gap opened (upstream when none did), and records not written (writer).",
+                 in.run);
         for (std::size_t c = 0; c < kLossCauseCount; ++c) {
             const auto cause = static_cast<LossCause>(c);
             if (cause != LossCause::none) {
@@ -240,7 +259,7 @@ std::string format_metrics(const MetricsInput& in) {
     }
     {
         Family f("ibvcap_metrics_write_failures_total", "counter",
-                 "Writes of this file that failed before this one.");
+                 "Writes of this file that failed before this one.", in.run);
         f.add({}, in.write_failures);
         f.print(out);
     }

@@ -27,9 +27,13 @@
 namespace ibvcap {
 
 struct MetricsInput {
-    std::string command;        // "capture", "read"
-    std::string source;         // "pcap", "verbs", "file"
-    std::string input;          // the interface(s) or the file
+    std::string command;  // "capture", "read"
+    std::string source;   // "pcap", "verbs", "file"
+    std::string input;    // the interface(s) or the file
+    // The label every series carries, run="NAME" (empty: none): the metrics
+    // file's name without .prom, so that the files of runs side by side in
+    // one textfile directory never give node_exporter the same series twice.
+    std::string run;
     std::uint64_t packets = 0;  // frames the source delivered, all lanes
     std::uint64_t bytes = 0;
     std::array<std::uint64_t, kReasonCount> reasons{};
@@ -57,6 +61,10 @@ bool loss_so_far(const MetricsInput& in);
 // The text: HELP and TYPE for every family, families in a fixed order, series
 // with equal labels summed (a stream seen on two lanes is one series).
 std::string format_metrics(const MetricsInput& in);
+
+// The run label for a metrics file: its name without the directory and the
+// .prom ending ("/var/lib/node_exporter/ibvcap-eth1.prom" → "ibvcap-eth1").
+std::string run_label(const std::string& metrics_path);
 
 // A label value escaped per the exposition format: \ → \\, " → \", newline → \n.
 std::string escape_label_value(std::string_view value);

@@ -215,6 +215,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         in.command = outcome.info.command;
         in.source = outcome.info.source;
         in.input = outcome.info.input;
+        in.run = run_label(settings.metrics_path);
         for (const auto& v : views) {
             in.packets += v.packets;
             in.bytes += v.bytes;

@@ -28,10 +28,11 @@ promtool_ok() {
   fi
 }
 
-# metric FILE SERIES: the value of one series (the whole line up to the value).
+# metric FILE NAME: the value of the series NAME{run="ibvcap"} (the run label
+# is the file's name without .prom).
 metric() {
-  awk -v s="$2" '$1 == s { print $2; found = 1 } END { exit !found }' "$1" ||
-    fail "no series $2 in $1"
+  awk -v s="$2{run=\"ibvcap\"}" '$1 == s { print $2; found = 1 } END { exit !found }' "$1" ||
+    fail "no series $2{run=\"ibvcap\"} in $1"
 }
 
 testbed_up
@@ -88,11 +89,11 @@ for key in packets:packets bytes:bytes missing:missing_frames duplicates:duplica
   field=${key%%:*}
   family=ibvcap_stream_${key#*:}_total
   expected=$(jq -r --arg f "$field" '.streams[] | "\(.group) \(.antenna) \(.thread) \(.[$f])"' "$R" | sort)
-  got=$(sed -n "s/^$family{group=\"\([^\"]*\)\",antenna=\"\([^\"]*\)\",thread=\"\([^\"]*\)\"} /\1 \2 \3 /p" "$M" | sort)
+  got=$(sed -n "s/^$family{run=\"ibvcap\",group=\"\([^\"]*\)\",antenna=\"\([^\"]*\)\",thread=\"\([^\"]*\)\"} /\1 \2 \3 /p" "$M" | sort)
   [ "$got" = "$expected" ] ||
     fail "$family differs from the report's streams[].$field: $got / $expected"
 done
-expect_eq "streams in the file" "$(grep -c '^ibvcap_stream_packets_total{' "$M")" 8
+expect_eq "streams in the file" "$(grep -c '^ibvcap_stream_packets_total{run="ibvcap",' "$M")" 8
 rejected=$(awk '/^ibvcap_rejected_frames_total\{/ { n += $2 } END { print n + 0 }' "$M")
 expect_eq "ibvcap_rejected_frames_total = malformed + non_codif" "$rejected" \
   "$(($(j "$R" .totals.malformed) + $(j "$R" .totals.non_codif)))"
