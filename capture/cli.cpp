@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/run/console.hpp"
+#include "lib/run/metrics.hpp"
 
 namespace ibvcap::cli {
 
@@ -64,6 +65,7 @@ std::string_view valid_range(std::string_view name) {
     };
     static constexpr Range kRanges[] = {
         {"duration", "a number of seconds greater than 0"},
+        {"metrics-interval", "a number of seconds greater than 0"},
         {"count", "a whole number, 1 or more"},
         {"rotate-seconds", "a whole number of seconds, 1 or more"},
         {"file-size", "1 to 1099511 (million bytes)"},
@@ -239,6 +241,8 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
         ("W,file-count", "with -G or -C: keep N files per output, overwriting the oldest (a ring buffer)", cxxopts::value<std::uint32_t>()->default_value("0"), "N")
         ("c,count", "stop after N frames", cxxopts::value<std::uint64_t>()->default_value("0"), "N")
         ("report", "write the ledger as JSON to FILE (- for stdout)", cxxopts::value<std::string>(), "FILE")
+        ("metrics-file", "write the run's counters in the Prometheus text format to PATH, replaced atomically every --metrics-interval seconds and at the end (for node_exporter's textfile collector, which reads *.prom files)", cxxopts::value<std::string>(), "PATH")
+        ("metrics-interval", "seconds between rewrites of --metrics-file (taken at the once-a-second tick)", cxxopts::value<double>()->default_value("10"), "SECONDS")
         ("q,quiet", "no per-stream table and no live stats line: the totals, notes and verdict only")
         ("v,verbose", "one line per CODIF frame")
         ("h,help", "this help")
@@ -323,6 +327,25 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
             !problem.empty()) {
             throw UsageError(problem);
         }
+    }
+    c.metrics_interval_s = args["metrics-interval"].as<double>();
+    check_positive(args, "metrics-interval", c.metrics_interval_s, "--metrics-interval",
+                   "leave it out for every 10 seconds");
+    if (args.count("metrics-interval") && !args.count("metrics-file")) {
+        throw UsageError("--metrics-interval needs --metrics-file PATH (the file it rewrites)");
+    }
+    if (args.count("metrics-file")) {
+        c.metrics_path = args["metrics-file"].as<std::string>();
+        if (c.metrics_path.empty()) {
+            throw UsageError(
+                "--metrics-file needs a file name, e.g. /var/lib/node_exporter/ibvcap.prom");
+        }
+        // Fail now, not during the capture (exit 1). The -o directory is made
+        // first, as for --report.
+        if (!c.outputs.formats.empty()) {
+            prepare_output_dir(c.outputs.output_dir);
+        }
+        check_metrics_path(c.metrics_path, c.outputs, input_file, c.report_path);
     }
     c.quiet = args.count("quiet") > 0;
     c.verbose = args.count("verbose") > 0;

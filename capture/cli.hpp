@@ -47,7 +47,8 @@ const std::atomic<bool>& stop_flag();
 const std::atomic<bool>& urgent_flag();
 
 // Options every capturing subcommand shares (docs/formats.md, "Command line"): --antenna, -o, -F,
-// --prefix, --overwrite, -c, --report, -q, -v, and the positional GROUP:PORT list.
+// --prefix, --overwrite, -c, --report, --metrics-file, --metrics-interval, -q, -v, and the
+// positional GROUP:PORT list.
 void add_common_options(cxxopts::Options& options, const char* groups_help);
 struct CommonOptions {
     DemuxOptions demux;
@@ -55,6 +56,8 @@ struct CommonOptions {
     Writer::Options writer;  // --direct-io, --disk-threads, --disk-cpu, -G, -C, -W
     std::uint64_t count = 0;
     std::string report_path;
+    std::string metrics_path;  // --metrics-file (empty: none)
+    double metrics_interval_s = 10;
     bool quiet = false;
     bool verbose = false;
 };

@@ -138,6 +138,8 @@ int cmd_capture(int argc, char** argv) {
     request.demux = common.demux;
     request.outputs = common.outputs;
     request.count = common.count;
+    request.metrics_path = common.metrics_path;
+    request.metrics_interval_s = common.metrics_interval_s;
     request.duration_s = args["duration"].as<double>();
     check_positive(args, "duration", request.duration_s, "--duration",
                    "leave it out to capture until Ctrl-C");

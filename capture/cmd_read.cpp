@@ -30,6 +30,8 @@ int cmd_read(int argc, char** argv) {
     request.writer.abandon = &urgent_flag();
     request.file = args["read"].as<std::string>();
     request.count = common.count;
+    request.metrics_path = common.metrics_path;
+    request.metrics_interval_s = common.metrics_interval_s;
     request.demux = common.demux;
     request.outputs = common.outputs;
     if (common.verbose) {

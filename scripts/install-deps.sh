@@ -14,6 +14,7 @@ packages=(
   clang clang-format
   tshark tcpdump iproute2 jq ethtool
   systemtap-sdt-dev bpftrace
+  prometheus # promtool: test/e2e/metrics.sh checks the --metrics-file
 )
 
 missing=()

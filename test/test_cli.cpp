@@ -890,3 +890,90 @@ TEST(CliEnds, QuietDoesWhatItsHelpSays) {
 
 }  // namespace
 }  // namespace ibvcap
+
+namespace ibvcap {
+namespace {
+
+// --metrics-file and --metrics-interval (docs/observability.md, "Metrics"):
+// a bad interval is a usage error (exit 2), a path that cannot be the metrics
+// file stops the run before it starts (exit 1), in one line each.
+TEST(CliMetrics, BadOptionsStopTheRunBeforeItStarts) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 10").code, 0);
+    ASSERT_EQ(::mkfifo((dir / "fifo.prom").c_str(), 0600), 0);
+    struct Case {
+        std::string args;
+        int code;
+        std::string says;
+    };
+    const std::vector<Case> cases = {
+        {"--metrics-file m.prom --metrics-interval 0", 2,
+         "bad --metrics-interval 0: expected a number of seconds greater than 0"},
+        {"--metrics-file m.prom --metrics-interval -1", 2, "bad --metrics-interval -1"},
+        {"--metrics-file m.prom --metrics-interval abc", 2, "bad --metrics-interval 'abc'"},
+        {"--metrics-file m.prom --metrics-interval nan", 2, "bad --metrics-interval 'nan'"},
+        {"--metrics-interval 5", 2, "--metrics-interval needs --metrics-file PATH"},
+        {"--metrics-file ''", 2, "--metrics-file needs a file name"},
+        {"--metrics-file nowhere/m.prom", 1,
+         "--metrics-file nowhere/m.prom: directory nowhere does not exist"},
+        {"--metrics-file fifo.prom", 1, "--metrics-file fifo.prom: it is not a regular file"},
+        {"--metrics-file x.pcap", 1, "--metrics-file x.pcap: it is the input file"},
+        {"--metrics-file r.json --report r.json", 1, "it is the --report file"},
+        {"-F codif -o out --metrics-file out/.ibvcap.lock", 1, "it is a file this run writes"},
+    };
+    for (const auto& c : cases) {
+        const Result r = ibvcap(dir, "read -q -r x.pcap " + c.args);
+        EXPECT_EQ(r.code, c.code) << c.args << " said: " << r.err;
+        EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << " said: " << r.err;
+        EXPECT_EQ(lines(r.err), 1u) << c.args << " said: " << r.err;
+        EXPECT_EQ(r.out, "") << c.args;
+    }
+    struct stat st {};
+    ASSERT_EQ(::stat((dir / "fifo.prom").c_str(), &st), 0);
+    EXPECT_TRUE(S_ISFIFO(st.st_mode));
+    EXPECT_FALSE(std::filesystem::exists(dir / "m.prom"));
+    const Result help = ibvcap(dir, "capture --help");
+    EXPECT_NE(help.out.find("--metrics-file PATH"), std::string::npos) << help.out;
+    EXPECT_NE(help.out.find("*.prom"), std::string::npos) << help.out;
+}
+
+// A run writes the file at its end with the final values: the report's
+// totals, the verdict, up 0; the report counts the writes.
+TEST(CliMetrics, TheFinalFileHasTheReportsTotals) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 40 --antennas 2 --threads 2 --loss 0.05").code, 0);
+    std::ofstream(dir / "m.prom") << "stale 1\n";
+    ::chmod((dir / "m.prom").c_str(), 0640);
+    const Result r = ibvcap(dir, "read -q -r x.pcap --report r.json --metrics-file m.prom");
+    ASSERT_EQ(r.code, 3) << r.err;
+    const auto report = nlohmann::json::parse(slurp(dir / "r.json"));
+    const std::string m = slurp(dir / "m.prom");
+    const auto value = [&m](const std::string& series) {
+        const auto at = m.find("\n" + series + " ");
+        return at == std::string::npos ? std::string("(none)")
+                                       : m.substr(at + series.size() + 2,
+                                                  m.find('\n', at + 1) - at - series.size() - 2);
+    };
+    EXPECT_EQ(m.find("stale"), std::string::npos);
+    EXPECT_EQ(value("ibvcap_up{run=\"m\"}"), "0");
+    EXPECT_EQ(value("ibvcap_zero_loss{run=\"m\"}"), "0");
+    EXPECT_EQ(value("ibvcap_packets_total{run=\"m\"}"), report["totals"]["packets"].dump());
+    EXPECT_EQ(value("ibvcap_bytes_total{run=\"m\"}"), report["totals"]["bytes"].dump());
+    EXPECT_EQ(value("ibvcap_lost_frames_total{run=\"m\",cause=\"upstream\"}"),
+              report["totals"]["missing"].dump());
+    EXPECT_NE(report["totals"]["missing"], 0);
+    EXPECT_EQ(report["metrics_file"]["path"], "m.prom");
+    EXPECT_EQ(report["metrics_file"]["writes"], 1);
+    EXPECT_EQ(report["metrics_file"]["failures"], 0);
+    struct stat st {};
+    ASSERT_EQ(::stat((dir / "m.prom").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0640u);  // an existing file keeps its mode
+    // Clean traffic: the verdict gauge says zero-loss.
+    ASSERT_EQ(ibvcap(dir, "gen -q -w y.pcap -c 20").code, 0);
+    ASSERT_EQ(ibvcap(dir, "read -q -r y.pcap --metrics-file m.prom").code, 0);
+    const std::string clean = slurp(dir / "m.prom");
+    EXPECT_NE(clean.find("\nibvcap_zero_loss{run=\"m\"} 1\n"), std::string::npos) << clean;
+}
+
+}  // namespace
+}  // namespace ibvcap

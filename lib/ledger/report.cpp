@@ -232,6 +232,11 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     }
     j["gpu_xids"] = xids;
     j["notes"] = ledger.notes();
+    if (!run.metrics_path.empty()) {
+        j["metrics_file"] = {{"path", run.metrics_path},
+                             {"writes", run.metrics_writes},
+                             {"failures", run.metrics_write_failures}};
+    }
     add_timeline(j, run.timeline);
     return j;
 }
@@ -243,7 +248,7 @@ namespace {
 }
 
 // 0 or an errno value.
-int write_all(int fd, const std::string& text) {
+int write_all(int fd, std::string_view text) {
     std::size_t done = 0;
     while (done < text.size()) {
         const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -284,15 +289,26 @@ void write_report(const std::string& path, const nlohmann::json& report) {
         }
         return;
     }
-    // A regular file, or a new one: a uniquely named file in the same
-    // directory, made durable, then renamed over the target in one step (a
-    // symbolic link's target, not the link). Readers see the old report or
-    // the new one, never a part.
+    // A regular file, or a new one: replaced in one step, made durable.
+    if (const int err = replace_file(path, text, true)) {
+        report_error(err, path);
+    }
+}
+
+int replace_file(const std::string& path, std::string_view text, bool durable) {
+    // A uniquely named file in the same directory, then renamed over the
+    // target in one step (a symbolic link's target, not the link). Readers
+    // see the old file or the new one, never a part.
+    struct stat st {};
+    const bool exists = ::stat(path.c_str(), &st) == 0;
+    if (exists && !S_ISREG(st.st_mode)) {
+        return EEXIST;  // a directory, device, FIFO or socket is never replaced
+    }
     std::error_code ec;
     const std::filesystem::path target =
         exists ? std::filesystem::canonical(path, ec) : std::filesystem::path(path);
     if (ec) {
-        report_error(ec.value(), path);
+        return ec.value();
     }
     std::filesystem::path dir = target.parent_path();
     if (dir.empty()) {
@@ -301,18 +317,21 @@ void write_report(const std::string& path, const nlohmann::json& report) {
     std::string tmp = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
     const int fd = ::mkstemp(tmp.data());
     if (fd < 0) {
-        report_error(errno, path);
+        return errno;
     }
     mode_t mode = 0;
     if (exists) {
-        mode = st.st_mode & 07777;  // an existing report keeps its mode
+        mode = st.st_mode & 07777;  // an existing file keeps its mode
     } else {
         const mode_t mask = ::umask(0);
         ::umask(mask);
         mode = 0666 & ~mask;
     }
     int err = write_all(fd, text);
-    if (err == 0 && (::fchmod(fd, mode) != 0 || ::fsync(fd) != 0)) {
+    if (err == 0 && ::fchmod(fd, mode) != 0) {
+        err = errno;
+    }
+    if (err == 0 && durable && ::fsync(fd) != 0) {
         err = errno;
     }
     if (::close(fd) != 0 && err == 0) {
@@ -323,13 +342,16 @@ void write_report(const std::string& path, const nlohmann::json& report) {
     }
     if (err != 0) {
         ::unlink(tmp.c_str());
-        report_error(err, path);
+        return err;
     }
-    // The rename itself made durable.
-    if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-        ::fsync(dfd);
-        ::close(dfd);
+    if (durable) {
+        // The rename itself made durable.
+        if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+            ::fsync(dfd);
+            ::close(dfd);
+        }
     }
+    return 0;
 }
 
 void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, bool streams_table) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -92,6 +93,11 @@ struct RunInfo {
     Timeline timeline;
     // The verbs source's resources; absent for every other source.
     std::optional<ResourceAccount> resources;
+    // --metrics-file (docs/observability.md, "Metrics"): the path (empty:
+    // none), the writes made and those that failed.
+    std::string metrics_path;
+    std::uint64_t metrics_writes = 0;
+    std::uint64_t metrics_write_failures = 0;
 };
 
 nlohmann::json report_json(const Ledger& ledger, const RunInfo& run);
@@ -100,6 +106,13 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run);
 // file in the same directory, fsync, rename. Throws std::system_error naming
 // the path on failure.
 void write_report(const std::string& path, const nlohmann::json& report);
+// Replaces the regular file `path` (or makes it) with `text` in one step: a
+// uniquely named temporary file in the same directory (".NAME.XXXXXX"),
+// fsync'ed when `durable`, renamed over the target (a symbolic link's target,
+// not the link). An existing file keeps its mode. Returns 0 or an errno value;
+// EEXIST when `path` is there and is not a regular file (never replaced).
+// write_report uses it; so does the metrics file (lib/run/metrics.hpp).
+int replace_file(const std::string& path, std::string_view text, bool durable);
 // `streams_table`: print one line per stream (off with -q).
 void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, bool streams_table);
 

@@ -10,6 +10,7 @@
 
 #include "lib/probes.hpp"
 #include "lib/run/console.hpp"
+#include "lib/run/metrics.hpp"
 #include "lib/run/stats_line.hpp"
 
 namespace ibvcap {
@@ -195,39 +196,48 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     // milliseconds, not by a window.
     const auto copy_wait = std::min(std::chrono::milliseconds(200), settings.tick / 2);
     std::vector<LiveView> views(lanes.size());
+    std::vector<SourceCounter> witnesses;  // the last sample's (the metrics read them)
+    const auto seconds_since_start = [&](Clock::time_point t) {
+        return std::chrono::duration<double>(t - start).count();
+    };
     struct Pending {
         bool open = false;
         Clock::time_point at;
         std::vector<SourceCounter> witnesses;
         std::vector<std::uint64_t> copies;  // each lane's copies when asked
     } pending;
-    const auto seconds_since_start = [&](Clock::time_point t) {
-        return std::chrono::duration<double>(t - start).count();
+    const auto sample = [&](Clock::time_point at, std::vector<SourceCounter> w) {
+        witnesses = std::move(w);
+        timeline.sample(seconds_since_start(at), views, witnesses);
     };
+    // Returns whether a sample was taken now.
     const auto ask_timeline = [&](Clock::time_point now) {
-        auto witnesses = all_witnesses(source, settings, lanes);
+        auto w = all_witnesses(source, settings, lanes);
         if (source.demux_on_loop_thread()) {
             for (std::size_t i = 0; i < lanes.size(); ++i) {
                 views[i].copy_from(lanes[i]->ledger);
             }
-            timeline.sample(seconds_since_start(now), views, witnesses);
-            return;
+            sample(now, std::move(w));
+            return true;
         }
+        const bool sampled = pending.open;
         if (pending.open) {  // the last copies never came: sample what there is
-            timeline.sample(seconds_since_start(pending.at), views, pending.witnesses);
+            sample(pending.at, std::move(pending.witnesses));
         }
         pending.open = true;
         pending.at = now;
-        pending.witnesses = std::move(witnesses);
+        pending.witnesses = std::move(w);
         pending.copies.assign(lanes.size(), 0);
         for (std::size_t i = 0; i < lanes.size(); ++i) {
             pending.copies[i] = views[i].copies;
             lanes[i]->live.request();
         }
+        return sampled;
     };
+    // Returns whether the pending sample was taken now.
     const auto collect_timeline = [&](Clock::time_point now) {
         if (!pending.open) {
-            return;
+            return false;
         }
         bool all = true;
         for (std::size_t i = 0; i < lanes.size(); ++i) {
@@ -240,9 +250,65 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
                 }
             }
         }
-        if (all || now - pending.at >= copy_wait) {
-            timeline.sample(seconds_since_start(pending.at), views, pending.witnesses);
-            pending.open = false;
+        if (!all && now - pending.at < copy_wait) {
+            return false;
+        }
+        sample(pending.at, std::move(pending.witnesses));
+        pending.open = false;
+        return true;
+    };
+    // The metrics file, from what the timeline sampled (docs/observability.md,
+    // "Metrics"), on this thread.
+    const double wall_start =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    std::optional<MetricsFile> metrics;
+    if (!settings.metrics_path.empty()) {
+        metrics.emplace(settings.metrics_path, settings.metrics_interval_s, settings.command,
+                        settings.notices);
+    }
+    const auto metrics_input = [&](Clock::time_point now) {
+        MetricsInput in;
+        in.command = outcome.info.command;
+        in.source = outcome.info.source;
+        in.input = outcome.info.input;
+        in.run = run_label(settings.metrics_path);
+        for (const auto& v : views) {
+            in.packets += v.packets;
+            in.bytes += v.bytes;
+            for (std::size_t r = 0; r < kReasonCount; ++r) {
+                in.reasons[r] += v.reasons[r];
+            }
+            in.streams.insert(in.streams.end(), v.streams.begin(), v.streams.end());
+        }
+        in.witnesses = witnesses;
+        in.lost_by_cause = timeline.lost_by_cause();
+        // The writers' drops reach the timeline at the end; until then their
+        // witness has them.
+        auto& writer_lost = in.lost_by_cause[static_cast<std::size_t>(LossCause::writer)];
+        for (const auto& w : witnesses) {
+            if (w.cause == LossCause::writer) {
+                writer_lost = std::max(writer_lost, w.value);
+            }
+        }
+        for (const auto& l : lanes) {
+            if (l->writer) {
+                in.writer_backlog_bytes =
+                    in.writer_backlog_bytes.value_or(0) + l->writer->backlog_bytes();
+            }
+        }
+        in.slots_held = source.figures().slots_held;
+        in.zero_loss = !loss_so_far(in);
+        in.start_time_s = wall_start;
+        in.update_time_s =
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
+        in.duration_s = seconds_since_start(now);
+        in.write_failures = metrics->failures();
+        return in;
+    };
+    const auto after_sample = [&](Clock::time_point now) {
+        if (metrics && metrics->due(now)) {
+            metrics->write(format_metrics(metrics_input(now)), now);
         }
     };
     for (;;) {
@@ -264,7 +330,9 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             // an exception (a running std::thread would terminate the process).
             try {
                 source.tick(outcome.info);
-                ask_timeline(now);
+                if (ask_timeline(now)) {
+                    after_sample(now);
+                }
                 if (ticker.enabled()) {
                     ticker.tick(snapshot(source.figures()));
                 }
@@ -274,9 +342,11 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         }
         if (pending.open) {
             try {
-                collect_timeline(now);
+                if (collect_timeline(now)) {
+                    after_sample(now);
+                }
             } catch (const std::exception& e) {
-                faults.report("timeline", e.what());
+                faults.report("timeline and metrics", e.what());
             }
         }
         const std::uint64_t frames = source.frames();
@@ -315,15 +385,15 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     // to the report's totals.
     {
         if (pending.open) {
-            timeline.sample(seconds_since_start(pending.at), views, pending.witnesses);
+            sample(pending.at, std::move(pending.witnesses));
+            pending.open = false;
         }
         std::uint64_t write_drops = 0;
         for (std::size_t i = 0; i < lanes.size(); ++i) {
             views[i].copy_from(lanes[i]->ledger);
             write_drops += lanes[i]->ledger.totals().write_drops;
         }
-        timeline.sample(seconds_since_start(Clock::now()), views,
-                        all_witnesses(source, settings, lanes));
+        sample(Clock::now(), all_witnesses(source, settings, lanes));
         timeline.set_write_drops(write_drops);
     }
     if (lanes.size() == 1) {
@@ -337,6 +407,17 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     outcome.info.stats_lines_dropped = ticker.dropped();
     outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
     apply_faults(faults, outcome);
+    if (metrics) {
+        // The final values, with the verdict.
+        const auto now = Clock::now();
+        MetricsInput in = metrics_input(now);
+        in.up = false;
+        in.zero_loss = outcome.exit_code == kExitZeroLoss;
+        metrics->write(format_metrics(in), now);
+        outcome.info.metrics_path = metrics->path();
+        outcome.info.metrics_writes = metrics->writes();
+        outcome.info.metrics_write_failures = metrics->failures();
+    }
     IBVCAP_PROBE2(run_stop, settings.command.c_str(), outcome.exit_code);
     return outcome;
 }

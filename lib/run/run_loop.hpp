@@ -50,6 +50,10 @@ struct RunSettings {
     // The housekeeping tick: counters, watchdog, stats line and the
     // timeline's windows. One second for every run; tests shorten it.
     std::chrono::milliseconds tick{1000};
+    // --metrics-file: the Prometheus text file (lib/run/metrics.hpp), written at
+    // the 1 Hz tick every metrics_interval_s and once at the end (empty: none).
+    std::string metrics_path;
+    double metrics_interval_s = 10;
 };
 
 // Runs `source` until `stop`, the duration, the count, or the source ends.
