@@ -164,6 +164,18 @@ class SimHardware {
     void raise_device_fatal(bool announce = true);
     void announce_device_fatal();
     void corrupt_next_wr_id(std::uint64_t wr_id);  // the next completion carries it
+    // The next frame that reaches a posted WR completes with `status` instead:
+    // the WR is consumed, byte_len is 0 (ibv_poll_cq(3): of an error
+    // completion only wr_id, status, qp_num and vendor_err are valid), and a
+    // status that puts the QP in error (verbs::qp_in_error) does so, flushing
+    // the rest of its WRs. mlx5 reports these from an error CQE's syndrome
+    // (rdma-core providers/mlx5/cq.c mlx5_handle_error_cqe: LOCAL_QP_OP_ERR,
+    // LOCAL_PROT_ERR, ..., any other syndrome as IBV_WC_GENERAL_ERR).
+    void fail_next_frame(verbs::WcStatus status);
+    // The next successful completion reports `byte_len` instead of the
+    // frame's length: a length the engine must not trust (docs/architecture.md,
+    // "Nothing from the wire is trusted").
+    void corrupt_next_byte_len(std::uint32_t byte_len);
     // The next `frames` steered frames find no receive WR posted, as when the
     // poll thread falls behind: each is dropped and counted in out_of_buffer
     // ("the number of times the receive queue had no software buffers
