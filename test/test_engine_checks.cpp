@@ -147,6 +147,21 @@ TEST(EngineChecks, ACompletionNamingASlotBeyondTheRingIsBadAndDeliversNothing) {
     EXPECT_EQ(rig.ledger.totals().wc_errors, 3u);
 }
 
+// A length error whose wr_id is also bad is one lost frame: counted by its
+// status, not a second time as a bad wr_id.
+TEST(EngineChecks, AnErrorCompletionWithABadWrIdIsOneWcError) {
+    Rig rig;
+    rig.nic->deliver(frame(0));
+    rig.nic->fail_next_frame(verbs::WcStatus::loc_len_err);
+    rig.deliver_as(1, wr_id(1, 0, 1));
+    rig.poll_all();
+    EXPECT_EQ(rig.engine->stats().bad_wr_id, 1u);
+    expect_each_frame_once(rig, 1);
+    rig.engine->report_to(rig.ledger);
+    EXPECT_EQ(rig.ledger.totals().wc_errors, 1u);
+    EXPECT_FALSE(rig.ledger.zero_loss());
+}
+
 TEST(EngineChecks, ASecondCompletionOfASlotBeforeItIsPostedAgainIsBadAndNotDeliveredTwice) {
     Rig rig;
     rig.nic->deliver(frame(0));              // slot 0

@@ -188,8 +188,14 @@ void VerbsEngine::handle(const verbs::Completion& c) {
     // checked).
     IBVCAP_PROBE3(completion, id.qp, static_cast<std::uint8_t>(c.status), c.byte_len);
     const std::uint32_t slot = id.slot;
-    if (id.qp >= qps_.size()) {
+    // A rejected completion: the frame of a successful one is loss; one in
+    // error is counted by its status already, and a flush carries no frame.
+    const auto reject = [&] {
         ++stats_.bad_wr_id;
+        stats_.bad_wr_id_frames += c.status == verbs::WcStatus::success ? 1 : 0;
+    };
+    if (id.qp >= qps_.size()) {
+        reject();
         return;
     }
     Qp& q = *qps_[id.qp];
@@ -203,7 +209,7 @@ void VerbsEngine::handle(const verbs::Completion& c) {
         return;
     }
     if (slot >= q.depth || q.outstanding[slot] == 0) {
-        ++stats_.bad_wr_id;
+        reject();
         return;
     }
     q.outstanding[slot] = 0;
