@@ -6,8 +6,10 @@
 // the counter it moves, and that no frame is delivered twice.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "frames.hpp"
@@ -145,6 +147,21 @@ TEST(EngineChecks, ACompletionNamingASlotBeyondTheRingIsBadAndDeliversNothing) {
     EXPECT_EQ(rig.ledger.totals().wc_errors, 3u);
 }
 
+// A length error whose wr_id is also bad is one lost frame: counted by its
+// status, not a second time as a bad wr_id.
+TEST(EngineChecks, AnErrorCompletionWithABadWrIdIsOneWcError) {
+    Rig rig;
+    rig.nic->deliver(frame(0));
+    rig.nic->fail_next_frame(verbs::WcStatus::loc_len_err);
+    rig.deliver_as(1, wr_id(1, 0, 1));
+    rig.poll_all();
+    EXPECT_EQ(rig.engine->stats().bad_wr_id, 1u);
+    expect_each_frame_once(rig, 1);
+    rig.engine->report_to(rig.ledger);
+    EXPECT_EQ(rig.ledger.totals().wc_errors, 1u);
+    EXPECT_FALSE(rig.ledger.zero_loss());
+}
+
 TEST(EngineChecks, ASecondCompletionOfASlotBeforeItIsPostedAgainIsBadAndNotDeliveredTwice) {
     Rig rig;
     rig.nic->deliver(frame(0));              // slot 0
@@ -207,6 +224,78 @@ TEST(EngineChecks, ACompletionOfTheRingBeforeARecoveryWhoseDrainTimedOutIsStale)
     rig.engine->report_to(rig.ledger);
     EXPECT_EQ(rig.ledger.totals().wc_errors, 2u);  // the stale frames are loss
     EXPECT_FALSE(rig.ledger.zero_loss());
+}
+
+TEST(EngineChecks, ACompletionWhoseByteLenTheSlotCannotHoldIsBadAndDeliversNothing) {
+    Rig rig;
+    const std::uint32_t capacity = one_queue().max_frame_bytes;  // SGE0 + SGE1
+    rig.nic->deliver(frame(0));
+    rig.nic->corrupt_next_byte_len(capacity + 1);  // one byte past the slot
+    rig.nic->deliver(frame(1));
+    rig.nic->corrupt_next_byte_len(0);
+    rig.nic->deliver(frame(2));
+    rig.poll_all();
+    EXPECT_EQ(rig.engine->stats().bad_byte_len, 2u);
+    EXPECT_EQ(rig.engine->stats().bad_wr_id, 0u);
+    expect_each_frame_once(rig, 1);
+    EXPECT_EQ(rig.posted(), kDepth);  // both slots posted again
+    rig.engine->report_to(rig.ledger);
+    EXPECT_EQ(rig.ledger.totals().wc_errors, 2u);
+    EXPECT_FALSE(rig.ledger.zero_loss());
+}
+
+// A frame whose completion reports an error that puts the QP in error: the
+// frame is a wc error, the rest of the ring flushes, and the QP recovers.
+TEST(EngineChecks, AFrameCompletedInErrorIsAWcErrorAndTheQueueRecovers) {
+    for (const auto status :
+         {verbs::WcStatus::loc_prot_err, verbs::WcStatus::loc_qp_op_err, verbs::WcStatus::other}) {
+        SCOPED_TRACE(verbs::to_string(status));
+        Rig rig;
+        rig.nic->deliver(frame(0));
+        rig.nic->fail_next_frame(status);
+        rig.nic->deliver(frame(1));
+        rig.poll_all();
+        const EngineStats& s = rig.engine->stats();
+        EXPECT_EQ(s.wc_by_status[static_cast<std::size_t>(status)], 1u);
+        EXPECT_EQ(s.wc_by_status[static_cast<std::size_t>(verbs::WcStatus::wr_flush_err)],
+                  kDepth - 2);
+        EXPECT_EQ(s.recoveries, 1u);
+        EXPECT_EQ(rig.posted(), kDepth);
+        rig.traffic(2, 2 * kDepth);
+        expect_each_frame_once(rig, 1 + 2 * kDepth);
+        EXPECT_EQ(rig.stream().sequence.missing(), 1u);  // frame 1
+        rig.engine->report_to(rig.ledger);
+        EXPECT_EQ(rig.ledger.totals().wc_errors, 1u);  // the frame, not the flushes
+        EXPECT_FALSE(rig.ledger.zero_loss());
+    }
+}
+
+std::uint64_t witness(const VerbsEngine& engine, const std::string& name) {
+    for (const auto& c : engine.witnesses("w/")) {
+        if (c.name == "w/" + name) {
+            return c.value;
+        }
+    }
+    ADD_FAILURE() << "no witness " << name;
+    return 0;
+}
+
+// Other threads (the timeline, the metrics file) read the witnesses as the
+// poll thread last published them: when run() returns, and after stop()'s
+// drains, they are those of the end.
+TEST(EngineChecks, TheWitnessesOtherThreadsReadAreThoseOfTheEnd) {
+    Rig rig;
+    rig.deliver_as(0, wr_id(1, 0, 0));  // a wc error
+    rig.poll_all();                     // polled, not yet published
+    const std::atomic<bool> stop{true};
+    rig.engine->run(stop);  // returns at once
+    EXPECT_EQ(witness(*rig.engine, "wc_errors"), 1u);
+
+    rig.deliver_as(1, wr_id(1, 0, 1));  // left for stop()'s drains
+    rig.nic->set_port_up(false);
+    rig.engine->stop();
+    EXPECT_EQ(witness(*rig.engine, "wc_errors"), 2u);
+    EXPECT_EQ(witness(*rig.engine, "port_down_events"), 1u);
 }
 
 TEST(EngineChecks, ADoubleReleaseIsCountedAndPostsTheSlotOnce) {

@@ -131,6 +131,8 @@ struct SimHardware::State {
     bool fatal = false;
     std::uint64_t withheld = 0;  // withhold_buffers()
     std::optional<std::uint64_t> corrupt_wr_id;
+    std::optional<WcStatus> fail_frame;             // fail_next_frame()
+    std::optional<std::uint32_t> corrupt_byte_len;  // corrupt_next_byte_len()
     std::size_t violations = 0;
     std::uint64_t retired_flow_matches = 0;  // counters of rules already destroyed
 
@@ -853,6 +855,15 @@ void SimHardware::deliver(Bytes frame, std::uint64_t ticks) {
                 break;
         }
     }
+    if (s.fail_frame) {
+        c.status = *s.fail_frame;
+        s.fail_frame.reset();
+        s.complete(*qp, c);
+        if (verbs::qp_in_error(c.status)) {
+            s.to_error(*qp);
+        }
+        return;
+    }
     const std::size_t num_sge = std::min<std::size_t>(wr.num_sge, wr.sge.size());
     std::uint64_t room = 0;
     for (std::size_t i = 0; i < num_sge; ++i) {
@@ -891,6 +902,10 @@ void SimHardware::deliver(Bytes frame, std::uint64_t ticks) {
         left -= n;
     }
     c.byte_len = static_cast<std::uint32_t>(frame.size());
+    if (s.corrupt_byte_len) {
+        c.byte_len = *s.corrupt_byte_len;
+        s.corrupt_byte_len.reset();
+    }
     s.complete(*qp, c);
 }
 
@@ -954,6 +969,16 @@ void SimHardware::withhold_buffers(std::uint64_t frames) {
 void SimHardware::corrupt_next_wr_id(std::uint64_t wr_id) {
     const std::lock_guard lock(state_->mu);
     state_->corrupt_wr_id = wr_id;
+}
+
+void SimHardware::fail_next_frame(WcStatus status) {
+    const std::lock_guard lock(state_->mu);
+    state_->fail_frame = status;
+}
+
+void SimHardware::corrupt_next_byte_len(std::uint32_t byte_len) {
+    const std::lock_guard lock(state_->mu);
+    state_->corrupt_byte_len = byte_len;
 }
 
 SimCounters SimHardware::counters() const {

@@ -43,10 +43,20 @@
 //   * queues get the sizes mlx5 gives them, at least those asked for: a CQ
 //     rounded to a power of two less one, a receive queue to a power of two
 //     (rdma-core providers/mlx5/verbs.c create_cq, mlx5_calc_rq_size);
-//   * a full CQ overruns: the completion is lost and a cq_error event raised;
+//   * a full CQ overruns: the completion is lost and a cq_error event raised
+//     (kernel mlx5/cq.c mlx5_ib_cq_event turns the firmware's
+//     MLX5_EVENT_TYPE_CQ_ERROR into IB_EVENT_CQ_ERR for the CQ's owner);
 //   * faults are injected from outside: QP error, port down/up (also of a
 //     port the capture does not use), device fatal, a corrupted wr_id; each
-//     raises the async event real hardware raises.
+//     raises the async event real hardware raises. Port and device events
+//     reach every open device handle, QP and CQ events only the handle that
+//     made the object (kernel drivers/infiniband/core/uverbs_main.c:
+//     ib_uverbs_init_async_event_file registers ib_uverbs_event_handler for
+//     each open file, which takes the device's unaffiliated events;
+//     ib_uverbs_qp_event_handler and ib_uverbs_cq_event_handler queue on the
+//     object's own file). A frame
+//     sent while the link is down never arrives, and is counted by no
+//     counter of the port (link_down_lost is the simulation's own).
 // Thread-safe: the wire side (deliver, faults) may run on another thread than
 // the engine's poll loop.
 #pragma once
@@ -161,9 +171,29 @@ class SimHardware {
     // main.c: mlx5_ib_event queues mlx5_ib_handle_event on mlx5_ib_event_wq),
     // so a poll loop may see the flushes first: with `announce` false the
     // event waits for announce_device_fatal().
+    // The flushes are the harsher of the two things hardware may do: for a
+    // user-space QP mlx5 makes no flush completions of its own after an
+    // internal error (main.c mlx5_ib_handle_internal_error only runs the
+    // completion handlers of kernel consumers, whose mlx5_ib_poll_cq then
+    // makes software flushes; rdma-core's mlx5_async_event only sets
+    // MLX5_CTX_FLAGS_FATAL_STATE), so on a real device the CQ holds what the
+    // hardware wrote before it stopped, flushes or none. The engine must take
+    // either; the simulation gives the case that exercises recovery.
     void raise_device_fatal(bool announce = true);
     void announce_device_fatal();
     void corrupt_next_wr_id(std::uint64_t wr_id);  // the next completion carries it
+    // The next frame that reaches a posted WR completes with `status` instead:
+    // the WR is consumed, byte_len is 0 (ibv_poll_cq(3): of an error
+    // completion only wr_id, status, qp_num and vendor_err are valid), and a
+    // status that puts the QP in error (verbs::qp_in_error) does so, flushing
+    // the rest of its WRs. mlx5 reports these from an error CQE's syndrome
+    // (rdma-core providers/mlx5/cq.c mlx5_handle_error_cqe: LOCAL_QP_OP_ERR,
+    // LOCAL_PROT_ERR, ..., any other syndrome as IBV_WC_GENERAL_ERR).
+    void fail_next_frame(verbs::WcStatus status);
+    // The next successful completion reports `byte_len` instead of the
+    // frame's length: a length the engine must not trust (docs/architecture.md,
+    // "Nothing from the wire is trusted").
+    void corrupt_next_byte_len(std::uint32_t byte_len);
     // The next `frames` steered frames find no receive WR posted, as when the
     // poll thread falls behind: each is dropped and counted in out_of_buffer
     // ("the number of times the receive queue had no software buffers

@@ -455,9 +455,10 @@ std::vector<SourceCounter> VerbsEngine::read_flow_counters() {
 std::uint64_t VerbsEngine::wc_errors() const {
     using verbs::WcStatus;
     auto count = [&](WcStatus s) { return stats_.wc_by_status[static_cast<std::size_t>(s)]; };
-    // Each of these is a frame lost between the NIC and us.
+    // Each of these is a frame lost between the NIC and us, counted once: a
+    // completion in error by its status, whatever its wr_id names.
     return count(WcStatus::loc_len_err) + count(WcStatus::loc_prot_err) +
-           count(WcStatus::loc_qp_op_err) + count(WcStatus::other) + stats_.bad_wr_id +
+           count(WcStatus::loc_qp_op_err) + count(WcStatus::other) + stats_.bad_wr_id_frames +
            stats_.bad_byte_len + stats_.stale_frames;
 }
 

@@ -63,6 +63,7 @@ struct EngineStats {
     std::uint64_t completions = 0;
     std::uint64_t frames = 0;             // successful completions handed to the demux
     std::uint64_t bad_wr_id = 0;          // completions whose wr_id names no posted slot
+    std::uint64_t bad_wr_id_frames = 0;   // of those, frames (dropped: no slot to read)
     std::uint64_t stale_completions = 0;  // from a ring generation before a recovery
     std::uint64_t stale_frames = 0;       // of those, frames (dropped: their slot was reused)
     std::uint64_t bad_byte_len = 0;       // byte_len larger than the slot

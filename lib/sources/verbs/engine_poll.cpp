@@ -188,8 +188,14 @@ void VerbsEngine::handle(const verbs::Completion& c) {
     // checked).
     IBVCAP_PROBE3(completion, id.qp, static_cast<std::uint8_t>(c.status), c.byte_len);
     const std::uint32_t slot = id.slot;
-    if (id.qp >= qps_.size()) {
+    // A rejected completion: the frame of a successful one is loss; one in
+    // error is counted by its status already, and a flush carries no frame.
+    const auto reject = [&] {
         ++stats_.bad_wr_id;
+        stats_.bad_wr_id_frames += c.status == verbs::WcStatus::success ? 1 : 0;
+    };
+    if (id.qp >= qps_.size()) {
+        reject();
         return;
     }
     Qp& q = *qps_[id.qp];
@@ -203,7 +209,7 @@ void VerbsEngine::handle(const verbs::Completion& c) {
         return;
     }
     if (slot >= q.depth || q.outstanding[slot] == 0) {
-        ++stats_.bad_wr_id;
+        reject();
         return;
     }
     q.outstanding[slot] = 0;
@@ -216,80 +222,72 @@ void VerbsEngine::handle(const verbs::Completion& c) {
         }
     };
 
-    switch (c.status) {
-        case verbs::WcStatus::success: {
-            ++q.delivered;
-            const std::uint32_t capacity =
-                options_.split ? header_bytes_ + payload_bytes_ : payload_bytes_;
-            if (c.byte_len > capacity || c.byte_len == 0) {
-                ++stats_.bad_byte_len;
-                repost();
-                return;
-            }
-            Frame f;
-            if (options_.split) {
-                const std::uint32_t in_head = std::min(c.byte_len, header_bytes_);
-                f.head = Bytes(header_slot(q, slot), in_head);
-                if (q.payload.host_view != nullptr) {
-                    f.tail =
-                        Bytes(q.payload.host_view + payload_offset(slot), c.byte_len - in_head);
-                } else {
-                    // GPU memory: never read here; consumers hold the slot and
-                    // copy on their own threads (Frame::tail_device).
-                    f.tail =
-                        Bytes(q.payload.device_view + payload_offset(slot), c.byte_len - in_head);
-                    f.tail_device = q.payload.device;
-                }
-                if (!f.tail.empty() &&
-                    quick_udp_payload_offset(f.head) + kCodifHeaderBytes != header_bytes_) {
-                    // A VLAN tag or IP options the ring was not sized for: the
-                    // payload in SGE1 is shifted. Parsed correctly all the same.
-                    ++stats_.split_misaligned;
-                }
-            } else {
-                f.head = Bytes(q.payload.host_view + payload_offset(slot), c.byte_len);
-            }
-            f.wire_bytes = c.byte_len;
-            f.timestamp_ns = timestamp_ns(c);
-            ++stats_.frames;
-            bytes_ += c.byte_len;
-            FrameLease lease;
-            if (options_.zero_copy) {
-                lease.owner = releases_.get();
-                lease.token = LeaseToken{q.index, slot}.encode();
-                lease.allowed = q.held_count < hold_limit_;
-                lease.pressure = q.held_count >= hold_limit_ / 2;
-                stats_.hold_refused += lease.allowed ? 0 : 1;
-                f.lease = &lease;
-            }
-            demux_.on_frame(f);
-            if (lease.holds > 0) {
-                q.held[slot] =
-                    static_cast<std::uint16_t>(std::min<std::uint32_t>(lease.holds, 0xffff));
-                ++q.held_count;
-                ++held_total_;
-                ++stats_.held;
-                return;
-            }
+    if (c.status == verbs::WcStatus::success) {
+        ++q.delivered;
+        const std::uint32_t capacity =
+            options_.split ? header_bytes_ + payload_bytes_ : payload_bytes_;
+        if (c.byte_len > capacity || c.byte_len == 0) {
+            ++stats_.bad_byte_len;
             repost();
             return;
         }
-        case verbs::WcStatus::loc_len_err:
-            // Larger than the slot: the frame is lost, the WR is consumed and
-            // the QP stays ready (docs/architecture.md, "QP error recovery").
-            ++q.delivered;
-            repost();
-            return;
-        case verbs::WcStatus::wr_flush_err:
-        case verbs::WcStatus::loc_prot_err:
-        case verbs::WcStatus::loc_qp_op_err:
-        case verbs::WcStatus::other:
-            if (!q.needs_recovery) {
-                q.needs_recovery = true;
-                IBVCAP_PROBE2(recovery_start, q.index, static_cast<std::uint8_t>(c.status));
-                q.error_since = std::chrono::steady_clock::now();
+        Frame f;
+        if (options_.split) {
+            const std::uint32_t in_head = std::min(c.byte_len, header_bytes_);
+            f.head = Bytes(header_slot(q, slot), in_head);
+            if (q.payload.host_view != nullptr) {
+                f.tail = Bytes(q.payload.host_view + payload_offset(slot), c.byte_len - in_head);
+            } else {
+                // GPU memory: never read here; consumers hold the slot and
+                // copy on their own threads (Frame::tail_device).
+                f.tail = Bytes(q.payload.device_view + payload_offset(slot), c.byte_len - in_head);
+                f.tail_device = q.payload.device;
             }
+            if (!f.tail.empty() &&
+                quick_udp_payload_offset(f.head) + kCodifHeaderBytes != header_bytes_) {
+                // A VLAN tag or IP options the ring was not sized for: the
+                // payload in SGE1 is shifted. Parsed correctly all the same.
+                ++stats_.split_misaligned;
+            }
+        } else {
+            f.head = Bytes(q.payload.host_view + payload_offset(slot), c.byte_len);
+        }
+        f.wire_bytes = c.byte_len;
+        f.timestamp_ns = timestamp_ns(c);
+        ++stats_.frames;
+        bytes_ += c.byte_len;
+        FrameLease lease;
+        if (options_.zero_copy) {
+            lease.owner = releases_.get();
+            lease.token = LeaseToken{q.index, slot}.encode();
+            lease.allowed = q.held_count < hold_limit_;
+            lease.pressure = q.held_count >= hold_limit_ / 2;
+            stats_.hold_refused += lease.allowed ? 0 : 1;
+            f.lease = &lease;
+        }
+        demux_.on_frame(f);
+        if (lease.holds > 0) {
+            q.held[slot] = static_cast<std::uint16_t>(std::min<std::uint32_t>(lease.holds, 0xffff));
+            ++q.held_count;
+            ++held_total_;
+            ++stats_.held;
             return;
+        }
+        repost();
+        return;
+    }
+    if (!verbs::qp_in_error(c.status)) {
+        // LOC_LEN_ERR, larger than the slot: the frame is lost, the WR is
+        // consumed and the QP stays ready (docs/architecture.md, "QP error
+        // recovery").
+        ++q.delivered;
+        repost();
+        return;
+    }
+    if (!q.needs_recovery) {
+        q.needs_recovery = true;
+        IBVCAP_PROBE2(recovery_start, q.index, static_cast<std::uint8_t>(c.status));
+        q.error_since = std::chrono::steady_clock::now();
     }
 }
 

@@ -311,6 +311,23 @@ bool probe_flow_counters(ibv_context* context) {
     return ibv_attach_counters_point_flow(counters.get(), &attach, nullptr) == 0;
 }
 
+// ibv_get_device_list(3), its failure thrown, except on a kernel without
+// RDMA support (ENOSYS): no devices, so a null list and `count` 0.
+DeviceListPtr device_list(int& count) {
+    count = 0;
+    errno = 0;
+    DeviceListPtr list(ibv_get_device_list(&count));
+    if (!list) {
+        const int err = null_errno();
+        if (err != ENOSYS) {
+            throw verbs_error(err, "ibv_get_device_list",
+                              error_hint(Call::get_device_list, err, {}));
+        }
+        count = 0;
+    }
+    return list;
+}
+
 class IbvProvider final : public Provider {
   public:
     // Every device libibverbs can open. A kernel without RDMA support
@@ -318,16 +335,7 @@ class IbvProvider final : public Provider {
     std::vector<std::string> device_names() override {
         std::vector<std::string> names;
         int count = 0;
-        errno = 0;
-        DeviceListPtr list(ibv_get_device_list(&count));
-        if (!list) {
-            const int err = null_errno();
-            if (err == ENOSYS) {
-                return names;
-            }
-            throw verbs_error(err, "ibv_get_device_list",
-                              error_hint(Call::get_device_list, err, {}));
-        }
+        const DeviceListPtr list = device_list(count);
         for (int i = 0; i < count; ++i) {
             names.emplace_back(ibv_get_device_name(list.get()[i]));
         }
@@ -336,17 +344,11 @@ class IbvProvider final : public Provider {
 
     std::unique_ptr<Device> open(const std::string& name, std::uint8_t port) override {
         int count = 0;
-        errno = 0;
-        DeviceListPtr list(ibv_get_device_list(&count));
+        DeviceListPtr list = device_list(count);
         if (!list) {
-            const int err = null_errno();
-            if (err == ENOSYS) {
-                throw verbs_error(ENODEV,
-                                  fmt::format("ibv_get_device_list: no RDMA device \"{}\"", name),
-                                  error_hint(Call::get_device_list, err, {}));
-            }
-            throw verbs_error(err, "ibv_get_device_list",
-                              error_hint(Call::get_device_list, err, {}));
+            throw verbs_error(ENODEV,
+                              fmt::format("ibv_get_device_list: no RDMA device \"{}\"", name),
+                              error_hint(Call::get_device_list, ENOSYS, {}));
         }
         ibv_device* device = nullptr;
         std::vector<std::string> present;
