@@ -177,6 +177,14 @@ void Writer::submit(Output& out) {
     out.lane->full.enqueue(buffer);  // capacity covers the whole pool: never allocates
 }
 
+// One record the producer does not write: counted in the output's split and
+// the live witness together, so that the two cannot drift apart.
+void Writer::count_drop(Output& out, std::uint8_t why) {
+    ++out.dropped_by_producer;
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    IBVCAP_PROBE3(write_drop, to_string(out.format).data(), std::uint64_t{1}, why);
+}
+
 bool Writer::begin_record(Output& out, std::size_t bytes, std::size_t pieces,
                           std::uint64_t timestamp_ns) {
     const Rotation& r = options_.rotation;
@@ -205,10 +213,7 @@ bool Writer::begin_record(Output& out, std::size_t bytes, std::size_t pieces,
             if (b != nullptr) {
                 out.lane->free.enqueue(b);
             }
-            ++out.dropped_by_producer;
-            dropped_.fetch_add(1, std::memory_order_relaxed);
-            IBVCAP_PROBE3(write_drop, to_string(out.format).data(), std::uint64_t{1},
-                          std::uint8_t{probe::no_buffer});
+            count_drop(out, probe::no_buffer);
             return false;
         }
         b->reset();
@@ -237,10 +242,7 @@ void Writer::write(OutputId output, std::span<const Bytes> pieces, std::uint64_t
 }
 
 void Writer::refuse(OutputId output, const char* why) {
-    ++output->dropped_by_producer;
-    dropped_.fetch_add(1, std::memory_order_relaxed);
-    IBVCAP_PROBE3(write_drop, to_string(output->format).data(), std::uint64_t{1},
-                  std::uint8_t{probe::refused});
+    count_drop(*output, probe::refused);
     if (output->refused++ == 0) {
         output->refused_why = why;
     }
@@ -269,10 +271,7 @@ void Writer::write_frame(OutputId output, Bytes prefix, const Frame& frame, std:
     if (touches_device && !can_hold) {
         // GPU memory is never read on the poll thread: without a hold the
         // record cannot be written. Counted, like a full queue.
-        ++out.dropped_by_producer;
-        dropped_.fetch_add(1, std::memory_order_relaxed);
-        IBVCAP_PROBE3(write_drop, to_string(out.format).data(), std::uint64_t{1},
-                      std::uint8_t{probe::device_unheld});
+        count_drop(out, probe::device_unheld);
         return;
     }
     const bool hold = can_hold && (touches_device || len >= options_.min_hold_bytes);
