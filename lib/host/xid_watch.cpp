@@ -16,6 +16,8 @@
 #include <map>
 #include <system_error>
 
+#include "lib/host/devices.hpp"
+
 namespace ibvcap {
 
 namespace fs = std::filesystem;
@@ -32,28 +34,6 @@ std::string errno_text(int err) {
 int stat_error(const fs::path& p) {
     struct stat st {};
     return ::stat(p.c_str(), &st) == 0 ? 0 : errno;
-}
-
-// A small tracefs file, whole. nullopt when it cannot be read.
-std::optional<std::string> read_text(const fs::path& p) {
-    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return std::nullopt;
-    }
-    std::string text;
-    std::array<char, 4096> buf{};
-    for (;;) {
-        const ssize_t n = ::read(fd, buf.data(), buf.size());
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            break;
-        }
-        text.append(buf.data(), static_cast<std::size_t>(n));
-    }
-    ::close(fd);
-    return text;
 }
 
 // One write of `value` to a tracefs control file: 0 or an errno value.
@@ -357,7 +337,7 @@ bool XidWatch::start() {
                               (root_ / "events").string())
                 : fmt::format("cannot read {}: {}", event.string(), errno_text(err)));
     }
-    fields_ = format_fields(read_text(event / "format").value_or(""));
+    fields_ = format_fields(read_sysfs_file(event / "format").value_or(""));
 
     // Instances of earlier runs that died before removing theirs.
     const fs::path instances = root_ / "instances";
