@@ -209,10 +209,24 @@ cxxopts::ParseResult parse(cxxopts::Options& options, int argc, char** argv) {
         throw UsageError(fmt::format("bad {} '{}'{}{}", shown, value,
                                      valid.empty() ? "" : ": expected ", valid));
     } catch (const cxxopts::exceptions::no_such_option& e) {
-        const std::string hint = pointer_for(options.program(), quoted(e.what()));
-        throw UsageError(hint.empty() ? std::string(e.what()) : "unknown option " + hint);
+        // cxxopts says "Option ‘x’ does not exist": say it as typed, and
+        // where the valid ones are.
+        const std::string given = quoted(e.what());
+        const std::string hint = pointer_for(options.program(), given);
+        throw UsageError(hint.empty()
+                             ? fmt::format("unknown option {}{} (see '{} --help')",
+                                           given.size() == 1 ? "-" : "--", given, options.program())
+                             : "unknown option " + hint);
+    } catch (const cxxopts::exceptions::missing_argument& e) {
+        const std::string given = quoted(e.what());
+        const std::string shown = option_names(options, given).first;
+        throw UsageError(fmt::format("{} needs a value (see '{} --help')",
+                                     shown.empty() ? given : shown, options.program()));
+    } catch (const cxxopts::exceptions::invalid_option_syntax& e) {
+        throw UsageError(fmt::format("unknown option {} (see '{} --help')", quoted(e.what()),
+                                     options.program()));
     } catch (const cxxopts::exceptions::exception& e) {
-        throw UsageError(e.what());
+        throw UsageError(fmt::format("{} (see '{} --help')", e.what(), options.program()));
     }
 }
 
