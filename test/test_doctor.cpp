@@ -258,6 +258,11 @@ TEST(DoctorGpuDirect, DmabufNeedsOpenModulesAndANewKernel) {
     r.mkdir("sys/bus/pci/devices/0000:3b:00.0");
     r.mkdir("sys/module/nvidia");
     r.write("proc/sys/kernel/osrelease", "6.1.0-18-amd64");
+    // open-gpu-kernel-modules, kernel-open/nvidia/nv-procfs.c
+    // nv_procfs_read_version: "NVRM version: %s\n" with the build's pNVRM_ID,
+    // "NVIDIA UNIX Open Kernel Module for x86_64  <version>  Release Build ..."
+    // for the open modules, "NVIDIA UNIX x86_64 Kernel Module  <version> ..."
+    // for the proprietary ones.
     r.write("proc/driver/nvidia/version",
             "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06");
     EXPECT_EQ(find(check_gpudirect(o), "gpudirect").status, Status::pass);
