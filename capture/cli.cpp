@@ -449,10 +449,31 @@ int finish_run(const RunOutcome& outcome, const std::string& report_path, bool q
     if (!outcome.info.error.empty()) {
         say(fmt::format("ibvcap {}: {}\n", outcome.info.command, outcome.info.error));
     }
+    // One line per cause: a full disk fails every output the same way, and
+    // the per-output detail is in the summary and the report.
+    struct Cause {
+        const OutputStats* first;  // the first output that failed so
+        std::size_t others;        // the outputs after it with the same error
+    };
+    std::vector<Cause> causes;
     for (const auto& o : outcome.ledger.outputs()) {
-        if (!o.error.empty()) {
-            say(fmt::format("ibvcap {}: {}: {}\n", outcome.info.command, o.path, o.error));
+        if (o.error.empty()) {
+            continue;
         }
+        const auto it = std::find_if(causes.begin(), causes.end(),
+                                     [&](const Cause& c) { return c.first->error == o.error; });
+        if (it == causes.end()) {
+            causes.push_back({&o, 0});
+        } else {
+            ++it->others;
+        }
+    }
+    for (const Cause& c : causes) {
+        say(fmt::format("ibvcap {}: {}{}: {}\n", outcome.info.command, c.first->path,
+                        c.others == 0 ? std::string()
+                                      : fmt::format(" (and {} other output{})", c.others,
+                                                    c.others == 1 ? "" : "s"),
+                        c.first->error));
     }
     return code;
 }

@@ -206,6 +206,25 @@ TEST(Cli, RuntimeErrorsExitOneWithOneLine) {
 
 // The writer options end to end: O_DIRECT, two disk threads and -C rotation
 // give the same bytes as a plain run, and the report counts the files.
+// Outputs that fail alike (a full disk, here a directory in each file's
+// place) are said once on stderr, naming the first and how many more; the
+// summary lists each.
+TEST(Cli, OutputsFailingAlikeAreOneLine) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 5 --antennas 3 239.1.1.1:1").code, 0);
+    for (int host = 11; host <= 13; ++host) {
+        std::filesystem::create_directories(
+            dir.path() / "out" / fmt::format("ibvcap_239.1.1.1_1_10.0.0.{}.codif", host));
+    }
+    const Result r = ibvcap(dir, "read -q -r x.pcap -o out -F codif");
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find("ibvcap_239.1.1.1_1_10.0.0.11.codif (and 2 other outputs): cannot "
+                         "create file: Is a directory"),
+              std::string::npos)
+        << r.err;
+}
+
 TEST(Cli, DirectIoDiskThreadsAndRotationKeepEveryByte) {
     test::TempDir dir;
     ASSERT_EQ(ibvcap(dir, "gen -q -w in.pcap -c 400 --antennas 2").code, 0);
