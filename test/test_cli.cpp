@@ -202,10 +202,16 @@ TEST(Cli, RuntimeErrorsExitOneWithOneLine) {
     const Result r = ibvcap(dir, "read -r x.pcap -F codif -o x.pcap/out");
     EXPECT_EQ(r.code, 1);
     EXPECT_NE(r.err.find("choose another with -o DIR"), std::string::npos) << r.err;
+    // A disk thread pinned to a CPU that is not there.
+    const Result cpu = ibvcap(dir, "read -q -r x.pcap -F codif -o out --disk-cpu 1023");
+    EXPECT_EQ(cpu.code, 1);
+    EXPECT_EQ(lines(cpu.err), 1u) << cpu.err;
+    EXPECT_NE(cpu.err.find("cannot pin a disk thread to cpu 1023: it is offline, absent or "
+                           "outside this process's cpuset; give --disk-cpu a CPU"),
+              std::string::npos)
+        << cpu.err;
 }
 
-// The writer options end to end: O_DIRECT, two disk threads and -C rotation
-// give the same bytes as a plain run, and the report counts the files.
 // Outputs that fail alike (a full disk, here a directory in each file's
 // place) are said once on stderr, naming the first and how many more; the
 // summary lists each.
@@ -225,6 +231,8 @@ TEST(Cli, OutputsFailingAlikeAreOneLine) {
         << r.err;
 }
 
+// The writer options end to end: O_DIRECT, two disk threads and -C rotation
+// give the same bytes as a plain run, and the report counts the files.
 TEST(Cli, DirectIoDiskThreadsAndRotationKeepEveryByte) {
     test::TempDir dir;
     ASSERT_EQ(ibvcap(dir, "gen -q -w in.pcap -c 400 --antennas 2").code, 0);

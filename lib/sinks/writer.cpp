@@ -117,9 +117,14 @@ Writer::Writer(const Options& options) : options_(options) {
             if (const int err =
                     pthread_setaffinity_np(lanes_[t]->thread.native_handle(), sizeof(set), &set)) {
                 finish();
-                throw std::runtime_error(
-                    fmt::format("cannot pin a disk thread to cpu {}: {} (see --disk-cpu)", cpu,
-                                std::strerror(err)));
+                // EINVAL: no CPU of the set is one this process may run on
+                // (pthread_setaffinity_np(3)).
+                throw std::runtime_error(fmt::format(
+                    "cannot pin a disk thread to cpu {}: {}; give --disk-cpu a CPU this process "
+                    "may run on (lscpu -e lists the online ones)",
+                    cpu,
+                    err == EINVAL ? "it is offline, absent or outside this process's cpuset"
+                                  : std::strerror(err)));
             }
         }
     }
