@@ -237,6 +237,38 @@ TEST(XidAbsent, NoTracefsAtTheRoot) {
                                       dir.path().string()));
 }
 
+// Not a tracefs, and a tracefs this user may not read: the cause, and the
+// fix only where it is one (root).
+TEST(XidAbsent, AnUnreadableTracefsSaysWhy) {
+    test::TempDir dir;
+    const fs::path file = dir.path() / "file";
+    std::ofstream(file) << "x";
+    XidWatch not_dir({file, ""});
+    EXPECT_FALSE(not_dir.start());
+    EXPECT_EQ(not_dir.absent(),
+              fmt::format("cannot read tracefs at {}: Not a directory", file.string()));
+
+    fs::create_directories(dir.path() / "tracefs/events");
+    fs::permissions(dir.path() / "tracefs", fs::perms::owner_all);  // 0700: TRACEFS_DEFAULT_MODE
+    ::chmod(dir.path().c_str(), 0755);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) {
+            std::_Exit(2);
+        }
+        XidWatch w({dir.path() / "tracefs", ""});
+        const std::string want = fmt::format(
+            "cannot read tracefs at {}/tracefs: Permission denied (the XID watch needs root)",
+            dir.path().string());
+        std::_Exit(!w.start() && w.absent() == want ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "2: cannot drop to nobody (needs root); 1: other line";
+}
+
 TEST(XidAbsent, NoNvidiaGroup) {
     // A tracefs without the nvidia group (the real one's case: e2e gpu_xid).
     test::TempDir dir;

@@ -26,8 +26,14 @@ namespace {
 
 constexpr std::string_view kEvent = "nvidia_dev_xid";
 
+// strerror, with the fix when it is a matter of privilege: tracefs is root's
+// (fs/tracefs/inode.c: TRACEFS_DEFAULT_MODE 0700, its control files root's).
 std::string errno_text(int err) {
-    return std::error_code(err, std::generic_category()).message();
+    std::string text = std::error_code(err, std::generic_category()).message();
+    if (err == EACCES || err == EPERM) {
+        text += " (the XID watch needs root)";
+    }
+    return text;
 }
 
 // 0, or the errno of stat(2) on `p`.
@@ -303,8 +309,7 @@ bool XidWatch::start() {
         return err == ENOENT
                    ? fmt::format("no tracefs at {} (mount it: mount -t tracefs nodev {})",
                                  root.string(), root.string())
-                   : fmt::format("cannot read tracefs at {}: {} (the XID watch needs root)",
-                                 root.string(), errno_text(err));
+                   : fmt::format("cannot read tracefs at {}: {}", root.string(), errno_text(err));
     };
     if (options_.tracefs_root.empty()) {
         // The usual mount point, then the one under debugfs (older systems).
