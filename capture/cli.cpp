@@ -209,10 +209,24 @@ cxxopts::ParseResult parse(cxxopts::Options& options, int argc, char** argv) {
         throw UsageError(fmt::format("bad {} '{}'{}{}", shown, value,
                                      valid.empty() ? "" : ": expected ", valid));
     } catch (const cxxopts::exceptions::no_such_option& e) {
-        const std::string hint = pointer_for(options.program(), quoted(e.what()));
-        throw UsageError(hint.empty() ? std::string(e.what()) : "unknown option " + hint);
+        // cxxopts says "Option ‘x’ does not exist": say it as typed, and
+        // where the valid ones are.
+        const std::string given = quoted(e.what());
+        const std::string hint = pointer_for(options.program(), given);
+        throw UsageError(hint.empty()
+                             ? fmt::format("unknown option {}{} (see '{} --help')",
+                                           given.size() == 1 ? "-" : "--", given, options.program())
+                             : "unknown option " + hint);
+    } catch (const cxxopts::exceptions::missing_argument& e) {
+        const std::string given = quoted(e.what());
+        const std::string shown = option_names(options, given).first;
+        throw UsageError(fmt::format("{} needs a value (see '{} --help')",
+                                     shown.empty() ? given : shown, options.program()));
+    } catch (const cxxopts::exceptions::invalid_option_syntax& e) {
+        throw UsageError(fmt::format("unknown option {} (see '{} --help')", quoted(e.what()),
+                                     options.program()));
     } catch (const cxxopts::exceptions::exception& e) {
-        throw UsageError(e.what());
+        throw UsageError(fmt::format("{} (see '{} --help')", e.what(), options.program()));
     }
 }
 
@@ -435,10 +449,31 @@ int finish_run(const RunOutcome& outcome, const std::string& report_path, bool q
     if (!outcome.info.error.empty()) {
         say(fmt::format("ibvcap {}: {}\n", outcome.info.command, outcome.info.error));
     }
+    // One line per cause: a full disk fails every output the same way, and
+    // the per-output detail is in the summary and the report.
+    struct Cause {
+        const OutputStats* first;  // the first output that failed so
+        std::size_t others;        // the outputs after it with the same error
+    };
+    std::vector<Cause> causes;
     for (const auto& o : outcome.ledger.outputs()) {
-        if (!o.error.empty()) {
-            say(fmt::format("ibvcap {}: {}: {}\n", outcome.info.command, o.path, o.error));
+        if (o.error.empty()) {
+            continue;
         }
+        const auto it = std::find_if(causes.begin(), causes.end(),
+                                     [&](const Cause& c) { return c.first->error == o.error; });
+        if (it == causes.end()) {
+            causes.push_back({&o, 0});
+        } else {
+            ++it->others;
+        }
+    }
+    for (const Cause& c : causes) {
+        say(fmt::format("ibvcap {}: {}{}: {}\n", outcome.info.command, c.first->path,
+                        c.others == 0 ? std::string()
+                                      : fmt::format(" (and {} other output{})", c.others,
+                                                    c.others == 1 ? "" : "s"),
+                        c.first->error));
     }
     return code;
 }

@@ -160,7 +160,11 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
         {"read -r x.pcap 10.0.0.1:5000", "is not a multicast address"},
         {"read -r x.pcap 239.1.1.1:0", "port must be 1-65535"},
         {"read -r x.pcap --antenna 10.0.0", "bad --antenna '10.0.0'"},
-        {"read -r x.pcap --bogus", "bogus"},
+        {"read -r x.pcap --bogus", "unknown option --bogus (see 'ibvcap read --help')"},
+        {"read -r x.pcap -Z", "unknown option -Z (see 'ibvcap read --help')"},
+        {"read -r", "-r (--read) needs a value (see 'ibvcap read --help')"},
+        {"capture --duration", "--duration needs a value (see 'ibvcap capture --help')"},
+        {"devices --x", "unknown option --x (see 'ibvcap devices --help')"},
         {"read -r x.pcap --pcap-snaplen 100", "valid: full, headers"},
         {"read -r x.pcap -W 3", "-W needs -G or -C"},
         {"read -r x.pcap --disk-threads 0", "--disk-threads takes 1 to 64"},
@@ -188,16 +192,48 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
 TEST(Cli, RuntimeErrorsExitOneWithOneLine) {
     test::TempDir dir;
     std::ofstream(dir / "garbage.pcap") << "not a capture";
-    for (const std::string args : {"read -r missing.pcap", "read -r garbage.pcap"}) {
+    for (const auto& [args, says] :
+         {std::pair{"read -r missing.pcap",
+                    "cannot read missing.pcap: No such file or directory\n"},
+          std::pair{
+              "read -r garbage.pcap",
+              "cannot read garbage.pcap: not a pcap or pcapng file (unknown file format)\n"}}) {
         const Result r = ibvcap(dir, args);
         EXPECT_EQ(r.code, 1) << args;
         EXPECT_EQ(lines(r.err), 1u) << r.err;
-        EXPECT_NE(r.err.find("cannot read"), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
     }
     ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 10").code, 0);
     const Result r = ibvcap(dir, "read -r x.pcap -F codif -o x.pcap/out");
     EXPECT_EQ(r.code, 1);
     EXPECT_NE(r.err.find("choose another with -o DIR"), std::string::npos) << r.err;
+    // A disk thread pinned to a CPU that is not there.
+    const Result cpu = ibvcap(dir, "read -q -r x.pcap -F codif -o out --disk-cpu 1023");
+    EXPECT_EQ(cpu.code, 1);
+    EXPECT_EQ(lines(cpu.err), 1u) << cpu.err;
+    EXPECT_NE(cpu.err.find("cannot pin a disk thread to cpu 1023: it is offline, absent or "
+                           "outside this process's cpuset; give --disk-cpu a CPU"),
+              std::string::npos)
+        << cpu.err;
+}
+
+// Outputs that fail alike (a full disk, here a directory in each file's
+// place) are said once on stderr, naming the first and how many more; the
+// summary lists each.
+TEST(Cli, OutputsFailingAlikeAreOneLine) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 5 --antennas 3 239.1.1.1:1").code, 0);
+    for (int host = 11; host <= 13; ++host) {
+        std::filesystem::create_directories(
+            dir.path() / "out" / fmt::format("ibvcap_239.1.1.1_1_10.0.0.{}.codif", host));
+    }
+    const Result r = ibvcap(dir, "read -q -r x.pcap -o out -F codif");
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find("ibvcap_239.1.1.1_1_10.0.0.11.codif (and 2 other outputs): cannot "
+                         "create file: Is a directory"),
+              std::string::npos)
+        << r.err;
 }
 
 // The writer options end to end: O_DIRECT, two disk threads and -C rotation

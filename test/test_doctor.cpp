@@ -115,6 +115,15 @@ TEST(DoctorCpuList, ParsesAndFormatsSysfsLists) {
     EXPECT_EQ(format_cpu_list({11, 0, 1, 2, 3, 8, 10}), "0-3,8,10-11");
 }
 
+// good_calls() but with these capabilities, in libcap's text form
+// (cap_to_text), for this process and on the binary.
+HostCalls calls_with_caps(std::string process, std::string file) {
+    HostCalls c = good_calls();
+    c.process_caps = [process] { return CapsText{true, process, ""}; };
+    c.file_caps = [file](const fs::path&) { return CapsText{true, file, ""}; };
+    return c;
+}
+
 TEST(DoctorCapabilities, BothEffectivePass) {
     FakeRoot r;
     const auto checks = check_capabilities(r.options(), good_calls());
@@ -124,10 +133,7 @@ TEST(DoctorCapabilities, BothEffectivePass) {
 
 TEST(DoctorCapabilities, MissingNetRawFailsAndNamesSetcap) {
     FakeRoot r;
-    HostCalls c = good_calls();
-    c.process_caps = [] { return CapsText{true, "cap_net_raw+p", ""}; };
-    c.file_caps = [](const fs::path&) { return CapsText{true, "", ""}; };
-    const auto checks = check_capabilities(r.options(), c);
+    const auto checks = check_capabilities(r.options(), calls_with_caps("cap_net_raw+p", ""));
     const Check& p = find(checks, "process capabilities");
     EXPECT_EQ(p.status, Status::fail) << format_line(p);
     EXPECT_NE(p.found.find("permitted only"), std::string::npos) << p.found;
@@ -138,10 +144,8 @@ TEST(DoctorCapabilities, MissingNetRawFailsAndNamesSetcap) {
 
 TEST(DoctorCapabilities, IpcLockMissingWarnsAndPermittedOnlyFileWarns) {
     FakeRoot r;
-    HostCalls c = good_calls();
-    c.process_caps = [] { return CapsText{true, "cap_net_raw=ep", ""}; };
-    c.file_caps = [](const fs::path&) { return CapsText{true, "cap_net_raw,cap_ipc_lock=p", ""}; };
-    const auto checks = check_capabilities(r.options(), c);
+    const auto checks = check_capabilities(
+        r.options(), calls_with_caps("cap_net_raw=ep", "cap_net_raw,cap_ipc_lock=p"));
     EXPECT_EQ(find(checks, "process capabilities").status, Status::warn);
     const Check& b = find(checks, "binary capabilities");
     EXPECT_EQ(b.status, Status::warn);
@@ -258,6 +262,11 @@ TEST(DoctorGpuDirect, DmabufNeedsOpenModulesAndANewKernel) {
     r.mkdir("sys/bus/pci/devices/0000:3b:00.0");
     r.mkdir("sys/module/nvidia");
     r.write("proc/sys/kernel/osrelease", "6.1.0-18-amd64");
+    // open-gpu-kernel-modules, kernel-open/nvidia/nv-procfs.c
+    // nv_procfs_read_version: "NVRM version: %s\n" with the build's pNVRM_ID,
+    // "NVIDIA UNIX Open Kernel Module for x86_64  <version>  Release Build ..."
+    // for the open modules, "NVIDIA UNIX x86_64 Kernel Module  <version> ..."
+    // for the proprietary ones.
     r.write("proc/driver/nvidia/version",
             "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06");
     EXPECT_EQ(find(check_gpudirect(o), "gpudirect").status, Status::pass);

@@ -43,7 +43,10 @@ class FakeSysfs : public test::FakeTree {
   public:
     FakeSysfs() : FakeTree("test_host") {}
 
-    // One RDMA port.
+    // One RDMA port, as drivers/infiniband/core/sysfs.c writes it: state_show
+    // "%d: %s\n" (ib_port_state_to_str: "4: ACTIVE"), phys_state_show
+    // "%u: %s\n" ("5: LinkUp"), link_layer_show "InfiniBand" or "Ethernet".
+    // (gid_attrs/ndevs/<i>: print_ndev, the netdev's name.)
     void port(const std::string& dev, int port, const std::string& state,
               const std::string& link_layer) const {
         const fs::path dir = fs::path("class/infiniband") / dev / "ports" / std::to_string(port);
@@ -51,7 +54,8 @@ class FakeSysfs : public test::FakeTree {
         write(dir / "link_layer", link_layer);
         write(dir / "phys_state", "5: LinkUp");
     }
-    // One netdev under class/net.
+    // One netdev under class/net (net/core/net-sysfs.c: mtu and dev_port
+    // fmt_dec, operstate one of operstates[]: "up", "down", "unknown", ...).
     void netdev(const std::string& name, unsigned mtu, const std::string& operstate) const {
         write(fs::path("class/net") / name / "mtu", std::to_string(mtu));
         write(fs::path("class/net") / name / "operstate", operstate);

@@ -425,6 +425,7 @@ TEST(Writer, RecordOfExactlyOneBufferFitsAndALargerOneIsDropped) {
         const auto s = w.stats().at(0);
         EXPECT_EQ(s.packets, 3u);
         EXPECT_EQ(s.dropped, 1u);
+        EXPECT_EQ(w.dropped_so_far(), 1u);
         EXPECT_EQ(s.bytes, expected.size());
         EXPECT_TRUE(w.any_failed());
         EXPECT_TRUE(read_file(path) == expected);
@@ -498,6 +499,9 @@ TEST(Writer, DiskFullFailsTheOutputAndCountsEveryRecordDropped) {
         const auto s = w.stats().at(0);
         EXPECT_NE(s.error.find("write failed"), std::string::npos) << s.error;
         EXPECT_NE(s.error.find("No space left"), std::string::npos) << s.error;
+        EXPECT_NE(s.error.find("free space on that filesystem, or write to another"),
+                  std::string::npos)
+            << s.error;
         EXPECT_EQ(s.packets, 0u);
         EXPECT_EQ(s.bytes, 0u);
         EXPECT_EQ(s.dropped, kRecords);
@@ -644,6 +648,8 @@ TEST(Writer, DropModeCountsRecordsThatFindNoBuffer) {
     EXPECT_NE(stats[0].error.find("Illegal seek"), std::string::npos) << stats[0].error;
     EXPECT_EQ(stats[0].packets, 0u);
     EXPECT_EQ(stats[0].dropped, a_records);
+    // The timeline's live witness counts both kinds, neither twice.
+    EXPECT_EQ(w.dropped_so_far(), stats[0].dropped + stats[1].dropped);
 }
 
 TEST(Writer, DropModeAccountingHoldsInATightLoop) {
@@ -687,6 +693,25 @@ TEST(Writer, EmptyRecordsAreAccountedFor) {
     EXPECT_EQ(s.packets + s.dropped, 3u);
     EXPECT_EQ(s.bytes, 0u);
     EXPECT_EQ(fs::file_size(dir.file("e.raw")), 0u);
+}
+
+// A record the output's format cannot hold: refused, counted in the output's
+// split and the live witness alike, and the output fails naming why.
+TEST(Writer, RefusedRecordsAreCountedAndNamed) {
+    TempDir dir;
+    Writer w(small_options());
+    const auto out = w.add_output(OutputFormat::raw, dir.file("r.raw"), "", "");
+    fixed_record(100, 0x11).write(w, out);
+    w.refuse(out, "too long for the format");
+    w.refuse(out, "a second reason is not kept");
+    EXPECT_EQ(w.dropped_so_far(), 2u);
+    w.finish();
+    const auto s = w.stats().at(0);
+    EXPECT_EQ(s.packets, 1u);
+    EXPECT_EQ(s.dropped, 2u);
+    EXPECT_EQ(s.error, "2 records not written: too long for the format");
+    EXPECT_TRUE(w.any_failed());
+    EXPECT_EQ(w.dropped_so_far(), 2u);
 }
 
 TEST(Writer, FinishIsIdempotent) {
@@ -1137,6 +1162,7 @@ TEST(Writer, DevicePayloadIsCopiedInBatchesAndNeverReadWithoutAHold) {
             }
             w.finish();
             stats = w.stats();
+            EXPECT_EQ(w.dropped_so_far(), 1u) << direct;
         }
         EXPECT_TRUE(read_file(dir.file("d.codif")) == expected) << direct;
         EXPECT_EQ(device.on_forbidden_thread, 0);  // never read on the producer's thread

@@ -73,65 +73,61 @@ TEST(XidParse, FormatFieldsAreTheEventsOwnInOrder) {
     EXPECT_TRUE(format_fields("").empty());
 }
 
-TEST(XidParse, TheDriversPrintFormat) {
+// Every way an Xid line reaches trace_pipe, and what it must parse to.
+struct XidLineCase {
+    const char* name;
+    const char* line;
+    const std::vector<std::string>* fields;
+    const char* device;
+    std::uint32_t code;
+    const char* message;
+    std::int64_t trace_ns;
+};
+
+const XidLineCase kXidLines[] = {
     // TP_printk("Xid (PCI:%s): %u, %s", ...); the message has commas and '='.
-    const auto x = parse_xid_line(
-        "     kworker/3:1-1234    [003] d..1. 15961.740208: nvidia_dev_xid: Xid "
-        "(PCI:0000:3b:00.0): 79, pid=4242, name=python3, GPU has fallen off the bus.",
-        kDriverFields);
-    ASSERT_TRUE(x);
-    EXPECT_EQ(x->device, "0000:3b:00.0");
-    EXPECT_EQ(x->code, 79u);
-    EXPECT_EQ(x->message, "pid=4242, name=python3, GPU has fallen off the bus.");
-    EXPECT_EQ(x->trace_ns, 15961740208000);
-}
-
-TEST(XidParse, TheFieldsOption) {
+    {"the driver's print format",
+     "     kworker/3:1-1234    [003] d..1. 15961.740208: nvidia_dev_xid: Xid "
+     "(PCI:0000:3b:00.0): 79, pid=4242, name=python3, GPU has fallen off the bus.",
+     &kDriverFields, "0000:3b:00.0", 79, "pid=4242, name=python3, GPU has fallen off the bus.",
+     15961740208000},
     // kernel/trace/trace_output.c print_fields: " name=value", a u32 as "0x%x (%d)".
-    const auto x = parse_xid_line(
-        "  <idle>-0 [000] d.h1. 7.000001: nvidia_dev_xid: dev=0000:af:00.0 error_code=0x4f (79) "
-        "msg=pid=7, name=a b, Ch 00000010, errorString CTX SWITCH TIMEOUT",
-        kDriverFields);
-    ASSERT_TRUE(x);
-    EXPECT_EQ(x->device, "0000:af:00.0");
-    EXPECT_EQ(x->code, 79u);
-    EXPECT_EQ(x->message, "pid=7, name=a b, Ch 00000010, errorString CTX SWITCH TIMEOUT");
-    EXPECT_EQ(x->trace_ns, 7000001000);
-}
-
-TEST(XidParse, TheFieldsOptionReversed) {
-    // The first kernels with the option printed the fields last to first.
-    const auto x = parse_xid_line(
-        "  a-1 [000] ..... 12.5: nvidia_dev_xid: msg=Graphics SM Warp Exception "
-        "error_code=0xd (13) dev=0000:3b:00.0",
-        kDriverFields);
-    ASSERT_TRUE(x);
-    EXPECT_EQ(x->device, "0000:3b:00.0");
-    EXPECT_EQ(x->code, 13u);
-    EXPECT_EQ(x->message, "Graphics SM Warp Exception");
-    EXPECT_EQ(x->trace_ns, 12500000000);
-}
-
-TEST(XidParse, TheUprobeStandInBothWays) {
-    // Its print format "(%lx) dev=\"%s\" error_code=%u msg=\"%s\"" ...
-    auto x = parse_xid_line(
-        "   xid_helper-16124   [001] DBZff 15961.740208: nvidia_dev_xid: (0x55e5a9fcc1d0) "
-        "dev=\"0000:3b:00.0\" error_code=79 msg=\"GPU has fallen off the bus.\"",
-        kUprobeFields);
-    ASSERT_TRUE(x);
-    EXPECT_EQ(x->device, "0000:3b:00.0");
-    EXPECT_EQ(x->code, 79u);
-    EXPECT_EQ(x->message, "GPU has fallen off the bus.");
+    {"the fields option",
+     "  <idle>-0 [000] d.h1. 7.000001: nvidia_dev_xid: dev=0000:af:00.0 error_code=0x4f (79) "
+     "msg=pid=7, name=a b, Ch 00000010, errorString CTX SWITCH TIMEOUT",
+     &kDriverFields, "0000:af:00.0", 79,
+     "pid=7, name=a b, Ch 00000010, errorString CTX SWITCH TIMEOUT", 7000001000},
+    // The first kernels with the option printed the fields last to first:
+    // 80a76994b2d8 ("tracing: Add "fields" option ...") walked the field list
+    // with list_for_each_entry, turned into list_for_each_entry_reverse by
+    // the fix that names it (lore: 20230525085232.5096-1-sunliming@kylinos.cn).
+    {"the fields option reversed",
+     "  a-1 [000] ..... 12.5: nvidia_dev_xid: msg=Graphics SM Warp Exception "
+     "error_code=0xd (13) dev=0000:3b:00.0",
+     &kDriverFields, "0000:3b:00.0", 13, "Graphics SM Warp Exception", 12500000000},
+    // The uprobe stand-in's print format "(%lx) dev=\"%s\" error_code=%u msg=\"%s\"" ...
+    {"the uprobe stand-in",
+     "   xid_helper-16124   [001] DBZff 15961.740208: nvidia_dev_xid: (0x55e5a9fcc1d0) "
+     "dev=\"0000:3b:00.0\" error_code=79 msg=\"GPU has fallen off the bus.\"",
+     &kUprobeFields, "0000:3b:00.0", 79, "GPU has fallen off the bus.", 15961740208000},
     // ... and with the fields option (its __probe_ip field first).
-    x = parse_xid_line(
-        "   xid_helper-16129   [000] DBZff 15962.769483: nvidia_dev_xid: "
-        "__probe_ip=0x5621498971d0 (94700967653840) dev=0000:3b:00.0 error_code=0x4f (79) "
-        "msg=GPU has fallen off the bus.",
-        kUprobeFields);
-    ASSERT_TRUE(x);
-    EXPECT_EQ(x->device, "0000:3b:00.0");
-    EXPECT_EQ(x->code, 79u);
-    EXPECT_EQ(x->message, "GPU has fallen off the bus.");
+    {"the uprobe stand-in with the fields option",
+     "   xid_helper-16129   [000] DBZff 15962.769483: nvidia_dev_xid: "
+     "__probe_ip=0x5621498971d0 (94700967653840) dev=0000:3b:00.0 error_code=0x4f (79) "
+     "msg=GPU has fallen off the bus.",
+     &kUprobeFields, "0000:3b:00.0", 79, "GPU has fallen off the bus.", 15962769483000},
+};
+
+TEST(XidParse, EveryWayTheLineIsPrinted) {
+    for (const XidLineCase& c : kXidLines) {
+        SCOPED_TRACE(c.name);
+        const auto x = parse_xid_line(c.line, *c.fields);
+        ASSERT_TRUE(x);
+        EXPECT_EQ(x->device, c.device);
+        EXPECT_EQ(x->code, c.code);
+        EXPECT_EQ(x->message, c.message);
+        EXPECT_EQ(x->trace_ns, c.trace_ns);
+    }
 }
 
 TEST(XidParse, OtherLinesAreNotXids) {
@@ -239,6 +235,38 @@ TEST(XidAbsent, NoTracefsAtTheRoot) {
     EXPECT_FALSE(w.watching());
     EXPECT_EQ(w.absent(), fmt::format("no tracefs at {0} (mount it: mount -t tracefs nodev {0})",
                                       dir.path().string()));
+}
+
+// Not a tracefs, and a tracefs this user may not read: the cause, and the
+// fix only where it is one (root).
+TEST(XidAbsent, AnUnreadableTracefsSaysWhy) {
+    test::TempDir dir;
+    const fs::path file = dir.path() / "file";
+    std::ofstream(file) << "x";
+    XidWatch not_dir({file, ""});
+    EXPECT_FALSE(not_dir.start());
+    EXPECT_EQ(not_dir.absent(),
+              fmt::format("cannot read tracefs at {}: Not a directory", file.string()));
+
+    fs::create_directories(dir.path() / "tracefs/events");
+    fs::permissions(dir.path() / "tracefs", fs::perms::owner_all);  // 0700: TRACEFS_DEFAULT_MODE
+    ::chmod(dir.path().c_str(), 0755);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) {
+            std::_Exit(2);
+        }
+        XidWatch w({dir.path() / "tracefs", ""});
+        const std::string want = fmt::format(
+            "cannot read tracefs at {}/tracefs: Permission denied (the XID watch needs root)",
+            dir.path().string());
+        std::_Exit(!w.start() && w.absent() == want ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "2: cannot drop to nobody (needs root); 1: other line";
 }
 
 TEST(XidAbsent, NoNvidiaGroup) {

@@ -188,7 +188,8 @@ std::vector<Check> check_gpudirect(const Options& o) {
         return out;
     }
     // dma-buf needs the open kernel modules (their /proc/driver/nvidia/version
-    // says "Open Kernel Module"), a kernel with RDMA dma-buf memory regions
+    // says "Open Kernel Module": nv-procfs.c nv_procfs_read_version prints the
+    // build's pNVRM_ID), a kernel with RDMA dma-buf memory regions
     // (ib_umem_dmabuf, Linux 5.12), and the GPU saying yes when CUDA was asked.
     const auto version = read_sysfs_file(o.procfs_root / "driver/nvidia/version").value_or("");
     const bool open_modules = version.find("Open Kernel Module") != std::string::npos;

@@ -16,6 +16,8 @@
 #include <map>
 #include <system_error>
 
+#include "lib/host/devices.hpp"
+
 namespace ibvcap {
 
 namespace fs = std::filesystem;
@@ -24,36 +26,20 @@ namespace {
 
 constexpr std::string_view kEvent = "nvidia_dev_xid";
 
+// strerror, with the fix when it is a matter of privilege: tracefs is root's
+// (fs/tracefs/inode.c: TRACEFS_DEFAULT_MODE 0700, its control files root's).
 std::string errno_text(int err) {
-    return std::error_code(err, std::generic_category()).message();
+    std::string text = std::error_code(err, std::generic_category()).message();
+    if (err == EACCES || err == EPERM) {
+        text += " (the XID watch needs root)";
+    }
+    return text;
 }
 
 // 0, or the errno of stat(2) on `p`.
 int stat_error(const fs::path& p) {
     struct stat st {};
     return ::stat(p.c_str(), &st) == 0 ? 0 : errno;
-}
-
-// A small tracefs file, whole. nullopt when it cannot be read.
-std::optional<std::string> read_text(const fs::path& p) {
-    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return std::nullopt;
-    }
-    std::string text;
-    std::array<char, 4096> buf{};
-    for (;;) {
-        const ssize_t n = ::read(fd, buf.data(), buf.size());
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            break;
-        }
-        text.append(buf.data(), static_cast<std::size_t>(n));
-    }
-    ::close(fd);
-    return text;
 }
 
 // One write of `value` to a tracefs control file: 0 or an errno value.
@@ -323,8 +309,7 @@ bool XidWatch::start() {
         return err == ENOENT
                    ? fmt::format("no tracefs at {} (mount it: mount -t tracefs nodev {})",
                                  root.string(), root.string())
-                   : fmt::format("cannot read tracefs at {}: {} (the XID watch needs root)",
-                                 root.string(), errno_text(err));
+                   : fmt::format("cannot read tracefs at {}: {}", root.string(), errno_text(err));
     };
     if (options_.tracefs_root.empty()) {
         // The usual mount point, then the one under debugfs (older systems).
@@ -357,7 +342,7 @@ bool XidWatch::start() {
                               (root_ / "events").string())
                 : fmt::format("cannot read {}: {}", event.string(), errno_text(err)));
     }
-    fields_ = format_fields(read_text(event / "format").value_or(""));
+    fields_ = format_fields(read_sysfs_file(event / "format").value_or(""));
 
     // Instances of earlier runs that died before removing theirs.
     const fs::path instances = root_ / "instances";

@@ -117,9 +117,14 @@ Writer::Writer(const Options& options) : options_(options) {
             if (const int err =
                     pthread_setaffinity_np(lanes_[t]->thread.native_handle(), sizeof(set), &set)) {
                 finish();
-                throw std::runtime_error(
-                    fmt::format("cannot pin a disk thread to cpu {}: {} (see --disk-cpu)", cpu,
-                                std::strerror(err)));
+                // EINVAL: no CPU of the set is one this process may run on
+                // (pthread_setaffinity_np(3)).
+                throw std::runtime_error(fmt::format(
+                    "cannot pin a disk thread to cpu {}: {}; give --disk-cpu a CPU this process "
+                    "may run on (lscpu -e lists the online ones)",
+                    cpu,
+                    err == EINVAL ? "it is offline, absent or outside this process's cpuset"
+                                  : std::strerror(err)));
             }
         }
     }
@@ -177,6 +182,14 @@ void Writer::submit(Output& out) {
     out.lane->full.enqueue(buffer);  // capacity covers the whole pool: never allocates
 }
 
+// One record the producer does not write: counted in the output's split and
+// the live witness together, so that the two cannot drift apart.
+void Writer::count_drop(Output& out, std::uint8_t why) {
+    ++out.dropped_by_producer;
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    IBVCAP_PROBE3(write_drop, to_string(out.format).data(), std::uint64_t{1}, why);
+}
+
 bool Writer::begin_record(Output& out, std::size_t bytes, std::size_t pieces,
                           std::uint64_t timestamp_ns) {
     const Rotation& r = options_.rotation;
@@ -205,10 +218,7 @@ bool Writer::begin_record(Output& out, std::size_t bytes, std::size_t pieces,
             if (b != nullptr) {
                 out.lane->free.enqueue(b);
             }
-            ++out.dropped_by_producer;
-            dropped_.fetch_add(1, std::memory_order_relaxed);
-            IBVCAP_PROBE3(write_drop, to_string(out.format).data(), std::uint64_t{1},
-                          std::uint8_t{probe::no_buffer});
+            count_drop(out, probe::no_buffer);
             return false;
         }
         b->reset();
@@ -237,10 +247,7 @@ void Writer::write(OutputId output, std::span<const Bytes> pieces, std::uint64_t
 }
 
 void Writer::refuse(OutputId output, const char* why) {
-    ++output->dropped_by_producer;
-    dropped_.fetch_add(1, std::memory_order_relaxed);
-    IBVCAP_PROBE3(write_drop, to_string(output->format).data(), std::uint64_t{1},
-                  std::uint8_t{probe::refused});
+    count_drop(*output, probe::refused);
     if (output->refused++ == 0) {
         output->refused_why = why;
     }
@@ -269,10 +276,7 @@ void Writer::write_frame(OutputId output, Bytes prefix, const Frame& frame, std:
     if (touches_device && !can_hold) {
         // GPU memory is never read on the poll thread: without a hold the
         // record cannot be written. Counted, like a full queue.
-        ++out.dropped_by_producer;
-        dropped_.fetch_add(1, std::memory_order_relaxed);
-        IBVCAP_PROBE3(write_drop, to_string(out.format).data(), std::uint64_t{1},
-                      std::uint8_t{probe::device_unheld});
+        count_drop(out, probe::device_unheld);
         return;
     }
     const bool hold = can_hold && (touches_device || len >= options_.min_hold_bytes);

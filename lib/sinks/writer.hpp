@@ -158,6 +158,7 @@ class Writer {
   private:
     Buffer* take_free_buffer(Lane& lane);
     void submit(Output& out);
+    void count_drop(Output& out, std::uint8_t why);
     bool begin_record(Output& out, std::size_t bytes, std::size_t pieces,
                       std::uint64_t timestamp_ns);
     void flush_held(std::size_t min_holds);

@@ -175,6 +175,9 @@ std::string WriterIo::file_path(const Writer::Output& out) const {
 void WriterIo::fail(Writer::Output& out, const std::string& what, int err) {
     out.failed = true;
     out.error = fmt::format("{}: {}", what, std::strerror(err));
+    if (err == ENOSPC || err == EDQUOT) {
+        out.error += " (free space on that filesystem, or write to another)";
+    }
     if (err == EINVAL && options_.direct_io) {
         // After O_DIRECT writes have worked on this file, EINVAL means the
         // kernel cut a write short (a full disk or a file size limit) and

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <iterator>
 #include <stdexcept>
+#include <string_view>
 
 #include "formats/bytes.hpp"
 
@@ -65,7 +66,16 @@ PcapFileSource::PcapFileSource(const std::string& path, bool mapped) : path_(pat
     pcap_ =
         pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, errbuf);
     if (pcap_ == nullptr) {
-        throw std::runtime_error(fmt::format("cannot read {}: {}", path, errbuf));
+        // libpcap's savefile.c says "PATH: strerror" when the file cannot be
+        // opened, and "unknown file format" when it is neither pcap nor pcapng.
+        std::string_view why = errbuf;
+        if (why.starts_with(path) && why.substr(path.size()).starts_with(": ")) {
+            why.remove_prefix(path.size() + 2);
+        }
+        throw std::runtime_error(fmt::format("cannot read {}: {}", path,
+                                             why == "unknown file format"
+                                                 ? "not a pcap or pcapng file (unknown file format)"
+                                                 : std::string(why)));
     }
     const int link = pcap_datalink(pcap_);
     const auto link_entry = std::find_if(std::begin(kKnownLinks), std::end(kKnownLinks),

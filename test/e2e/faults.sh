@@ -14,14 +14,8 @@ GEN=(--antennas 6 --threads 2 -c 1000 --loss 0.01 --duplicate 0.01 --reorder 0.0
 testbed_up
 
 say "reference: ibvcap gen -w + ibvcap read -F codif with the same options"
-"$IBVCAP" gen -q -w "$WORK/ref.pcap" --truth "$WORK/ref-truth.json" "${GEN[@]}" "${MCAST[@]}" ||
-  fail "ibvcap gen -w failed"
-set +e
-"$IBVCAP" read -q -r "$WORK/ref.pcap" -F codif -o "$WORK/ref" >"$WORK/ref-read.log" 2>&1
-rc=$?
-set -e
-expect_eq "exit code of ibvcap read on the reference" "$rc" 3
-PACKETS=$(j "$WORK/ref-truth.json" .totals.packets)
+gen_reference
+read_reference 3
 say "truth: $PACKETS packets; missing $(j "$WORK/ref-truth.json" .totals.missing)," \
   "duplicates $(j "$WORK/ref-truth.json" .totals.duplicates)," \
   "out of order $(j "$WORK/ref-truth.json" .totals.out_of_order)"
@@ -34,10 +28,7 @@ start capture.log rx "$IBVCAP" capture --source pcap -i "$RX_IF" -o "$WORK/out" 
 CAPTURE=$STARTED
 wait_for_join "$CAPTURE" 15 "${MCAST[@]}"
 say "capture joined ${MCAST[*]}; sending at 25000 packets/s"
-start send.log tx "$IBVCAP" gen --send -i "$TX_IF" --rate 25000 --truth "$WORK/truth.json" \
-  "${GEN[@]}" "${MCAST[@]}"
-finish "$STARTED" 60
-expect_eq "sender exit code" "$RC" 0
+send_traffic 60 --rate 25000 --truth "$WORK/truth.json"
 finish "$CAPTURE" 30
 expect_eq "capture exit code (3 = loss detected)" "$RC" 3
 
@@ -57,12 +48,6 @@ expect_eq "streams in the report" "$(j "$R" '.streams | length')" "$(j "$WORK/tr
 streams_match "$R" "$WORK/truth.json"
 say "ledger = truth: totals and all 24 streams (packets, missing, duplicates, out_of_order, first, last)"
 
-n=0
-for ref in "$WORK"/ref/*.codif; do
-  cmp -s "$ref" "$WORK/out/${ref##*/}" || fail "${ref##*/} differs from the reference"
-  n=$((n + 1))
-done
-expect_eq "codif files compared" "$n" 12
-expect_eq "codif files in the capture" "$(find "$WORK/out" -name '*.codif' | wc -l)" 12
+codif_match_reference "$WORK/out" 12
 say "12 .codif files byte-identical to the reference, faults included"
 pass

@@ -15,18 +15,14 @@ GEN=(--antennas 6 --threads 2 -c 1000 --loss 0.01 --duplicate 0.01 --reorder 0.0
   --payload 2048 --nchan 4)
 testbed_up
 
-"$IBVCAP" gen -q -w "$WORK/ref.pcap" --truth "$WORK/ref-truth.json" "${GEN[@]}" "${MCAST[@]}" ||
-  fail "ibvcap gen -w failed"
-PACKETS=$(j "$WORK/ref-truth.json" .totals.packets)
+gen_reference
 
 start capture.log rx "$IBVCAP" capture --source pcap -i "$RX_IF" --report "$WORK/r.json" \
   -c "$PACKETS" --duration 60 --gpu-standin --gpu-verify --frames-per-block 32 --gpu-blocks 8 \
   --block-threads 2 "${MCAST[@]}"
 CAPTURE=$STARTED
 wait_for_join "$CAPTURE" 15 "${MCAST[@]}"
-start send.log tx "$IBVCAP" gen --send -i "$TX_IF" --rate 20000 "${GEN[@]}" "${MCAST[@]}"
-finish "$STARTED" 60
-expect_eq "sender exit code" "$RC" 0
+send_traffic 60 --rate 20000
 finish "$CAPTURE" 30
 expect_eq "capture exit code (3 = the injected loss)" "$RC" 3
 

@@ -96,9 +96,7 @@ capture_with_xid() {
   finish "$capture" 30
 }
 
-"$IBVCAP" gen -q -w "$WORK/ref.pcap" --truth "$WORK/ref-truth.json" "${GEN[@]}" "${MCAST[@]}" ||
-  fail "ibvcap gen -w failed"
-PACKETS=$(j "$WORK/ref-truth.json" .totals.packets)
+gen_reference
 
 # 1. An XID on the capture's GPU: loss, named.
 capture_with_xid own "$GPU" 79 "GPU has fallen off the bus."

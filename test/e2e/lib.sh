@@ -156,6 +156,17 @@ finish() {
   WAITED=$(secs_since "$t0")
 }
 
+# send_traffic TIMEOUT_S GEN_OPTION...: the test's traffic ("${GEN[@]}"
+# "${MCAST[@]}") sent from the transmitting namespace by ibvcap gen --send with
+# the options given (--rate, --truth); fails unless it exits 0 within TIMEOUT_S.
+send_traffic() {
+  local limit=$1
+  shift
+  start send.log tx "$IBVCAP" gen --send -i "$TX_IF" "$@" "${GEN[@]}" "${MCAST[@]}"
+  finish "$STARTED" "$limit"
+  expect_eq "sender exit code" "$RC" 0
+}
+
 # wait_for_file FILE TIMEOUT_S
 wait_for_file() {
   local i
@@ -204,6 +215,37 @@ j() {
   v=$(jq -r "$2 | if . == null then error(\"null\") else . end" "$1" 2>/dev/null) ||
     fail "$1 has no $2 (or is not JSON)"
   printf '%s\n' "$v"
+}
+
+# gen_reference: the test's traffic ("${GEN[@]}" "${MCAST[@]}") written by
+# ibvcap gen -w to $WORK/ref.pcap with its truth in $WORK/ref-truth.json; sets
+# PACKETS to the truth's packet count.
+gen_reference() {
+  "$IBVCAP" gen -q -w "$WORK/ref.pcap" --truth "$WORK/ref-truth.json" "${GEN[@]}" "${MCAST[@]}" ||
+    fail "ibvcap gen -w failed"
+  PACKETS=$(j "$WORK/ref-truth.json" .totals.packets)
+}
+
+# read_reference EXPECTED_RC: ibvcap read -F codif of $WORK/ref.pcap into
+# $WORK/ref (log: ref-read.log), which must exit EXPECTED_RC.
+read_reference() {
+  local rc=0
+  "$IBVCAP" read -q -r "$WORK/ref.pcap" -F codif -o "$WORK/ref" >"$WORK/ref-read.log" 2>&1 || rc=$?
+  expect_eq "exit code of ibvcap read on the reference" "$rc" "$1"
+}
+
+# codif_match_reference DIR COUNT: DIR holds exactly COUNT .codif files, each
+# byte-identical to the file of the same name in $WORK/ref.
+codif_match_reference() {
+  local dir=$1 want=$2 ref out n=0
+  for ref in "$WORK"/ref/*.codif; do
+    out=$dir/${ref##*/}
+    [ -e "$out" ] || fail "no ${ref##*/} in $dir"
+    cmp -s "$ref" "$out" || fail "$out differs from the reference: $(cmp "$ref" "$out" 2>&1 | head -1)"
+    n=$((n + 1))
+  done
+  expect_eq "codif files compared with $dir" "$n" "$want"
+  expect_eq "codif files in $dir" "$(find "$dir" -name '*.codif' | wc -l)" "$want"
 }
 
 # streams_match REPORT TRUTH: every stream of the report equals the truth on

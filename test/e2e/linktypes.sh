@@ -16,11 +16,8 @@ GEN=(--antennas 2 --threads 2 -c 500 --payload 1024)
 testbed_up
 
 say "reference: ibvcap gen -w + ibvcap read -F codif with the same options"
-"$IBVCAP" gen -q -w "$WORK/ref.pcap" --truth "$WORK/ref-truth.json" "${GEN[@]}" "${MCAST[@]}" ||
-  fail "ibvcap gen -w failed"
-"$IBVCAP" read -q -r "$WORK/ref.pcap" -F codif -o "$WORK/ref" >"$WORK/ref-read.log" 2>&1 ||
-  fail "ibvcap read of the reference failed"
-PACKETS=$(j "$WORK/ref-truth.json" .totals.packets)
+gen_reference
+read_reference 0
 
 # Both captures on "any" in the receiving namespace, UDP only (no stray IPv6
 # neighbour discovery); they record the frames as the veth delivers them.
@@ -38,10 +35,7 @@ for dlt in LINUX_SLL LINUX_SLL2; do
     fail "tcpdump -y $dlt did not start: $(cat "$WORK/tcpdump-$dlt.log")"
 done
 say "tcpdump -i any -y LINUX_SLL and -y LINUX_SLL2 listening in $RX_NS; sending $PACKETS packets"
-start send.log tx "$IBVCAP" gen --send -i "$TX_IF" --rate 5000 --truth "$WORK/truth.json" \
-  "${GEN[@]}" "${MCAST[@]}"
-finish "$STARTED" 60
-expect_eq "sender exit code" "$RC" 0
+send_traffic 60 --rate 5000 --truth "$WORK/truth.json"
 sleep 1
 for pid in "${TCPDUMPS[@]}"; do
   kill -INT "$pid"
@@ -66,12 +60,7 @@ for dlt in LINUX_SLL LINUX_SLL2; do
     expect_eq "$dlt totals.$key" "$(j "$R" ".totals.$key")" 0
   done
   streams_match "$R" "$WORK/truth.json"
-  n=0
-  for ref in "$WORK"/ref/*.codif; do
-    cmp -s "$ref" "$WORK/out-$dlt/${ref##*/}" || fail "$dlt: ${ref##*/} differs from the reference"
-    n=$((n + 1))
-  done
-  expect_eq "$dlt: codif files compared" "$n" 4
+  codif_match_reference "$WORK/out-$dlt" 4
   out=$WORK/out-$dlt/ibvcap.pcap
   # The output keeps the input's link type, so tools decode it as such.
   expect_eq "$dlt: link type of the pcap output" \

@@ -25,12 +25,9 @@ GEN=(--antennas 6 --threads 2 -c "$PER_STREAM" --payload "$PAYLOAD")
 testbed_up
 
 say "reference: ibvcap gen -w + ibvcap read -F codif with the same options"
-"$IBVCAP" gen -q -w "$WORK/ref.pcap" --truth "$WORK/ref-truth.json" "${GEN[@]}" "${MCAST[@]}" ||
-  fail "ibvcap gen -w failed"
-"$IBVCAP" read -q -r "$WORK/ref.pcap" -F codif -o "$WORK/ref" >"$WORK/ref-read.log" 2>&1 ||
-  fail "ibvcap read of the reference failed"
+gen_reference
+read_reference 0
 rm -f "$WORK/ref.pcap"
-PACKETS=$(j "$WORK/ref-truth.json" .totals.packets)
 STREAMS=$(j "$WORK/ref-truth.json" '.streams | length')
 expect_eq "reference streams" "$STREAMS" 24
 say "$PACKETS packets of $((42 + CODIF_FRAME)) bytes in $STREAMS streams"
@@ -44,10 +41,7 @@ say "capture joined ${MCAST[*]}"
 
 say "send from $TX_NS at $RATE packets/s"
 t_send=$(now_us)
-start send.log tx "$IBVCAP" gen --send -i "$TX_IF" --rate "$RATE" --truth "$WORK/truth.json" \
-  "${GEN[@]}" "${MCAST[@]}"
-finish "$STARTED" $((PACKETS / RATE + 60))
-expect_eq "sender exit code" "$RC" 0
+send_traffic $((PACKETS / RATE + 60)) --rate "$RATE" --truth "$WORK/truth.json"
 say "sender done in $(secs_since "$t_send") s"
 finish "$CAPTURE" 30
 expect_eq "capture exit code (0 = zero-loss)" "$RC" 0
@@ -69,16 +63,8 @@ expect_eq "streams in the report" "$(j "$R" '.streams | length')" "$STREAMS"
 streams_match "$R" "$WORK/truth.json"
 say "report: zero-loss, $PACKETS packets, all $STREAMS streams equal the truth"
 
-n=0
-for ref in "$WORK"/ref/*.codif; do
-  out=$WORK/out/${ref##*/}
-  [ -e "$out" ] || fail "no ${ref##*/} in the capture's output"
-  cmp -s "$ref" "$out" || fail "${ref##*/} differs from the reference: $(cmp "$ref" "$out" 2>&1 | head -1)"
-  n=$((n + 1))
-done
-expect_eq "codif files in the capture" "$(find "$WORK/out" -name '*.codif' | wc -l)" "$n"
-expect_eq "codif files compared" "$n" 12
-say "$n .codif files byte-identical to the reference"
+codif_match_reference "$WORK/out" 12
+say "12 .codif files byte-identical to the reference"
 
 tshark_clean "$WORK/out/ibvcap.pcap"
 expect_eq "records in ibvcap.pcap" "$(pcap_frames "$WORK/out/ibvcap.pcap")" "$PACKETS"

@@ -133,9 +133,7 @@ start capture.log rx "$IBVCAP" capture --source pcap -i "$RX_IF" -o "$WORK/live"
   --report "$WORK/live.json" -c "$PACKETS" --duration 30 "${MCAST[@]}"
 CAPTURE=$STARTED
 wait_for_join "$CAPTURE" 15 "${MCAST[@]}"
-start send.log tx "$IBVCAP" gen --send -i "$TX_IF" --rate 20000 "${GEN[@]}" "${MCAST[@]}"
-finish "$STARTED" 30
-expect_eq "sender exit code" "$RC" 0
+send_traffic 30 --rate 20000
 finish "$CAPTURE" 40
 CODE=$RC
 kill -INT "$BT"

@@ -101,27 +101,28 @@ if [ "$mode" = live ]; then
   # sampling, verdict, cleanup), not the machine. The warm-up is then 17 s
   # (one and a half cycles through the writer's pool, + 5 s).
   common=(env IBVCAP="$ibvcap" SOAK_RATE=4000 SOAK_INTERVAL=5 SOAK_ROTATE_MB=4 SOAK_ROTATE_FILES=2 SOAK_DIR="$work")
-  rc=0
-  "${common[@]}" SOAK_SECONDS=30 bash "$soak" >"$work/pass.log" 2>&1 || rc=$?
-  last=$(tail -n 1 "$work/pass.log")
-  if [ "$rc" = 0 ] && grep -q '^soak: PASS: 120000 frames in 30 s at 4000 frames/s, none lost' <<<"$last"; then
-    ok "a 30 s soak passes: $last"
-  else
-    bad "a 30 s soak: exit $rc, last line '$last'"
-    sed 's/^/    /' "$work/pass.log"
-  fi
+  # soak_case NAME LOG EXPECTED_RC EXPECTED_LAST_LINE_REGEX ENV...: one soak
+  # with these environment settings added; its last line and exit code judged.
+  soak_case() {
+    local name=$1 log=$work/$2 want_rc=$3 want=$4 rc=0 last
+    shift 4
+    "${common[@]}" "$@" bash "$soak" >"$log" 2>&1 || rc=$?
+    last=$(tail -n 1 "$log")
+    if [ "$rc" = "$want_rc" ] && grep -q "$want" <<<"$last"; then
+      ok "$name: $last"
+    else
+      bad "$name: exit $rc, last line '$last'"
+      sed 's/^/    /' "$log"
+    fi
+  }
+  soak_case "a 30 s soak passes" pass.log 0 \
+    '^soak: PASS: 120000 frames in 30 s at 4000 frames/s, none lost' SOAK_SECONDS=30
   # The table: a row every 5 s from 0 to 30, RSS > 0, the same threads.
   rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 7' "$work/pass.log" | wc -l)
   if [ "$rows" -ge 6 ] && [ "$rows" -le 8 ]; then ok "the table has $rows rows"; else bad "the table has $rows rows, expected 6-8"; fi
-  rc=0
-  "${common[@]}" SOAK_SECONDS=20 SOAK_FORMAT=none SOAK_GEN_OPTS="--loss 0.001" bash "$soak" >"$work/fail.log" 2>&1 || rc=$?
-  last=$(tail -n 1 "$work/fail.log")
-  if [ "$rc" = 1 ] && grep -q '^soak: FAIL: the capture exited 3; verdict loss' <<<"$last"; then
-    ok "injected loss fails the soak: $last"
-  else
-    bad "injected loss: exit $rc, last line '$last'"
-    sed 's/^/    /' "$work/fail.log"
-  fi
+  soak_case "injected loss fails the soak" fail.log 1 \
+    '^soak: FAIL: the capture exited 3; verdict loss' \
+    SOAK_SECONDS=20 SOAK_FORMAT=none SOAK_GEN_OPTS="--loss 0.001"
   # Cleanup: no testbed, no process, no work directory left behind.
   if ip netns list | grep -q '^soak[0-9]*-'; then bad "a soak testbed was left: $(ip netns list | grep '^soak')"; else ok "no testbed left"; fi
   left=$(find "$work" -maxdepth 1 -name 'ibvcap-soak.*' | wc -l)
