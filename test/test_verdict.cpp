@@ -753,6 +753,20 @@ TEST(ReportEqualsLedger, EveryTotalsKeyIsTheLedgersOwnDistinctFigure) {
     }
 }
 
+// "reconciled" is the ledger's own check, not a constant: an output one
+// record short makes it false (and the verdict loss).
+TEST(ReportEqualsLedger, ReconciledIsFalseWhenTheCountsDoNotAddUp) {
+    for (const std::uint64_t written : {5u, 4u}) {
+        Ledger ledger;
+        Feed feed(ledger);
+        feed.clean(kAntenna1, 5);
+        ledger.set_outputs({output("a.pcap", "", written, 0)});
+        const auto j = report_json(ledger, RunInfo{});
+        EXPECT_EQ(j["reconciled"], written == 5) << written << " of 5 records written";
+        EXPECT_EQ(j["verdict"], written == 5 ? "zero-loss" : "loss");
+    }
+}
+
 TEST(ReportEqualsLedger, EveryStreamKeyIsTheLedgersOwnFigure) {
     Ledger ledger;
     build_distinct_ledger(ledger);
