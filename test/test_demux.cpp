@@ -229,6 +229,14 @@ TEST(Demux, DamagedFramesToOtherDestinationsAreNotLossWhenGroupsAreNamed) {
     EXPECT_TRUE(ledger.reconciles());
     EXPECT_TRUE(ledger.zero_loss()) << fmt::format("{}", fmt::join(ledger.loss_reasons(), "; "));
 
+    // Intact traffic that is not UDP keeps its own reason: only damaged
+    // frames are taken for another destination's.
+    auto tcp = make_frame(kAntenna1, (10u << 24) | 5u, 22, make_header(1, 1));
+    tcp.at(23) = 6;
+    demux.on_frame(whole(tcp));
+    EXPECT_EQ(ledger.reason_count(Reason::not_udp), 1u);
+    EXPECT_EQ(ledger.reason_count(Reason::other_destination), 5u);
+
     // Damaged frames that may have been the group's stay malformed: a fragment
     // to the group (first, or later with no port to read), a frame cut before
     // its IPv4 destination.
@@ -617,10 +625,18 @@ TEST(Demux, FrameLengthChangingMidStreamIsMalformed) {
     Demux demux({}, ledger);
     demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, make_header(2, 0))));
     auto h = make_header(2, 1);
-    h.framelength8 = 4096 / 8;  // half the payload; 500 frames per period keeps the rate
+    h.framelength8 = 4096 / 8;  // half the payload: 2000 frames per period of 128 samples
     h.totalsamples = 2000 * 128;
     demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, h)));
     EXPECT_EQ(ledger.reason_count(Reason::stream_params_changed), 1u);
+    // Half the payload and half the channels: 256 samples a frame, 1000
+    // frames per period as before; only the frame's length tells it apart.
+    auto same_rate = make_header(2, 2);
+    same_rate.framelength8 = 4096 / 8;
+    same_rate.nchan = 8;
+    demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, same_rate)));
+    EXPECT_EQ(ledger.reason_count(Reason::stream_params_changed), 2u);
+    EXPECT_EQ(ledger.streams().at(0).packets(), 1u);
 }
 
 }  // namespace

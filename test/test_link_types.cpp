@@ -335,6 +335,17 @@ Blob pcapng(const std::vector<std::pair<std::uint64_t, Blob>>& records) {
 
 constexpr std::uint64_t kTwo32 = 1ull << 32;
 
+// Reads `source` through a demux: the time stamp of each CODIF frame it
+// delivered into `seen`, and how the read ended.
+PcapFileSource::Result read_times(PcapFileSource& source, std::vector<std::uint64_t>& seen) {
+    Ledger ledger;
+    Demux demux(DemuxOptions{}, ledger);
+    demux.add_observer([&](const Frame& fr, const UdpPacket&, const CodifHeader&,
+                           const StreamStats&) { seen.push_back(fr.timestamp_ns); });
+    const std::atomic<bool> stop{false};
+    return source.run(demux, 0, stop);
+}
+
 // Times at and past 2^32 s reach the demux exactly; the run's pcap output,
 // whose seconds are 32 bits, does not write them (never wrapped) and says so;
 // the other outputs keep every frame.
@@ -402,13 +413,8 @@ TEST(PcapTimes, PcapngTimesBeyond64BitNanosecondsAreRefused) {
     const std::string path = dir / "late.pcapng";
     write_blob(path, pcapng({{1'000'000, f}, {too_late_s * 1'000'000, g}, {2'000'000, g}}));
     PcapFileSource source(path);
-    Ledger ledger;
-    Demux demux(DemuxOptions{}, ledger);
     std::vector<std::uint64_t> seen;
-    demux.add_observer([&](const Frame& fr, const UdpPacket&, const CodifHeader&,
-                           const StreamStats&) { seen.push_back(fr.timestamp_ns); });
-    const std::atomic<bool> stop{false};
-    const auto result = source.run(demux, 0, stop);
+    const auto result = read_times(source, seen);
     EXPECT_EQ(result.frames, 1u);
     EXPECT_FALSE(result.complete);
     EXPECT_NE(result.error.find("frame 2 has time stamp 20000000000.000000000 s"),
@@ -445,13 +451,8 @@ TEST(PcapTimes, ClassicPcapTimesPast2038ReadTheSameThroughLibpcap) {
         for (const bool mapped : {true, false}) {
             PcapFileSource source(path, mapped);
             ASSERT_EQ(source.is_mapped(), mapped);
-            Ledger ledger;
-            Demux demux(DemuxOptions{}, ledger);
             std::vector<std::uint64_t> seen;
-            demux.add_observer([&](const Frame& fr, const UdpPacket&, const CodifHeader&,
-                                   const StreamStats&) { seen.push_back(fr.timestamp_ns); });
-            const std::atomic<bool> stop{false};
-            const auto result = source.run(demux, 0, stop);
+            const auto result = read_times(source, seen);
             EXPECT_TRUE(result.complete) << result.error;
             ASSERT_EQ(seen.size(), secs.size());
             for (std::size_t i = 0; i < secs.size(); ++i) {

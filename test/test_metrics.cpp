@@ -290,6 +290,16 @@ TEST(MetricsFormat, LossSoFar) {
     }
     {
         MetricsInput l = in;
+        l.streams[0].implausible = 1;
+        EXPECT_TRUE(loss_so_far(l));
+    }
+    {
+        MetricsInput l = in;
+        l.streams[0].restarts = 1;
+        EXPECT_TRUE(loss_so_far(l));
+    }
+    {
+        MetricsInput l = in;
         l.reasons[static_cast<std::size_t>(Reason::bad_udp_length)] = 1;
         EXPECT_TRUE(loss_so_far(l));
     }
@@ -306,6 +316,11 @@ TEST(MetricsFormat, LossSoFar) {
     {
         MetricsInput l = in;
         l.witnesses.push_back({"mlx5_0/wc_errors", 1, false, LossCause::completion_errors});
+        EXPECT_TRUE(loss_so_far(l));
+    }
+    {
+        MetricsInput l = in;
+        l.witnesses.push_back({"gpu/xid", 1, false, LossCause::gpu_xid});
         EXPECT_TRUE(loss_so_far(l));
     }
     {

@@ -274,6 +274,49 @@ TEST(SequenceTracker, ScatteredImplausibleFramesAreNoRestart) {
     EXPECT_TRUE(t.reconciles());
 }
 
+// The same corrupt header over and over is not a run: each frame of a run is
+// ahead of the one before, so repeats of one far index never restart the stream.
+TEST(SequenceTracker, OneFarIndexRepeatedIsNoRestart) {
+    SequenceTracker t;
+    t.set_plausible_jump(4000);
+    for (std::uint64_t i = 100000; i < 100010; ++i) {
+        t.observe(i);
+    }
+    const std::uint64_t far = std::uint64_t{1} << 40;
+    for (std::size_t k = 0; k < 2 * SequenceTracker::kRestartRun; ++k) {
+        EXPECT_EQ(t.observe(far), Kind::implausible) << k;
+    }
+    EXPECT_EQ(t.restarts(), 0u);
+    EXPECT_EQ(t.implausible(), 2 * SequenceTracker::kRestartRun);
+    EXPECT_EQ(t.newest(), 100009u);
+    EXPECT_TRUE(t.reconciles());
+}
+
+// A restart forgets the old segment's window: a frame of the new segment
+// whose slot an old frame used is a late first reception, not a duplicate.
+TEST(SequenceTracker, ARestartClearsTheWindowOfTheOldSegment) {
+    SequenceTracker t;
+    t.set_plausible_jump(100);
+    for (std::uint64_t i = 0; i <= 40; ++i) {
+        t.observe(i);  // slots 0..40
+    }
+    const std::uint64_t at = kW + 20;  // slots 20.. again
+    for (std::size_t k = 0; k < SequenceTracker::kRestartRun; ++k) {
+        t.observe(at + k);
+    }
+    ASSERT_EQ(t.restarts(), 1u);
+    ASSERT_EQ(t.lowest(), at);
+    // Before the new start: the start moves back, 11 frames between are missing.
+    EXPECT_EQ(t.observe(at - 12), Kind::late);
+    EXPECT_EQ(t.missing(), 11u);
+    // at - 7 shares slot 13 with old frame 13.
+    ASSERT_EQ((at - 7) % kW, 13u);
+    EXPECT_EQ(t.observe(at - 7), Kind::late);
+    EXPECT_EQ(t.missing(), 10u);
+    EXPECT_EQ(t.duplicates(), 0u);
+    EXPECT_TRUE(t.reconciles());
+}
+
 TEST(SequenceTracker, HugeForwardJumpClearsTheWindow) {
     SequenceTracker t;
     for (std::uint64_t i = 0; i < 10; ++i) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "frames.hpp"
@@ -135,12 +136,41 @@ TEST(Timeline, LateFramesTakeBackFromTheNewestGapsAndTheTotalsAddUp) {
     EXPECT_EQ(lost(t, LossCause::upstream), 4u);
 }
 
+// A lane's copy that lags the one before (a poll batch) never makes a
+// second's count negative or count frames twice: the seconds add up to the
+// newest total.
+TEST(Timeline, ACopyThatLagsCountsNoFrameTwice) {
+    Timeline t;
+    t.sample(1, std::vector{lane_with_missing({}, 10)}, {});
+    t.sample(2, std::vector{lane_with_missing({}, 8)}, {});
+    t.sample(3, std::vector{lane_with_missing({}, 12)}, {});
+    ASSERT_EQ(t.seconds().size(), 3u);
+    EXPECT_EQ(t.seconds()[0].packets, 10u);
+    EXPECT_EQ(t.seconds()[1].packets, 0u);
+    EXPECT_EQ(t.seconds()[2].packets, 2u);
+}
+
 TEST(Timeline, GapsPastTheListAreStillCountedByCause) {
     Timeline t(2);
     t.sample(1, std::vector{lane_with_missing({1, 1, 1, 1})}, {});
     EXPECT_EQ(t.gaps().size(), 2u);
     EXPECT_EQ(t.gaps_not_listed(), 2u);
     EXPECT_EQ(lost(t, LossCause::upstream), 4u);
+}
+
+// A stream's unlisted gaps are its newest: late frames take back from them
+// first, and the listed gap keeps its count.
+TEST(Timeline, LateFramesTakeBackFromUnlistedGapsFirst) {
+    Timeline t(1);
+    t.sample(1, std::vector{lane_with_missing({2})}, {});  // listed
+    t.sample(2, std::vector{lane_with_missing({5})}, {});  // past the list: 3
+    t.sample(3, std::vector{lane_with_missing({4})}, {});  // 1 late frame
+    ASSERT_EQ(t.gaps().size(), 1u);
+    EXPECT_EQ(t.gaps()[0].missing, 2u);
+    EXPECT_EQ(lost(t, LossCause::upstream), 4u);
+    t.sample(4, std::vector{lane_with_missing({0})}, {});  // every one came late
+    EXPECT_TRUE(t.gaps().empty());
+    EXPECT_EQ(lost(t, LossCause::upstream), 0u);
 }
 
 TEST(Timeline, WriterDropsAreTheirOwnCauseAndExplainNoGap) {
@@ -152,6 +182,7 @@ TEST(Timeline, WriterDropsAreTheirOwnCauseAndExplainNoGap) {
     t.set_write_drops(9);
     ASSERT_EQ(t.gaps().size(), 1u);
     EXPECT_EQ(t.gaps()[0].cause, LossCause::upstream);
+    EXPECT_TRUE(t.gaps()[0].witnesses.empty()) << "the writer's drops witness no gap";
     EXPECT_EQ(lost(t, LossCause::writer), 9u);
 }
 
@@ -168,6 +199,133 @@ TEST(Timeline, TheReportCarriesTheTimelineGapsAndCauses) {
     EXPECT_EQ(j["lost_by_cause"]["port_down"], 2);
     EXPECT_EQ(j["lost_by_cause"]["upstream"], 0);
     EXPECT_FALSE(j["lost_by_cause"].contains("none"));
+}
+
+// ---- The lanes' counts as the run loop reads them (lib/ledger/live.hpp) ----
+
+// A ledger with two streams whose counts all differ, so that a count copied
+// into the wrong field shows.
+Ledger ledger_with_every_count() {
+    Ledger ledger;
+    StreamStats a;
+    a.group = kG1;
+    a.antenna = test::kAntenna1;
+    a.thread = 3;
+    a.bytes = 1000;
+    // 0, 2 (1 missing), 2 again, 1 late, 5 (3, 4 missing), 20005 (19999 more
+    // missing) twice, then 6, 7 and 5: more than a window behind, too late.
+    for (const std::uint64_t i :
+         std::initializer_list<std::uint64_t>{0, 2, 2, 1, 5, 20005, 20005, 6, 7, 5}) {
+        a.sequence.observe(i);
+    }
+    StreamStats b;
+    b.group = Endpoint{test::kGroup2, 36002};
+    b.antenna = test::kAntenna2;
+    b.thread = 1;
+    b.bytes = 77;
+    b.sequence.set_plausible_jump(100);
+    for (std::uint64_t i = 0; i < 10; ++i) {
+        b.sequence.observe(i);
+    }
+    for (std::uint64_t k = 0; k < SequenceTracker::kRestartRun; ++k) {
+        b.sequence.observe(5000 + k);  // a restart
+    }
+    for (const std::uint64_t i :
+         std::initializer_list<std::uint64_t>{100000, 200000, 300000, 400000, 500000}) {
+        b.sequence.observe(i);  // implausible
+    }
+    ledger.streams().push_back(a);
+    ledger.streams().push_back(b);
+    for (std::uint64_t n = 0; n < 123; ++n) {
+        ledger.count_frame(9);
+    }
+    for (std::size_t r = 0; r < kReasonCount; ++r) {
+        for (std::size_t n = 0; n <= r; ++n) {
+            ledger.count_reason(static_cast<Reason>(r));
+        }
+    }
+    return ledger;
+}
+
+void expect_copy_of(const LiveView& v, const Ledger& ledger) {
+    EXPECT_EQ(v.packets, ledger.packets());
+    EXPECT_EQ(v.bytes, ledger.bytes());
+    for (std::size_t r = 0; r < kReasonCount; ++r) {
+        EXPECT_EQ(v.reasons[r], ledger.reason_count(static_cast<Reason>(r))) << r;
+    }
+    ASSERT_EQ(v.streams.size(), ledger.streams().size());
+    std::uint64_t missing = 0;
+    for (std::size_t i = 0; i < v.streams.size(); ++i) {
+        const LiveStream& d = v.streams[i];
+        const StreamStats& s = ledger.streams()[i];
+        EXPECT_EQ(d.group, s.group) << i;
+        EXPECT_EQ(d.antenna, s.antenna) << i;
+        EXPECT_EQ(d.thread, s.thread) << i;
+        EXPECT_EQ(d.packets, s.packets()) << i;
+        EXPECT_EQ(d.bytes, s.bytes) << i;
+        EXPECT_EQ(d.missing, s.sequence.missing()) << i;
+        EXPECT_EQ(d.duplicates, s.sequence.duplicates()) << i;
+        EXPECT_EQ(d.out_of_order, s.sequence.out_of_order()) << i;
+        EXPECT_EQ(d.too_late, s.sequence.too_late()) << i;
+        EXPECT_EQ(d.implausible, s.sequence.implausible()) << i;
+        EXPECT_EQ(d.restarts, s.sequence.restarts()) << i;
+        missing += s.sequence.missing();
+    }
+    EXPECT_EQ(v.missing(), missing);
+}
+
+TEST(LiveView, ACopyHasEveryCountOfTheLedgerInItsOwnField) {
+    const Ledger ledger = ledger_with_every_count();
+    const StreamStats& a = ledger.streams()[0];
+    const StreamStats& b = ledger.streams()[1];
+    // The fixture: every count of a stream differs from the others.
+    const std::set<std::uint64_t> counts_a{a.packets(),
+                                           a.bytes,
+                                           a.sequence.missing(),
+                                           a.sequence.duplicates(),
+                                           a.sequence.out_of_order(),
+                                           a.sequence.too_late()};
+    ASSERT_EQ(counts_a.size(), 6u);
+    ASSERT_EQ(b.sequence.restarts(), 1u);
+    ASSERT_EQ(b.sequence.implausible(), 5u);
+    LiveView v;
+    v.copy_from(ledger);
+    expect_copy_of(v, ledger);
+    EXPECT_EQ(v.copies, 1u);
+    v.copy_from(ledger);
+    expect_copy_of(v, ledger);  // again: the streams are not added twice
+    EXPECT_EQ(v.copies, 2u);
+}
+
+TEST(LiveView, LanesAddUp) {
+    const Ledger ledger = ledger_with_every_count();
+    LiveView one;
+    one.copy_from(ledger);
+    LiveView sum;
+    sum.add(one);
+    sum.add(one);
+    EXPECT_EQ(sum.packets, 2 * ledger.packets());
+    EXPECT_EQ(sum.bytes, 2 * ledger.bytes());
+    for (std::size_t r = 0; r < kReasonCount; ++r) {
+        EXPECT_EQ(sum.reasons[r], 2 * ledger.reason_count(static_cast<Reason>(r))) << r;
+    }
+    EXPECT_EQ(sum.streams.size(), 4u);
+    EXPECT_EQ(sum.missing(), 2 * one.missing());
+    EXPECT_EQ(sum.copies, 2u);
+}
+
+TEST(LivePublisher, ACopyIsMadeWhenAskedAndReadBack) {
+    const Ledger ledger = ledger_with_every_count();
+    LivePublisher p;
+    EXPECT_FALSE(p.wanted());
+    EXPECT_EQ(p.read().copies, 0u);
+    p.request();
+    EXPECT_TRUE(p.wanted());
+    p.publish(ledger);
+    EXPECT_FALSE(p.wanted()) << "the request is served";
+    const LiveView v = p.read();
+    EXPECT_EQ(v.copies, 1u);
+    expect_copy_of(v, ledger);
 }
 
 // ---- On the simulated NIC, through the capture runner ----

@@ -409,6 +409,20 @@ TEST(VerdictSums, NicDropsOfEverySourceCounter) {
               std::vector<std::string>{"3 frames dropped before capture (NIC/kernel)"});
 }
 
+// Only an XID on the capture's own GPU is loss; one on another GPU is listed
+// in the report and changes nothing.
+TEST(VerdictSums, OnlyTheCaptureGpusXidsAreLoss) {
+    Ledger ledger;
+    Feed feed(ledger);
+    feed.clean(kAntenna1, 5);
+    ledger.add_gpu_xid({0, "0000:af:00.0", 79, "fallen off the bus", false});
+    EXPECT_TRUE(ledger.zero_loss());
+    ledger.add_gpu_xid({1'000'000, "0000:3b:00.0", 48, "double bit ECC error", true});
+    EXPECT_EQ(ledger.loss_reasons(),
+              std::vector<std::string>{"GPU 0000:3b:00.0 reported Xid 48: double bit ECC error at "
+                                       "1970-01-01T00:00:00.001000Z"});
+}
+
 TEST(VerdictSums, AddedCountsAccumulate) {
     Ledger ledger;
     Feed feed(ledger);
@@ -517,6 +531,17 @@ INSTANTIATE_TEST_SUITE_P(
                    },
                    [](const Ledger& l) { return std::uint64_t{l.outputs().size()}; }, 1,
                    "d0.pcap: disk full"},
+        DeviceCase{"gpu_xid",
+                   [](Feed& f) {
+                       f.ledger.add_gpu_xid({0, "0000:3b:00.0", 79, "fallen off the bus", true});
+                   },
+                   [](const Ledger& l) { return std::uint64_t{l.gpu_xids().size()}; }, 1,
+                   "GPU 0000:3b:00.0 reported Xid 79: fallen off the bus at "
+                   "1970-01-01T00:00:00.000000Z"},
+        DeviceCase{"gpu_xids_lost", [](Feed& f) { f.ledger.add_gpu_xids_lost(3); },
+                   [](const Ledger& l) { return l.gpu_xids_lost(); }, 3,
+                   "3 GPU XID events were lost by the trace buffer (any could be the capture "
+                   "GPU's)"},
         DeviceCase{"incomplete", [](Feed& f) { f.ledger.set_incomplete("mlx5_0: fatal"); },
                    [](const Ledger& l) { return l.totals().packets; }, 10,
                    "the run ended early: mlx5_0: fatal"},
@@ -526,6 +551,26 @@ INSTANTIATE_TEST_SUITE_P(
                    [](const Ledger& l) { return std::uint64_t{l.reconciles()}; }, 0,
                    "the counts do not reconcile"}),
     [](const auto& row) { return std::string(row.param.name); });
+
+// Merged into a ledger that has outputs of its own (not the runner's empty
+// one): those outputs are judged against its own frames, before the other
+// ledger's frames arrive, and one record short still makes the verdict loss.
+TEST(Merge, TheReceivingLedgersOwnOutputsAreJudgedBeforeTheMerge) {
+    for (const std::uint64_t written : {5u, 4u}) {
+        Ledger d0;
+        Ledger d1;
+        Feed f0(d0, wide());
+        Feed f1(d1, wide());
+        f0.clean(kAntenna1, 5);
+        f1.clean(kAntenna2, 5);
+        d0.set_outputs({output("d0.pcap", "", written, 0)});
+        d1.set_outputs({output("d1.pcap", "", 5, 0)});
+        d0.merge(d1);
+        EXPECT_EQ(d0.totals().codif, 10u);
+        EXPECT_EQ(d0.reconciles(), written == 5) << written << " of 5 records written";
+        EXPECT_EQ(d0.zero_loss(), written == 5) << written << " of 5 records written";
+    }
+}
 
 // ---------------------------------------------------------------------------
 // 3. The report equals the ledger.
@@ -705,6 +750,20 @@ TEST(ReportEqualsLedger, EveryTotalsKeyIsTheLedgersOwnDistinctFigure) {
         EXPECT_EQ(e["name"], c.name);
         EXPECT_EQ(e["value"].get<std::uint64_t>(), c.value);
         EXPECT_EQ(e["drop"], c.is_drop);
+    }
+}
+
+// "reconciled" is the ledger's own check, not a constant: an output one
+// record short makes it false (and the verdict loss).
+TEST(ReportEqualsLedger, ReconciledIsFalseWhenTheCountsDoNotAddUp) {
+    for (const std::uint64_t written : {5u, 4u}) {
+        Ledger ledger;
+        Feed feed(ledger);
+        feed.clean(kAntenna1, 5);
+        ledger.set_outputs({output("a.pcap", "", written, 0)});
+        const auto j = report_json(ledger, RunInfo{});
+        EXPECT_EQ(j["reconciled"], written == 5) << written << " of 5 records written";
+        EXPECT_EQ(j["verdict"], written == 5 ? "zero-loss" : "loss");
     }
 }
 

@@ -216,20 +216,36 @@ std::string check_report_path(const std::string& path, const OutputOptions& outp
     if (::stat(dir.c_str(), &dir_st) != 0) {
         throw fail(fmt::format("directory {}: {}", dir.string(), std::strerror(errno)));
     }
-    struct stat out_st {};
-    if (!outputs.formats.empty() && ::stat(outputs.output_dir.c_str(), &out_st) == 0 &&
-        same_file(dir_st, out_st)) {
-        const std::string name = target.filename().string();
-        if (name == kOutputLockName || is_output_name(outputs, name)) {
-            return fmt::format(
-                "--report {} is a file this run writes; give the report another path", path);
-        }
+    if (is_run_file(outputs, target)) {
+        return fmt::format("--report {} is a file this run writes; give the report another path",
+                           path);
     }
-    std::string probe = (dir / ".ibvcap-report-XXXXXX").string();
+    if (const std::string why = cannot_create_in(dir); !why.empty()) {
+        throw fail(why);
+    }
+    return {};
+}
+
+bool is_run_file(const OutputOptions& outputs, const std::filesystem::path& path) {
+    if (outputs.formats.empty()) {
+        return false;
+    }
+    const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+    struct stat dir_st {};
+    struct stat out_st {};
+    if (::stat(dir.c_str(), &dir_st) != 0 || ::stat(outputs.output_dir.c_str(), &out_st) != 0 ||
+        !same_file(dir_st, out_st)) {
+        return false;
+    }
+    const std::string name = path.filename().string();
+    return name == kOutputLockName || is_output_name(outputs, name);
+}
+
+std::string cannot_create_in(const std::filesystem::path& dir) {
+    std::string probe = (dir / ".ibvcap-probe-XXXXXX").string();
     const int fd = ::mkstemp(probe.data());
     if (fd < 0) {
-        throw fail(
-            fmt::format("cannot create a file in {}: {}", dir.string(), std::strerror(errno)));
+        return fmt::format("cannot create a file in {}: {}", dir.string(), std::strerror(errno));
     }
     ::close(fd);
     ::unlink(probe.c_str());

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,6 +73,14 @@ void claim_outputs(const OutputOptions& options, const std::string& input_file);
 // (a directory, a missing or unwritable directory). `-` is stdout.
 std::string check_report_path(const std::string& path, const OutputOptions& outputs,
                               const std::string& input_file);
+
+// For a file the run writes besides its outputs (--report, --metrics-file),
+// checked before the run: whether `path` is one of the files this run writes
+// in its output directory (the lock or an output's name), and whether a new
+// file can be made in `dir` (one is made and removed: empty when it can, else
+// "cannot create a file in DIR: REASON").
+bool is_run_file(const OutputOptions& outputs, const std::filesystem::path& path);
+std::string cannot_create_in(const std::filesystem::path& dir);
 
 // --direct-io: check that files in `dir` can be opened with O_DIRECT. Throws
 // std::runtime_error with one line naming the fix.

@@ -303,22 +303,12 @@ void check_metrics_path(const std::string& path, const OutputOptions& outputs,
     if (::stat(dir.c_str(), &dir_st) != 0 || !S_ISDIR(dir_st.st_mode)) {
         throw fail(fmt::format("directory {} does not exist", dir.string()));
     }
-    struct stat out_st {};
-    if (!outputs.formats.empty() && ::stat(outputs.output_dir.c_str(), &out_st) == 0 &&
-        out_st.st_dev == dir_st.st_dev && out_st.st_ino == dir_st.st_ino) {
-        const std::string name = target.filename().string();
-        if (name == kOutputLockName || is_output_name(outputs, name)) {
-            throw fail("it is a file this run writes");
-        }
+    if (is_run_file(outputs, target)) {
+        throw fail("it is a file this run writes");
     }
-    std::string probe = (dir / ".ibvcap-metrics-XXXXXX").string();
-    const int fd = ::mkstemp(probe.data());
-    if (fd < 0) {
-        throw fail(
-            fmt::format("cannot create a file in {}: {}", dir.string(), std::strerror(errno)));
+    if (const std::string why = cannot_create_in(dir); !why.empty()) {
+        throw fail(why);
     }
-    ::close(fd);
-    ::unlink(probe.c_str());
 }
 
 MetricsFile::MetricsFile(std::string path, double interval_s, std::string command, Console* notices)

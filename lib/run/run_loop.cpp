@@ -31,6 +31,18 @@ struct Lane {
 // the stop flag, the duration and the 1 Hz tick when nothing arrives.
 constexpr std::chrono::milliseconds kMaxStepWait{20};
 
+// A figure of the lanes' writers, summed; none when no lane writes a file.
+std::optional<std::uint64_t> sum_writers(const std::vector<std::unique_ptr<Lane>>& lanes,
+                                         std::uint64_t (Writer::*figure)() const) {
+    std::optional<std::uint64_t> sum;
+    for (const auto& l : lanes) {
+        if (l->writer) {
+            sum = sum.value_or(0) + ((*l->writer).*figure)();
+        }
+    }
+    return sum;
+}
+
 // The first stop is acknowledged at once with what is still queued for the
 // disk; the signal handler cannot print (only async-signal-safe calls there).
 void acknowledge_stop(Console* out, const std::string& command,
@@ -38,18 +50,11 @@ void acknowledge_stop(Console* out, const std::string& command,
     if (out == nullptr) {
         return;
     }
-    std::uint64_t backlog = 0;
-    bool writing = false;
-    for (const auto& l : lanes) {
-        if (l->writer) {
-            writing = true;
-            backlog += l->writer->backlog_bytes();
-        }
-    }
+    const auto backlog = sum_writers(lanes, &Writer::backlog_bytes);
     const std::string line =
-        writing
+        backlog
             ? fmt::format("ibvcap {}: stopping: writing {:.1f} MiB; Ctrl-C again to abandon it\n",
-                          command, double(backlog) / double(1 << 20))
+                          command, double(*backlog) / double(1 << 20))
             : fmt::format("ibvcap {}: stopping; Ctrl-C again to stop at once\n", command);
     out->try_write(line);
 }
@@ -64,16 +69,8 @@ std::vector<SourceCounter> all_witnesses(const Source& source, const RunSettings
             out.push_back(std::move(c));
         }
     }
-    std::uint64_t dropped = 0;
-    bool writing = false;
-    for (const auto& l : lanes) {
-        if (l->writer) {
-            writing = true;
-            dropped += l->writer->dropped_so_far();
-        }
-    }
-    if (writing) {
-        out.push_back({"writer/dropped", dropped, false, LossCause::writer});
+    if (const auto dropped = sum_writers(lanes, &Writer::dropped_so_far)) {
+        out.push_back({"writer/dropped", *dropped, false, LossCause::writer});
     }
     return out;
 }
@@ -176,12 +173,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         s.bytes = f.bytes;
         s.drops = f.drops;
         s.slots_held = f.slots_held;
-        for (const auto& l : lanes) {
-            if (l->writer) {
-                s.writer_backlog_bytes =
-                    s.writer_backlog_bytes.value_or(0) + l->writer->backlog_bytes();
-            }
-        }
+        s.writer_backlog_bytes = sum_writers(lanes, &Writer::backlog_bytes);
         return s;
     };
     if (ticker.enabled()) {
@@ -290,12 +282,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
                 writer_lost = std::max(writer_lost, w.value);
             }
         }
-        for (const auto& l : lanes) {
-            if (l->writer) {
-                in.writer_backlog_bytes =
-                    in.writer_backlog_bytes.value_or(0) + l->writer->backlog_bytes();
-            }
-        }
+        in.writer_backlog_bytes = sum_writers(lanes, &Writer::backlog_bytes);
         in.slots_held = source.figures().slots_held;
         in.zero_loss = !loss_so_far(in);
         in.start_time_s = wall_start;
