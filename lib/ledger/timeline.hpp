@@ -75,6 +75,7 @@ class Timeline {
     const std::vector<TimelineSecond>& seconds() const { return seconds_; }
     // The gaps listed, late arrivals taken back (a gap filled whole is gone).
     std::vector<Gap> gaps() const;
+    // Gaps opened past max_gaps (counted when opened, also if filled later).
     std::uint64_t gaps_not_listed() const { return unlisted_gaps_; }
     // Frames lost, by cause: gaps (missing frames) by their cause, and the
     // writers' drops under `writer`.
