@@ -332,17 +332,9 @@ TEST(LivePublisher, ACopyIsMadeWhenAskedAndReadBack) {
 
 using test::frames_of;
 
-// One stream, so every frame not delivered is a gap of it. Phases, each
-// followed by several ticks so their windows stay apart:
-//   1. 5 frames never sent            → upstream
-//   2. 6 frames sent while the port is down → port_down
-//   3. 7 frames finding no receive WR (out_of_buffer, read from the sim's
-//      sysfs by the NIC counters)     → receive_queue
-TEST(GapAttribution, InjectedGapsOnTheSimulatedNicGetTheirCauses) {
-    sim::SimProvider provider;
-    auto nic = provider.add({});
-    test::TempDir sysfs;
-    nic->write_sysfs(sysfs.path() / "class" / "infiniband");
+// The capture runner on one simulated NIC, its NIC counters read from the
+// sim's sysfs, with short ticks so each phase of a test has windows of its own.
+CaptureRequest sim_request(const test::TempDir& sysfs) {
     CaptureRequest request;
     request.targets = {{"sim_mlx5_0", 1, "", 0}};
     request.engine.groups = {kG1};
@@ -353,28 +345,61 @@ TEST(GapAttribution, InjectedGapsOnTheSimulatedNicGetTheirCauses) {
     request.watchdog = false;
     request.tick = std::chrono::milliseconds(100);
     request.duration_s = 30;  // a bound; the wire ends the run with stop
+    return request;
+}
+
+// One stream's frames, so every frame not delivered is a gap of it.
+std::vector<std::vector<std::uint8_t>> one_stream(std::uint64_t frames) {
     GeneratorConfig c;
     c.antennas = {test::kAntenna1};
     c.groups = {kG1};
     c.threads = 1;
-    c.frames = 400;
+    c.frames = frames;
     c.frames_per_period = 1000;
     c.payload_bytes = 1024;
-    const auto frames = frames_of(c);
+    return frames_of(c);
+}
+
+// Delivers frames [from, to) as the wire would, never faster than the
+// ring is re-posted.
+void send(sim::SimHardware& nic, const std::vector<std::vector<std::uint8_t>>& frames,
+          std::size_t from, std::size_t to) {
+    for (std::size_t i = from; i < to; ++i) {
+        while (nic.min_posted_wrs() == 0) {
+            std::this_thread::yield();
+        }
+        nic.deliver(frames[i]);
+    }
+}
+
+void wait_for_the_rule(const sim::SimHardware& nic) {
+    while (nic.flows() < 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+
+void settle() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(450));
+}
+
+// Phases, each followed by several ticks so their windows stay apart:
+//   1. 5 frames never sent            → upstream
+//   2. 6 frames sent while the port is down → port_down
+//   3. 7 frames finding no receive WR (out_of_buffer, read from the sim's
+//      sysfs by the NIC counters)     → receive_queue
+TEST(GapAttribution, InjectedGapsOnTheSimulatedNicGetTheirCauses) {
+    sim::SimProvider provider;
+    auto nic = provider.add({});
+    test::TempDir sysfs;
+    nic->write_sysfs(sysfs.path() / "class" / "infiniband");
+    const CaptureRequest request = sim_request(sysfs);
+    const auto frames = one_stream(400);
     ASSERT_EQ(frames.size(), 400u);
     std::atomic<bool> stop{false};
     std::thread wire([&] {
-        while (nic->flows() < 1) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-        const auto settle = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(450)); };
+        wait_for_the_rule(*nic);
         const auto send = [&](std::size_t from, std::size_t to) {
-            for (std::size_t i = from; i < to; ++i) {
-                while (nic->min_posted_wrs() == 0) {
-                    std::this_thread::yield();
-                }
-                nic->deliver(frames[i]);
-            }
+            ibvcap::send(*nic, frames, from, to);
         };
         send(0, 100);
         settle();
@@ -417,6 +442,50 @@ TEST(GapAttribution, InjectedGapsOnTheSimulatedNicGetTheirCauses) {
     EXPECT_EQ(packets, out.ledger.totals().packets);
     EXPECT_EQ(net_missing, out.ledger.totals().missing);
     EXPECT_GE(t.seconds().size(), 10u) << "100 ms ticks over about two seconds";
+}
+
+}  // namespace
+}  // namespace ibvcap
+
+namespace ibvcap {
+namespace {
+
+// Zero-copy writing holds receive slots until the writer's buffer goes to
+// disk (lib/sinks/writer.hpp, write_frame). With a buffer larger than the
+// whole run, hold_limit slots (half the ring) stay held and every later frame
+// is offered while the limit is reached: the ring runs at half depth. Frames
+// that then find no receive WR are the held ring's, not a slow poll thread's.
+TEST(GapAttribution, AGapWhileTheRingIsHeldIsTheHoldLimits) {
+    sim::SimProvider provider;
+    auto nic = provider.add({});
+    test::TempDir sysfs;
+    test::TempDir out;
+    nic->write_sysfs(sysfs.path() / "class" / "infiniband");
+    CaptureRequest request = sim_request(sysfs);
+    request.engine.zero_copy = true;
+    request.outputs.output_dir = (out.path() / "run").string();
+    request.outputs.formats = {OutputFormat::raw};
+    request.writer.buffer_bytes = 8 << 20;  // never full in this run: the holds stay
+    const auto frames = one_stream(200);
+    std::atomic<bool> stop{false};
+    std::thread wire([&] {
+        wait_for_the_rule(*nic);
+        send(*nic, frames, 0, 100);  // the writer holds 32 slots, then is refused
+        settle();
+        nic->withhold_buffers(4);
+        send(*nic, frames, 100, 104);
+        nic->write_sysfs(sysfs.path() / "class" / "infiniband");
+        send(*nic, frames, 104, 200);
+        settle();
+        stop = true;
+    });
+    RunOutcome out_run = run_verbs_capture(request, provider, {}, stop);
+    wire.join();
+    EXPECT_EQ(out_run.ledger.totals().missing, 4u);
+    const auto& t = out_run.info.timeline;
+    EXPECT_EQ(lost(t, LossCause::ring_hold_limit), 4u);
+    EXPECT_EQ(lost(t, LossCause::receive_queue), 0u) << "the held ring explains out_of_buffer";
+    EXPECT_EQ(lost(t, LossCause::writer), out_run.ledger.totals().write_drops);
 }
 
 }  // namespace
