@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "capture/cli.hpp"
 #include "lib/run/capture.hpp"
@@ -29,6 +30,27 @@ std::vector<std::string> join_optional_value(int argc, char** argv, std::string_
         out.emplace_back(a);
     }
     return out;
+}
+
+// The directories a capture still writes into once its privileges are
+// dropped: the output directory, and those of the report and the metrics file
+// when they are (or will be) regular files there ("-", a FIFO or a device is
+// written in place).
+std::vector<std::filesystem::path> dirs_written_later(const CommonOptions& common) {
+    std::vector<std::filesystem::path> dirs;
+    if (!common.outputs.formats.empty()) {
+        dirs.emplace_back(common.outputs.output_dir);
+    }
+    for (const std::string& path : {common.report_path, common.metrics_path}) {
+        std::error_code ec;
+        if (path.empty() || path == "-" ||
+            (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))) {
+            continue;
+        }
+        const auto parent = std::filesystem::path(path).parent_path();
+        dirs.push_back(parent.empty() ? std::filesystem::path(".") : parent);
+    }
+    return dirs;
 }
 
 // --gpu, --gpu-standin and their companions as a GpuRequest (mode none when
@@ -113,6 +135,7 @@ int cmd_capture(int argc, char** argv) {
         ("gpu-blocks", "blocks per antenna ring", cxxopts::value<std::uint32_t>()->default_value("16"), "N")
         ("block-threads", "CODIF threads per antenna in a block", cxxopts::value<std::uint16_t>()->default_value("2"), "N")
         ("gpu-standin-pci", "the PCI address --gpu-standin's GPU has for the XID witness (tests)", cxxopts::value<std::string>(), "ADDR")
+        ("user", "after setup, run as this user (from root; every capability is dropped either way)", cxxopts::value<std::string>(), "NAME")
         ("tracefs-root", "where tracefs is, for the GPU XID witness (default /sys/kernel/tracing, else /sys/kernel/debug/tracing)", cxxopts::value<std::string>(), "DIR");
     // clang-format on
     add_common_options(options, "GROUP:PORT to capture");
@@ -230,6 +253,13 @@ int cmd_capture(int argc, char** argv) {
         }
     }
     request.gpu = gpu_request(args);
+    if (args.count("user")) {
+        request.user = args["user"].as<std::string>();
+        if (request.user.empty()) {
+            throw UsageError("--user needs a user name");
+        }
+    }
+    request.writable_dirs = dirs_written_later(common);
     install_stop_handler();
     RunOutcome outcome = run_capture(request, stop_flag());
     outcome.info.frame_lines_dropped = stdout_console().dropped();

@@ -219,6 +219,17 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     if (run.resources) {
         j["resources"] = resources_json(*run.resources);
     }
+    if (run.privileges) {
+        const PrivilegeState& p = *run.privileges;
+        nlohmann::json after = nlohmann::json::object();
+        for (const auto& [set, value] : p.after) {
+            after[set] = value;
+        }
+        j["privileges"] = {{"dropped", p.dropped}, {"no_new_privs", p.no_new_privs},
+                           {"kept", p.kept},       {"user", p.user},
+                           {"uid", p.uid},         {"gid", p.gid},
+                           {"threads", p.threads}, {"after", after}};
+    }
     j["lines_not_printed"] = {{"stats", run.stats_lines_dropped},
                               {"frames", run.frame_lines_dropped}};
     nlohmann::json xids = nlohmann::json::array();
@@ -427,6 +438,11 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
         if (!line.empty()) {
             fmt::print(out, "  lost by cause: {}\n", line);
         }
+    }
+    if (run.privileges) {
+        fmt::print(out, "  privileges: {} after setup; running as {} (uid {})\n",
+                   run.privileges->dropped ? "every capability dropped" : "capabilities KEPT",
+                   run.privileges->user, run.privileges->uid);
     }
     if (run.watchdog_alarms > 0) {
         fmt::print(out, "  watchdog: {} alarms (a stream silent while the NIC counted arrivals)\n",

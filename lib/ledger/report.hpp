@@ -75,6 +75,20 @@ struct ResourceAccount {
     bool cap_ipc_lock = false;                         // the process may exceed the limit
 };
 
+// A live capture's privileges after its setup (lib/host/privileges.hpp): the
+// report's "privileges".
+struct PrivilegeState {
+    bool dropped = false;           // no capability left on any thread
+    bool no_new_privs = false;      // set on every thread
+    std::vector<std::string> kept;  // capabilities kept (none: every one is dropped)
+    std::string user;               // who the process is now
+    std::uint32_t uid = 0;
+    std::uint32_t gid = 0;
+    std::uint32_t threads = 0;  // threads read back
+    // The sets read back from /proc/self/task/*/status, OR-ed over the threads.
+    std::vector<std::pair<std::string, std::string>> after;
+};
+
 struct RunInfo {
     std::string command;  // "read", "capture"
     std::string source;   // "verbs", "pcap", "file"
@@ -98,6 +112,8 @@ struct RunInfo {
     std::string metrics_path;
     std::uint64_t metrics_writes = 0;
     std::uint64_t metrics_write_failures = 0;
+    // Live captures: the capabilities dropped after setup; absent for the rest.
+    std::optional<PrivilegeState> privileges;
 };
 
 nlohmann::json report_json(const Ledger& ledger, const RunInfo& run);

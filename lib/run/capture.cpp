@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "lib/host/devices.hpp"
+#include "lib/host/privileges.hpp"
 #include "lib/run/pcap_capture.hpp"
 #include "lib/run/verbs_capture.hpp"
 
@@ -19,6 +20,15 @@ RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool
             gpu = std::make_unique<GpuPath>(request.gpu, nic);
         }
     };
+    // Checked before anything is set up: a capture that could not become
+    // --user never starts.
+    std::optional<RunUser> user;
+    if (!request.user.empty()) {
+        user = resolve_run_user(request.user);
+    }
+    const auto drop = [user, dirs = request.writable_dirs](RunInfo& info) {
+        info.privileges = drop_privileges(user, dirs);
+    };
     RunOutcome outcome;
     if (request.source == LiveCaptureRequest::Source::pcap) {
         if (request.interfaces.size() != 1) {
@@ -28,6 +38,7 @@ RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool
         const NetInterface nif = resolve_interface(request.interfaces.front());
         PcapCaptureRequest r;
         static_cast<RunSettings&>(r) = request;
+        r.after_start = drop;
         r.interface = nif.name;
         r.interface_ipv4 = nif.ipv4.front();  // resolve_interface guarantees one
         r.buffer_bytes = request.pcap_buffer_bytes;
@@ -45,6 +56,7 @@ RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool
     } else {
         CaptureRequest r;
         static_cast<RunSettings&>(r) = request;
+        r.after_start = drop;
         r.engine = request.engine;
         r.engine.groups = request.demux.groups;
         r.engine.antennas = request.demux.antennas;

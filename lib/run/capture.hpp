@@ -30,6 +30,13 @@ struct LiveCaptureRequest : RunSettings {
     std::vector<std::string> interfaces;  // -i: netdev names or IPv4 addresses
     std::filesystem::path sysfs_root = "/sys";
     GpuRequest gpu;  // --gpu, --gpu-standin
+    // Least privilege (docs/operations.md, "Capabilities"): once the source
+    // has started, every capability is dropped on every thread; with `user`
+    // (--user NAME) the process becomes that user first. `writable_dirs`: the
+    // directories the run still writes into afterwards (outputs, report,
+    // metrics file), checked right after the drop.
+    std::string user;
+    std::vector<std::filesystem::path> writable_dirs;
     // --source verbs only.
     EngineOptions engine;  // groups and antennas are taken from `demux`
     std::vector<int> cpus;
@@ -38,8 +45,8 @@ struct LiveCaptureRequest : RunSettings {
 };
 
 // Throws std::runtime_error (one line naming the fix) when the capture cannot
-// start: no RDMA device, an interface without an address, a GPU that cannot
-// be used, and what the sources throw.
+// start: a --user this process cannot become, no RDMA device, an interface without an address, a
+// GPU that cannot be used, and what the sources throw.
 RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool>& stop);
 
 }  // namespace ibvcap

@@ -154,6 +154,14 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     }
     IBVCAP_PROBE2(run_start, settings.command.c_str(), outcome.info.source.c_str());
     source.start();
+    if (settings.after_start) {
+        // The source's threads run: nothing may leave by an exception.
+        try {
+            settings.after_start(outcome.info);
+        } catch (const std::exception& e) {
+            faults.report("setup", e.what());
+        }
+    }
 
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();

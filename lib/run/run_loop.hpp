@@ -54,6 +54,11 @@ struct RunSettings {
     // the 1 Hz tick every metrics_interval_s and once at the end (empty: none).
     std::string metrics_path;
     double metrics_interval_s = 10;
+    // Called once on the run loop's thread right after the source has
+    // started (its sockets, QPs, flow rules and joins exist): the live
+    // capture drops its privileges here (lib/host/privileges.hpp). An
+    // exception ends the run at once as a fault (exit code 1, files kept).
+    std::function<void(RunInfo&)> after_start;
 };
 
 // Runs `source` until `stop`, the duration, the count, or the source ends.
