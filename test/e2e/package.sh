@@ -59,8 +59,8 @@ INSTALLED=1
 dpkg -i "$DEB" >"$WORK/install.log" 2>&1 || fail "dpkg -i failed: $(tail -n 5 "$WORK/install.log")"
 expect_eq "getcap /usr/bin/ibvcap" "$(getcap /usr/bin/ibvcap)" "/usr/bin/ibvcap cap_net_raw=ep"
 getent passwd ibvcap >/dev/null || fail "postinst did not make the user ibvcap"
-want=$(sed -nE '1s/^ibvcap \(([^)]+)\).*/\1/p' "$SRC/debian/changelog")
-expect_eq "ibvcap --version" "$(/usr/bin/ibvcap --version | head -n 1)" "ibvcap $want"
+version=$(sed -nE '1s/^ibvcap \(([^)]+)\).*/\1/p' "$SRC/debian/changelog")
+expect_eq "ibvcap --version" "$(/usr/bin/ibvcap --version | head -n 1)" "ibvcap $version"
 for page in ibvcap ibvcap-capture ibvcap-read ibvcap-gen ibvcap-devices ibvcap-doctor; do
   [ -f "/usr/share/man/man1/$page.1.gz" ] || fail "no man page $page(1)"
 done
