@@ -639,6 +639,20 @@ std::uint64_t difx_sampleblock(std::uint64_t nbits, std::uint64_t nchan, bool co
     return sampleblock / 64;
 }
 
+// How a reader divides by it: CODIF.jl (david-macmahon/CODIF.jl src/CODIF.jl,
+// getntime, written from the CODIF v1.2 specification) takes the sample block
+// as 8 * blocklength bytes and the frame as data_length / blocklength sample
+// blocks, each holding ceil(block bytes / bytes per complete sample) time
+// samples (bytes per sample = nbits / 8, so whole-byte samples only), restated.
+std::uint64_t codif_jl_ntime(const CodifHeader& h) {
+    const std::uint64_t bytes_per_channel_block =
+        std::uint64_t{h.nbits} / 8 * (h.complex ? 2u : 1u) * h.nchan;
+    const std::uint64_t bytes_per_sample_block = 8 * std::uint64_t{h.blocklength};
+    const std::uint64_t channel_blocks_per_sample_block =
+        (bytes_per_sample_block + bytes_per_channel_block - 1) / bytes_per_channel_block;
+    return channel_blocks_per_sample_block * (h.framelength8 / h.blocklength);
+}
+
 TEST(Generator, BlocklengthIsDifxSampleBlockInBothLayouts) {
     struct Shape {
         std::uint32_t payload;
@@ -681,6 +695,11 @@ TEST(Generator, BlocklengthIsDifxSampleBlockInBothLayouts) {
                                   test::codifio::read_header<test::codifio::draft::Header>(
                                       header)));
                 EXPECT_EQ(read_by_difx, s.words) << to_string(layout);
+                if (s.nbits % 8 == 0) {
+                    CodifHeader h;
+                    ASSERT_EQ(decode_codif(header, h), CodifError::none);
+                    EXPECT_EQ(codif_jl_ntime(h), c.samples_per_frame()) << to_string(layout);
+                }
             }
         }
     }

@@ -32,7 +32,9 @@ std::uint64_t GeneratorConfig::samples_per_frame() const {
 // DiFX's CODIF generator computes the sample block this way
 // (difx/difx libraries/vdifio/utils/generateVDIF.c: start at 64 bits, add 64
 // until a whole number of complete samples fits, divide by 64), which is
-// lcm(64, bits per complete sample) / 64 = bits / gcd(bits, 64). validate()
+// lcm(64, bits per complete sample) / 64 = bits / gcd(bits, 64); readers take
+// it in those units (david-macmahon/CODIF.jl, getntime: 8 * blocklength bytes
+// per block, payload / 8 / blocklength blocks per frame). validate()
 // requires the payload to hold whole samples in whole 8-byte words, so the
 // block divides the payload and fits the 16-bit field (payload < 64 KiB).
 std::uint16_t GeneratorConfig::blocklength() const {
