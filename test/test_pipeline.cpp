@@ -12,6 +12,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "codifio_transcript.hpp"
 #include "frames.hpp"
 #include "lib/run/common.hpp"
 #include "lib/run/gen.hpp"
@@ -223,6 +224,36 @@ TEST(Pipeline, DraftLayoutWithVlanTags) {
     const Expected e = expected_files(config, run.request.outputs);
     for (const auto& [path, bytes] : e.codif) {
         EXPECT_EQ(test::read_file(path), bytes) << path;
+    }
+}
+
+// A DiFX reader walks ibvcap's .codif files frame by frame, as codifsum does:
+// header, then getCODIFFrameBytes() of payload, then the next header
+// (test/codifio_transcript.hpp). Every frame the run wrote is found in sync,
+// in both layouts, and the walk ends exactly at the end of each file.
+TEST(Pipeline, CodifFilesWalkInSyncInACodifioReader) {
+    for (const CodifLayout layout : {CodifLayout::draft, CodifLayout::v2}) {
+        SCOPED_TRACE(to_string(layout));
+        GeneratorConfig config = config_with_faults();
+        config.layout = layout;
+        ReadRun run;
+        prepare(run, config, {OutputFormat::codif});
+        const RunOutcome out = run_read(run.request, run.stop);
+        std::uint64_t walked = 0;
+        std::size_t files = 0;
+        for (const auto& o : out.ledger.outputs()) {
+            ASSERT_EQ(o.format, "codif");
+            const std::vector<std::uint8_t> bytes = test::read_file(o.path);
+            const test::codifio::Walk w = test::codifio::walk_codif_file(bytes);
+            EXPECT_TRUE(w.in_sync) << o.path << " lost sync after " << w.frames << " frames";
+            EXPECT_EQ(w.end, bytes.size()) << o.path;
+            EXPECT_EQ(w.frames, o.packets) << o.path;
+            walked += w.frames;
+            ++files;
+        }
+        EXPECT_EQ(files, 2u * 3);
+        EXPECT_EQ(walked, out.ledger.totals().codif);
+        EXPECT_GT(walked, 0u);
     }
 }
 

@@ -124,7 +124,6 @@ Reason reason_for(CodifError error) {
         case CodifError::zero_framelength:
             return Reason::codif_zero_field;
         case CodifError::short_buffer:
-        case CodifError::bad_framelength:
         case CodifError::length_mismatch:
             return Reason::codif_bad_length;
         case CodifError::samples_not_integral:
