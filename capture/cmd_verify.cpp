@@ -38,7 +38,10 @@ int cmd_verify(int argc, char** argv) {
     std::size_t bad = 0;
     for (const auto& f : outcome.files) {
         if (f.ok()) {
-            fmt::print("OK {}: {} frames, {} bytes\n", f.path, f.frames, f.bytes);
+            fmt::print("OK {}: {} frames, {} bytes{}\n", f.path, f.frames, f.bytes,
+                       f.stopped.empty()
+                           ? std::string()
+                           : fmt::format(" (the run stopped it early: {})", f.stopped));
             continue;
         }
         ++bad;

@@ -359,6 +359,9 @@ bool check_file(VerifiedFile& v, const std::optional<ReportFile>& claimed, Endpo
     const auto idx = read_file_index(v.path, index_error);
     v.format = idx ? idx->format : format_of(v.path, bytes);
     if (idx) {
+        v.stopped = idx->stopped;
+    }
+    if (idx) {
         if (bytes.size() < idx->bytes) {
             v.differences.push_back(
                 fmt::format("truncated: {} bytes, index says {}", bytes.size(), idx->bytes));

@@ -26,6 +26,9 @@ struct VerifiedFile {
     std::string format;  // "raw", "codif", "codifhdr", "pcap", "pcapng"; empty when unknown
     std::uint64_t bytes = 0;
     std::uint64_t frames = 0;
+    // The index's "stopped": the file ended early (a write error, an
+    // abandon) and holds exactly what the index says.
+    std::string stopped;
     // Empty: the file holds what was claimed. Otherwise every difference
     // found, the first first ("truncated: 12345 bytes, index says 20000",
     // "missing", "edited after the run: checksum differs ...").

@@ -5,6 +5,8 @@
 # file with its sidecar index FILE.idx.json. Then:
 #   the indexes' checksums equal xxhsum -H3 of the files (an independent
 #   XXH3-64), and verify passes (exit 0), with and without the report
+#   a run a write error stopped (ulimit -f): its files verify, their indexes
+#   saying so
 #   a pcapng made from the pcap by editcap (wireshark-common) is walked too
 #   on copies of the outputs, one fault each, verify exits 3 and names it:
 #   a truncated file (truncate -s), a deleted one (missing), a byte flipped
@@ -22,10 +24,10 @@ gen_reference
 
 # verify_rc NAME EXPECTED_RC ARGS...: ibvcap verify ARGS; output in $WORK/NAME.out.
 verify_rc() {
-  local name=$1 want=$2 rc=0
+  local label=$1 expected=$2 rc=0
   shift 2
-  "$IBVCAP" verify "$@" >"$WORK/$name.out" 2>&1 || rc=$?
-  expect_eq "exit code of ibvcap verify ($name): $(tr '\n' '|' <"$WORK/$name.out")" "$rc" "$want"
+  "$IBVCAP" verify "$@" >"$WORK/$label.out" 2>&1 || rc=$?
+  expect_eq "exit code of ibvcap verify ($label): $(tr '\n' '|' <"$WORK/$label.out")" "$rc" "$expected"
 }
 # expect_line NAME REGEX: verify's output for NAME has a line matching REGEX.
 expect_line() {
@@ -59,6 +61,17 @@ rotated=$(j "$WORK/rot/report.json" '[.outputs[].on_disk[]] | length')
 verify_rc rotated 0 --report "$WORK/rot/report.json"
 expect_eq "OK lines (rotated)" "$(grep -c '^OK ' "$WORK/rotated.out")" "$rotated"
 
+say "a run a write error stopped (ulimit -f, SIGXFSZ ignored): its files verify, saying so"
+rc=0
+(
+  trap '' XFSZ
+  ulimit -f 600 # 1024-byte blocks: 614,400 bytes; each codif file (652,800) is cut in its second buffer
+  exec "$IBVCAP" read -q -r "$WORK/ref.pcap" -F codif -o "$WORK/stop" --report "$WORK/stop/report.json"
+) >"$WORK/read-stop.log" 2>&1 || rc=$?
+expect_eq "exit code of the read a write error stopped" "$rc" 1
+verify_rc stopped 0 --report "$WORK/stop/report.json"
+expect_line stopped "^OK .*\.codif: [1-9][0-9]* frames, [0-9]+ bytes \(the run stopped it early: write failed: File too large"
+
 say "pcapng (editcap -F pcapng) with an index made here"
 editcap -F pcapng "$WORK/run/ibvcap.pcap" "$WORK/x.pcapng"
 frames=$(j "$WORK/run/ibvcap.pcap.idx.json" .frames)
@@ -74,7 +87,8 @@ expect_line pcapng-cut "^FAIL .*x\.pcapng: truncated: [0-9]+ bytes, index says [
 
 # copy NAME: a copy of the run's outputs and report in $WORK/NAME.
 copy() { cp -a "$WORK/run" "$WORK/$1"; }
-codif=$(basename "$(ls "$WORK"/run/*.codif | head -1)")
+codifs=("$WORK"/run/*.codif)
+codif=$(basename "${codifs[0]}")
 
 say "truncated"
 copy cut
@@ -94,7 +108,7 @@ expect_line gone-named "^FAIL .*/gone/ibvcap\.pcap: missing$"
 flip() {
   local b
   b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
-  printf "$(printf '\\%03o' $((b ^ 255)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+  printf '%b' "$(printf '\\x%02x' $((b ^ 255)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
 }
 say "a byte flipped in the middle"
 copy flipped
@@ -106,10 +120,11 @@ expect_line flipped "^FAIL .*/flipped/ibvcap\.pcap: edited after the run: checks
 say "a CODIF frame number changed"
 copy renumbered
 frame=$((64 + 1024))
-off=$(($(stat -c %s "$WORK/renumbered/$codif") / frame / 2 * frame)) # a frame in the middle
+# shellcheck disable=SC2017 # a whole frame's offset, in the middle
+off=$(($(stat -c %s "$WORK/renumbered/$codif") / frame / 2 * frame))
 n=$(od -An -tu4 -j "$off" -N4 "$WORK/renumbered/$codif" | tr -d ' ')
 m=$(((n + 1) & 0xff))
-printf "$(printf '\\%03o' "$m")" | dd of="$WORK/renumbered/$codif" bs=1 seek="$off" conv=notrunc status=none
+printf '%b' "$(printf '\\x%02x' "$m")" | dd of="$WORK/renumbered/$codif" bs=1 seek="$off" conv=notrunc status=none
 verify_rc renumbered 3 --report "$WORK/renumbered/report.json"
 expect_line renumbered "^FAIL .*/renumbered/$codif: edited after the run: checksum differs"
 expect_line renumbered "^  also: stream .* thread [0-9]+: (missing|frames|first|last) .* but report says"
