@@ -5,6 +5,7 @@
 # file with its sidecar index FILE.idx.json. Then:
 #   the indexes' checksums equal xxhsum -H3 of the files (an independent
 #   XXH3-64), and verify passes (exit 0), with and without the report
+#   draft-layout CODIF in VLAN-tagged frames verifies too
 #   a run a write error stopped (ulimit -f): its files verify, their indexes
 #   saying so
 #   a pcapng made from the pcap by editcap (wireshark-common) is walked too
@@ -60,6 +61,14 @@ rotated=$(j "$WORK/rot/report.json" '[.outputs[].on_disk[]] | length')
 [ "$rotated" -gt 5 ] || fail "-C 1 made only $rotated files"
 verify_rc rotated 0 --report "$WORK/rot/report.json"
 expect_eq "OK lines (rotated)" "$(grep -c '^OK ' "$WORK/rotated.out")" "$rotated"
+
+say "draft-layout CODIF in 802.1Q-tagged frames: raw, codif, codifhdr walk and verify"
+"$IBVCAP" gen -q -w "$WORK/draft.pcap" --codif-layout draft --vlan 100 "${GEN[@]}" "${MCAST[@]}" ||
+  fail "ibvcap gen -w --codif-layout draft failed"
+"$IBVCAP" read -q -r "$WORK/draft.pcap" -F raw -F codif -F codifhdr -o "$WORK/draft" \
+  --report "$WORK/draft/report.json" >"$WORK/read-draft.log" 2>&1 || fail "ibvcap read of the draft capture failed"
+verify_rc draft 0 --report "$WORK/draft/report.json"
+expect_line draft "^verify: 12 of 12 files hold what was claimed, 24 streams checked"
 
 say "a run a write error stopped (ulimit -f, SIGXFSZ ignored): its files verify, saying so"
 rc=0
