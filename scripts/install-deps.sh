@@ -10,6 +10,7 @@ packages=(
   libibverbs-dev ibverbs-utils rdma-core
   libpcap-dev libcxxopts-dev libfmt-dev nlohmann-json3-dev libreaderwriterqueue-dev
   libcap-dev  # ibvcap doctor: file and process capabilities (libcap)
+  libxxhash-dev xxhash  # the outputs' sidecar index checksum (XXH3-64); xxhsum checks it in tests
   libgtest-dev libgmock-dev libbenchmark-dev
   clang clang-format
   tshark tcpdump iproute2 jq ethtool

@@ -329,15 +329,19 @@ TEST(Pipeline, OutputDirectoryIsLockedAndEarlierOutputsAreFound) {
     OutputOptions o;
     o.output_dir = out;
     o.formats = {OutputFormat::codif, OutputFormat::pcap};
-    for (const std::string name : {"ibvcap.pcap", "ibvcap.000012.pcap", "ibvcap_mlx5_0p1.pcap",
-                                   "ibvcap_239.17.0.1_36001_10.0.0.11.codif",
-                                   "ibvcap_239.17.0.1_36001_10.0.0.11.000003.codif",
-                                   "ibvcap_mlx5_1p2_239.17.0.1_36001_10.0.0.11.codif"}) {
+    for (const std::string name :
+         {"ibvcap.pcap", "ibvcap.000012.pcap", "ibvcap_mlx5_0p1.pcap",
+          "ibvcap_239.17.0.1_36001_10.0.0.11.codif",
+          "ibvcap_239.17.0.1_36001_10.0.0.11.000003.codif",
+          "ibvcap_mlx5_1p2_239.17.0.1_36001_10.0.0.11.codif",
+          // sidecar indexes (lib/sinks/file_index.hpp)
+          "ibvcap.000012.pcap.idx.json", "ibvcap_239.17.0.1_36001_10.0.0.11.codif.idx.json"}) {
         EXPECT_TRUE(is_output_name(o, name)) << name;
     }
     for (const std::string name :
          {"ibvcap.codif", "ibvcap_239.17.0.1_36001_10.0.0.11.raw", "ibvcapXpcap", "notes.pcap",
-          "ibvcap_notes.codif", "other.pcap", ".ibvcap.lock", "ibvcap.pcap.bak"}) {
+          "ibvcap_notes.codif", "other.pcap", ".ibvcap.lock", "ibvcap.pcap.bak",
+          "ibvcap.pcap.idx.json.bak", "ibvcap.pcap.json", "notes.pcap.idx.json"}) {
         EXPECT_FALSE(is_output_name(o, name)) << name;
     }
     std::ofstream(out + "/ibvcap.000001.pcap") << "x";
