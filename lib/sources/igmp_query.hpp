@@ -5,7 +5,7 @@
 // A switch with IGMP snooping forwards a group to a port only after it heard
 // a membership report there, and it keeps its snooping table alive only while
 // some querier (a multicast router, or the switch's own snooping querier)
-// sends membership queries (RFC 4541 §2.1.1; RFC 3376 §6, §7). A group that
+// sends membership queries (RFC 4541, IGMP snooping switches; RFC 3376 §6). A group that
 // never arrives on a VLAN without a querier is the classic switch
 // configuration problem; with a querier heard, the fault is elsewhere (the
 // sender, the route).
