@@ -11,7 +11,11 @@
 // igmp_rcv (a bad checksum is dropped). A querier sends general queries to
 // 224.0.0.1 with TTL 1 and the Router Alert option (RFC 2236 §2, RFC 3376 §4).
 #include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <pcap/pcap.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -87,7 +91,8 @@ TEST(IgmpQuery, V3GeneralAndGroupAndSourceSpecific) {
 TEST(IgmpQuery, ReportsAndLeavesAreNotQueries) {
     IgmpQuery q;
     for (const int type : {0x12, 0x16, 0x17, 0x22}) {  // v1/v2 report, leave, v3 report
-        const auto p = ipv4(0x0a000001, kGroup, igmp_message(static_cast<std::uint8_t>(type), kGroup));
+        const auto p =
+            ipv4(0x0a000001, kGroup, igmp_message(static_cast<std::uint8_t>(type), kGroup));
         EXPECT_EQ(parse_igmp_query(p, q), IgmpParse::not_query) << type;
         EXPECT_FALSE(filter_accepts(p)) << type;
     }
@@ -168,6 +173,67 @@ TEST(QuerierListener, AnInterfaceThatIsNotThereIsUnknownNotAFailure) {
     const QuerierWatch w = l.finish();
     EXPECT_EQ(w.state, QuerierWatch::State::unknown);
     EXPECT_NE(w.why.find("no interface named ibvcap-no-such-if0"), std::string::npos) << w.why;
+}
+
+// In a forked child (its own capabilities; the parent keeps its own): the
+// listener on lo with CAP_NET_RAW dropped, and with it. What the child found
+// comes back through a pipe. (test_pcap_live.cpp drops the capability the
+// same way, for libpcap's own error.)
+std::string listener_on_lo_in_child(bool drop_raw) {
+    int fds[2];
+    if (::pipe(fds) != 0) {
+        return "pipe failed";
+    }
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::close(fds[0]);
+        ::alarm(10);
+        std::string text;
+        if (drop_raw) {
+            __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+            __user_cap_data_struct data[2] = {};
+            const std::uint32_t bit = std::uint32_t{1} << (CAP_NET_RAW % 32);
+            if (::syscall(SYS_capget, &header, data) == 0) {
+                data[CAP_NET_RAW / 32].effective &= ~bit;
+                data[CAP_NET_RAW / 32].permitted &= ~bit;
+            }
+            if (::syscall(SYS_capset, &header, data) != 0) {
+                text = "capset failed";
+            }
+        }
+        if (text.empty()) {
+            QuerierListener l("lo");
+            l.start();
+            const QuerierWatch w = l.finish();
+            text = std::string(w.state == QuerierWatch::State::unknown     ? "unknown: "
+                               : w.state == QuerierWatch::State::not_heard ? "not heard: "
+                                                                           : "heard: ") +
+                   w.why;
+        }
+        (void)!::write(fds[1], text.data(), text.size());
+        ::_exit(0);
+    }
+    ::close(fds[1]);
+    std::string out;
+    char buf[512];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) {
+        out.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fds[0]);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return out;
+}
+
+// CI runs as root: the socket opens, and without CAP_NET_RAW the watch is
+// "unknown" with the reason instead of a failed run. Without root here, the
+// first half cannot hold, and the test fails saying so (never skips).
+TEST(QuerierListener, WithoutCapNetRawTheQuerierIsUnknownAndSaysWhy) {
+    ASSERT_EQ(listener_on_lo_in_child(false), "not heard: ")
+        << "the packet socket on lo did not open: this test runs as root (CAP_NET_RAW)";
+    EXPECT_EQ(listener_on_lo_in_child(true),
+              "unknown: no CAP_NET_RAW to open a packet socket on lo (run as root or give ibvcap "
+              "cap_net_raw)");
 }
 
 Frame frame_at(const std::vector<std::uint8_t>& bytes, std::uint64_t ns) {
@@ -306,7 +372,8 @@ TEST(MulticastPathReport, ANeverSeenGroupDoesNotChangeTheVerdict) {
     // The first group's frames, so that the verdict has CODIF to judge.
     Demux demux({}, r.ledger);
     for (std::uint32_t f = 0; f < 3; ++f) {
-        const auto bytes = test::make_frame(test::kAntenna1, kGroup, 36001, test::make_header(1, f));
+        const auto bytes =
+            test::make_frame(test::kAntenna1, kGroup, 36001, test::make_header(1, f));
         demux.on_frame(frame_at(bytes, 1'700'000'000'002'000'000));
     }
     RunInfo info;
