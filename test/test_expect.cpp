@@ -158,6 +158,14 @@ TEST(ExpectManifest, AFileThatCannotBeReadIsNamed) {
     }
 }
 
+TEST(ExpectManifest, TheDocumentedExampleParses) {
+    // docs/operations.md, "Telling ibvcap what to expect", shows this file.
+    const auto m = load_expect_manifest(IBVCAP_SOURCE_DIR "/docs/examples/expect.json");
+    ASSERT_EQ(m.groups.size(), 2u);
+    EXPECT_EQ(m.stream_count(), 4u * 2u + 4u * 2u + 1u);
+    EXPECT_EQ(m.groups[1].antennas[4].frames_per_second, 500.0);
+}
+
 TEST(ExpectManifest, Shorthand) {
     const auto m = expect_shorthand(3, 2);
     EXPECT_TRUE(m.shorthand);
