@@ -1,15 +1,12 @@
+// Expected streams (lib/ledger/expect.hpp): the problems' names and hints, and
+// the evaluation against the ledger's streams at the end of a run.
 #include "lib/ledger/expect.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
 

@@ -7,11 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <iterator>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <tuple>
 
 #include "lib/ledger/expect.hpp"
 
