@@ -289,6 +289,8 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
                              {"failures", run.metrics_write_failures}};
     }
     add_timeline(j, run.timeline);
+    j["groups"] = groups_json(ledger, run.mcast);
+    j["igmp"] = igmp_json(run.mcast);
     return j;
 }
 
@@ -543,6 +545,7 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
                        to_string(p), n, n == 1 ? "" : "s", some, hint(p));
         }
     }
+    print_multicast_path(out, ledger, run.mcast);
     for (const auto& note : ledger.notes()) {
         fmt::print(out, "  note: {}\n", note);
     }
