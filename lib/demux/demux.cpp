@@ -4,6 +4,7 @@
 #include <array>
 #include <stdexcept>
 
+#include "lib/ledger/expect.hpp"
 #include "lib/probes.hpp"
 
 namespace ibvcap {
@@ -148,7 +149,8 @@ int Demux::antenna_index(std::uint32_t ip) {
     return index;
 }
 
-StreamStats* Demux::stream(int group, int antenna, const CodifHeader& header) {
+StreamStats* Demux::stream(int group, int antenna, const CodifHeader& header,
+                           std::uint64_t timestamp_ns) {
     const std::uint64_t key = (std::uint64_t(static_cast<std::uint32_t>(group)) << 48) |
                               (std::uint64_t(static_cast<std::uint32_t>(antenna)) << 16) |
                               header.threadid;
@@ -171,6 +173,9 @@ StreamStats* Demux::stream(int group, int antenna, const CodifHeader& header) {
         std::max(std::uint64_t{options_.plausible_periods} * s.timing.frames_per_period,
                  options_.min_plausible_jump));
     s.frame_bytes = static_cast<std::uint32_t>(header.frame_bytes());
+    s.first_arrival_ns = timestamp_ns;
+    s.last_arrival_ns = timestamp_ns;
+    s.registered_ns = expect_clock_ns();
     stream_lookup_.emplace(key, streams.size() - 1);
     // Each stream sink opens what it needs for the new stream (its files,
     // its ring) now, once; the frames bring back what it returned.
@@ -285,7 +290,7 @@ void Demux::on_frame(const Frame& frame) {
         ledger_.count_reason(Reason::too_many_streams);
         return;
     }
-    StreamStats* s = stream(group, antenna, header);
+    StreamStats* s = stream(group, antenna, header, frame.timestamp_ns);
     if (s == nullptr) {
         ledger_.count_reason(Reason::too_many_streams);
         return;
@@ -349,6 +354,7 @@ void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& pack
                                 s.sequence.newest() - index >= SequenceTracker::kWindow),
                   index);
     s.bytes += frame.wire_bytes;
+    s.last_arrival_ns = frame.timestamp_ns;  // one store: the expected streams' last arrival
     if (payload_absent) {
         ++s.payload_absent;
     }

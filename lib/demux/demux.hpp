@@ -68,7 +68,10 @@ class Demux {
     // addressed to one of them (its IPv4 destination, and UDP port when it can
     // be read, match one; or its destination cannot be read at all).
     bool may_be_for_a_group(const Frame& frame) const;
-    StreamStats* stream(int group, int antenna, const CodifHeader& header);
+    // A new stream's first arrival: `timestamp_ns` (the frame's) and the
+    // host's CLOCK_MONOTONIC, read here once per stream.
+    StreamStats* stream(int group, int antenna, const CodifHeader& header,
+                        std::uint64_t timestamp_ns);
     // payload_absent: the capture cut the frame after its CODIF header.
     void accept(std::size_t stream, const Frame& frame, const UdpPacket& packet,
                 const CodifHeader& header, bool payload_absent);

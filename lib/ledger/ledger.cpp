@@ -313,6 +313,13 @@ std::vector<std::string> Ledger::loss_reasons() const {
             why.push_back(fmt::format("{}: {}", o.path, o.error));
         }
     }
+    for (std::size_t i = 0; i < kExpectProblemCount; ++i) {
+        const auto problem = static_cast<ExpectProblem>(i);
+        if (const auto n = expected_.count(problem); n > 0 && is_loss(problem)) {
+            why.push_back(
+                fmt::format("{} expected stream{}: {}", n, n == 1 ? "" : "s", to_string(problem)));
+        }
+    }
     if (!incomplete_.empty()) {
         why.push_back("the run ended early: " + incomplete_);
     }

@@ -11,6 +11,7 @@
 
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
+#include "lib/ledger/expected.hpp"
 #include "lib/ledger/sequence.hpp"
 #include "lib/netaddr.hpp"
 #include "lib/probes.hpp"
@@ -80,6 +81,13 @@ struct StreamStats {
     SequenceTracker sequence;
     FramePosition first;  // lowest (seconds, frame) received
     FramePosition last;   // newest (seconds, frame) received
+    // Arrival times, for the expected streams (lib/ledger/expect.hpp): the
+    // frame timestamps (Frame::timestamp_ns, the source's clock) of the
+    // stream's first frame and of its latest, and CLOCK_MONOTONIC ns when the
+    // demux registered the stream (read once per stream, never per frame).
+    std::uint64_t first_arrival_ns = 0;
+    std::uint64_t last_arrival_ns = 0;
+    std::int64_t registered_ns = 0;
 
     std::uint64_t packets() const { return sequence.received(); }
 };
@@ -224,6 +232,10 @@ class Ledger {
     // The run ended before its source was exhausted (read error, device
     // fatal): what was counted is true, but nothing proves the rest arrived.
     void set_incomplete(std::string why) { incomplete_ = std::move(why); }
+    // The expected streams' verdict (lib/ledger/expect.hpp), made once the
+    // run has stopped: each problem but `unexpected` makes the verdict loss.
+    void set_expectations(ExpectResults results) { expected_ = std::move(results); }
+    const ExpectResults& expectations() const { return expected_; }
 
     const std::vector<OutputStats>& outputs() const { return outputs_; }
     const std::vector<SourceCounter>& source_counters() const { return source_counters_; }
@@ -259,6 +271,7 @@ class Ledger {
     std::vector<GpuXid> gpu_xids_;
     std::uint64_t gpu_xids_lost_ = 0;
     std::string incomplete_;
+    ExpectResults expected_;
     // Set once other ledgers are merged in: their outputs were checked
     // against their own frames, which the merged totals can no longer split.
     bool merged_ = false;

@@ -153,6 +153,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         }
     }
     IBVCAP_PROBE2(run_start, settings.command.c_str(), outcome.info.source.c_str());
+    const std::int64_t join_ns = expect_clock_ns();  // the expected streams' join
     source.start();
 
     using Clock = std::chrono::steady_clock;
@@ -349,6 +350,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             break;
         }
     }
+    const std::int64_t end_ns = expect_clock_ns();  // the expected streams' end
     std::optional<std::uint64_t> remaining;
     if (settings.count > 0) {
         remaining = settings.count - std::min(settings.count, source.frames());
@@ -389,6 +391,15 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         for (auto& l : lanes) {
             outcome.ledger.merge(l->ledger);
         }
+    }
+    if (settings.expect) {
+        ExpectTimes times;
+        times.host_clock = source.live();
+        times.join_ns = join_ns;
+        times.end_ns = end_ns;
+        outcome.ledger.set_expectations(
+            evaluate_expectations(*settings.expect, settings.expect_options,
+                                  outcome.ledger.streams(), settings.demux.groups, times));
     }
     outcome.info.duration_s = std::chrono::duration<double>(Clock::now() - start).count();
     outcome.info.stats_lines_dropped = ticker.dropped();

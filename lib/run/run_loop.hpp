@@ -17,10 +17,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "lib/demux/demux.hpp"
+#include "lib/ledger/expect.hpp"
 #include "lib/run/common.hpp"
 #include "lib/run/console.hpp"
 #include "lib/sinks/block_sink.hpp"
@@ -54,6 +56,12 @@ struct RunSettings {
     // the 1 Hz tick every metrics_interval_s and once at the end (empty: none).
     std::string metrics_path;
     double metrics_interval_s = 10;
+    // --expect FILE or --expect-antennas/--expect-threads (none: nothing
+    // expected): judged against the ledger's streams once the run has stopped
+    // (lib/ledger/expect.hpp). A live source's join is when it starts, its
+    // end when the loop stops; a file's are its first and last CODIF frames.
+    std::optional<ExpectManifest> expect;
+    ExpectOptions expect_options;
 };
 
 // Runs `source` until `stop`, the duration, the count, or the source ends.
