@@ -243,7 +243,7 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
     options.add_options()
         ("antenna", "antenna source IPv4 (repeatable; default: every source is an antenna)", cxxopts::value<std::vector<std::string>>(), "IP")
         ("o,output-dir", "directory for output files", cxxopts::value<std::string>()->default_value("."), "DIR")
-        ("F,format", "output format: raw, codif, codifhdr, pcap (repeatable)", cxxopts::value<std::vector<std::string>>(), "FORMAT")
+        ("F,format", "output format: raw, codif, codifhdr, pcap, pcapng (repeatable)", cxxopts::value<std::vector<std::string>>(), "FORMAT")
         ("prefix", "output file name prefix (no / or ..)", cxxopts::value<std::string>()->default_value("ibvcap"), "NAME")
         ("overwrite", "replace an earlier run's output files of the same names (and its rotated set)")
         ("pcap-snaplen", "pcap records: full frames, or headers (up to the end of the CODIF header; original length kept)", cxxopts::value<std::string>()->default_value("full"), "full|headers")
