@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang clang-format
   tshark tcpdump iproute2 jq ethtool
+  wireshark-common  # capinfos (tshark depends on it): test_pcapng opens ibvcap's pcapng with it
   systemtap-sdt-dev bpftrace
   prometheus # promtool: test/e2e/metrics.sh checks the --metrics-file
 )
@@ -33,5 +34,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# wireshark-common asks whether non-root users may capture: no (its default), unasked.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}"
