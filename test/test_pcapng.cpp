@@ -19,17 +19,21 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "formats/output.hpp"
 #include "formats/pcapng.hpp"
 #include "frames.hpp"
+#include "generated_frames.hpp"
 #include "lib/run/gen.hpp"
 #include "lib/run/read.hpp"
 #include "lib/run/run_loop.hpp"
+#include "lib/run/verbs_capture.hpp"
 #include "lib/sinks/file_sinks.hpp"
 #include "lib/sinks/writer.hpp"
 #include "lib/traffic/generator.hpp"
+#include "test/sim/sim_nic.hpp"
 
 namespace ibvcap {
 namespace {
@@ -802,6 +806,91 @@ TEST(PcapngRead, AMultiInterfaceFileReadsWithEveryFramesTimeExact) {
     };
     EXPECT_EQ(codif(dir / "again"), codif(dir / "out"));
     EXPECT_FALSE(codif(dir / "out").empty());
+}
+
+// A verbs capture on two simulated devices: one pcapng file per device, each
+// naming its device and port and counting its own frames.
+class NoMembership final : public GroupMembership {
+  public:
+    void rejoin() override {}
+};
+
+TEST(PcapngCapture, EachDevicesFileNamesItsInterfaceAndCountsItsFrames) {
+    sim::SimProvider provider;
+    sim::SimConfig a;
+    a.name = "sim_mlx5_0";
+    sim::SimConfig b;
+    b.name = "sim_mlx5_1";
+    auto nic_a = provider.add(a);
+    auto nic_b = provider.add(b);
+    test::TempDir dir;
+    const Endpoint g1{test::kGroup1, 36001};
+    const Endpoint g2{test::kGroup2, 36002};
+    CaptureRequest request;
+    request.targets = {{"sim_mlx5_0", 1, "", 0}, {"sim_mlx5_1", 1, "", 0}};
+    request.engine.groups = {g1, g2};
+    request.engine.ring_depth = 64;
+    request.engine.drain_timeout = std::chrono::milliseconds(50);
+    request.demux.groups = {g1, g2};
+    request.outputs.output_dir = dir.path().string();
+    request.outputs.formats = {OutputFormat::pcapng};
+    request.nic_counters = false;
+    GeneratorConfig ca = small_config();
+    GeneratorConfig cb = small_config();
+    cb.groups = {g2};
+    cb.frames = 10;
+    const auto fa = test::frames_of(ca);
+    const auto fb = test::frames_of(cb);
+    request.duration_s = 60;  // a bound, never reached when all goes well
+    request.count = fa.size() + fb.size();
+    std::thread wire([&] {
+        while (nic_a->flows() < 2 || nic_b->flows() < 2) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        for (std::size_t i = 0; i < std::max(fa.size(), fb.size()); ++i) {
+            while (nic_a->min_posted_wrs() == 0 || nic_b->min_posted_wrs() == 0) {
+                std::this_thread::yield();
+            }
+            if (i < fa.size()) {
+                nic_a->deliver(fa[i]);
+            }
+            if (i < fb.size()) {
+                nic_b->deliver(fb[i]);
+            }
+        }
+    });
+    std::atomic<bool> stop{false};
+    const std::uint64_t before =
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count());
+    const RunOutcome out = run_verbs_capture(
+        request, provider,
+        [](const CaptureTarget&, const Endpoint&) { return std::make_unique<NoMembership>(); },
+        stop);
+    wire.join();
+    EXPECT_EQ(out.exit_code, kExitZeroLoss);
+    const std::pair<std::string, std::size_t> files[] = {{"ibvcap_sim_mlx5_0p1.pcapng", fa.size()},
+                                                         {"ibvcap_sim_mlx5_1p1.pcapng", fb.size()}};
+    for (const auto& [name, frames] : files) {
+        const std::string device = name.substr(7, 10);  // sim_mlx5_N
+        const auto blocks = parse_ok(test::read_file(dir / name));
+        const auto idbs = of_type(blocks, pcapng::kInterfaceDescriptionBlock);
+        ASSERT_EQ(idbs.size(), 1u) << name;
+        EXPECT_EQ(idbs[0]->text(pcapng::kIfName).rfind(device + ":1(", 0), 0u)
+            << idbs[0]->text(pcapng::kIfName);
+        EXPECT_EQ(idbs[0]->text(pcapng::kIfDescription), "ibvcap capture, verbs source");
+        EXPECT_EQ(of_type(blocks, pcapng::kEnhancedPacketBlock).size(), frames) << name;
+        const auto isbs = of_type(blocks, pcapng::kInterfaceStatisticsBlock);
+        ASSERT_EQ(isbs.size(), 1u) << name;
+        EXPECT_EQ(isbs[0]->u64(pcapng::kIsbIfRecv), frames) << name;
+        EXPECT_EQ(isbs[0]->u64(pcapng::kIsbUsrDeliv), frames) << name;
+        EXPECT_EQ(isbs[0]->u64(pcapng::kIsbIfDrop), 0u) << name;
+        EXPECT_EQ(isbs[0]->u64(pcapng::kIsbOsDrop), 0u) << name;
+        // A live run's statistics span its wall-clock time.
+        EXPECT_GE(isbs[0]->time(pcapng::kIsbStartTime), before) << name;
+        EXPECT_GE(isbs[0]->time(pcapng::kIsbEndTime), isbs[0]->time(pcapng::kIsbStartTime));
+    }
 }
 
 }  // namespace
