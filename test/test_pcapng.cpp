@@ -893,5 +893,67 @@ TEST(PcapngCapture, EachDevicesFileNamesItsInterfaceAndCountsItsFrames) {
     }
 }
 
+// The NIC's drops reach the statistics block: out_of_buffer (mlx5's
+// hw_counters/out_of_buffer, as the simulated NIC lays it out in
+// test/sim/sim_nic.cpp write_sysfs) moves by 7 during the run; once a tick
+// has read it, the last file's isb_ifdrop and isb_osdrop (a receive-queue
+// drop is the host's) are the report's totals.nic_drops.
+TEST(PcapngCapture, TheNicsDropCounterIsTheStatisticsBlocksIfdrop) {
+    sim::SimProvider provider;
+    sim::SimConfig a;
+    a.name = "sim_mlx5_0";
+    auto nic = provider.add(a);
+    test::TempDir dir;
+    const fs::path sysfs = dir.path() / "sys";
+    nic->write_sysfs(sysfs / "class" / "infiniband");
+    const fs::path oob = sysfs / "class" / "infiniband" / "sim_mlx5_0" / "ports" / "1" /
+                         "hw_counters" / "out_of_buffer";
+    const Endpoint g1{test::kGroup1, 36001};
+    CaptureRequest request;
+    request.targets = {{"sim_mlx5_0", 1, "", 0}};
+    request.engine.groups = {g1};
+    request.engine.ring_depth = 64;
+    request.engine.drain_timeout = std::chrono::milliseconds(50);
+    request.demux.groups = {g1};
+    request.outputs.output_dir = (dir.path() / "out").string();
+    request.outputs.formats = {OutputFormat::pcapng};
+    request.sysfs_root = sysfs;
+    request.tick = std::chrono::milliseconds(10);
+    const auto frames = test::frames_of(small_config());
+    request.duration_s = 60;  // a bound, never reached when all goes well
+    request.count = frames.size();
+    std::thread wire([&] {
+        while (nic->flows() < 1) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        for (std::size_t i = 0; i < frames.size(); ++i) {
+            while (nic->min_posted_wrs() == 0) {
+                std::this_thread::yield();
+            }
+            nic->deliver(frames[i]);
+            if (i == frames.size() / 2) {
+                std::ofstream(oob, std::ios::trunc) << "7\n";
+                std::this_thread::sleep_for(std::chrono::milliseconds(200));  // 20 ticks
+            }
+        }
+    });
+    std::atomic<bool> stop{false};
+    const RunOutcome out = run_verbs_capture(
+        request, provider,
+        [](const CaptureTarget&, const Endpoint&) { return std::make_unique<NoMembership>(); },
+        stop);
+    wire.join();
+    EXPECT_EQ(out.ledger.totals().nic_drops, 7u);
+    EXPECT_EQ(out.ledger.totals().packets, frames.size());
+    const auto blocks = parse_ok(test::read_file(dir.path() / "out" / "ibvcap.pcapng"));
+    const auto isbs = of_type(blocks, pcapng::kInterfaceStatisticsBlock);
+    ASSERT_EQ(isbs.size(), 1u);
+    EXPECT_EQ(isbs[0]->u64(pcapng::kIsbIfDrop), 7u);
+    EXPECT_EQ(isbs[0]->u64(pcapng::kIsbOsDrop), 7u);
+    EXPECT_EQ(isbs[0]->u64(pcapng::kIsbIfRecv), frames.size());
+    EXPECT_EQ(isbs[0]->u64(pcapng::kIsbUsrDeliv), frames.size());
+    EXPECT_EQ(isbs[0]->option(pcapng::kIsbFilterAccept), Blob{}) << "verbs has no filter count";
+}
+
 }  // namespace
 }  // namespace ibvcap
