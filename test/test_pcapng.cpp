@@ -751,6 +751,45 @@ TEST(PcapngRead, ReadWritesAPcapngThatCapinfosAndTsharkOpenWithItsStatistics) {
     EXPECT_EQ(times, in.ts);
 }
 
+// An earlier run's pcapng file is never overwritten unasked (docs/formats.md,
+// "nothing overwritten unasked"): its names, rotated and per device, are
+// this run's when -F pcapng is asked for, and only then.
+TEST(PcapngRead, AnEarlierRunsPcapngIsKeptUnlessOverwriteIsGiven) {
+    test::TempDir dir;
+    OutputOptions o;
+    o.output_dir = dir / "out";
+    o.formats = {OutputFormat::pcapng};
+    for (const std::string name :
+         {"ibvcap.pcapng", "ibvcap.000003.pcapng", "ibvcap_mlx5_0p1.pcapng"}) {
+        EXPECT_TRUE(is_output_name(o, name)) << name;
+    }
+    EXPECT_FALSE(is_output_name(o, "ibvcap.pcap"));
+    o.formats = {OutputFormat::pcap};
+    EXPECT_FALSE(is_output_name(o, "ibvcap.pcapng"));
+
+    Generator gen(small_config());
+    const std::string input = dir / "in.pcap";
+    write_generated_pcap(gen, input);
+    ReadRequest r;
+    r.file = input;
+    r.outputs.formats = {OutputFormat::pcapng};
+    r.outputs.output_dir = dir / "out";
+    std::atomic<bool> stop{false};
+    ASSERT_EQ(run_read(r, stop).exit_code, kExitZeroLoss);
+    const std::string path = run_output_path(r.outputs, OutputFormat::pcapng);
+    const auto size = fs::file_size(path);
+    try {
+        run_read(r, stop);
+        ADD_FAILURE() << "a second run replaced " << path;
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("ibvcap.pcapng exists"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_EQ(fs::file_size(path), size);
+    r.outputs.overwrite = true;
+    EXPECT_EQ(run_read(r, stop).exit_code, kExitZeroLoss);
+}
+
 // A pcapng file with two interfaces (the second at libpcap's default
 // microsecond resolution), EPBs of both interleaved: ibvcap read takes every
 // frame at its interface's resolution, and writes them out in nanoseconds.
