@@ -958,9 +958,10 @@ TEST(PcapngCapture, EachDevicesFileNamesItsInterfaceAndCountsItsFrames) {
 
 // The NIC's drops reach the statistics block: out_of_buffer (mlx5's
 // hw_counters/out_of_buffer, as the simulated NIC lays it out in
-// test/sim/sim_nic.cpp write_sysfs) moves by 7 during the run; once a tick
-// has read it, the last file's isb_ifdrop and isb_osdrop (a receive-queue
-// drop is the host's) are the report's totals.nic_drops.
+// test/sim/sim_nic.cpp write_sysfs) moves by 7 just before the run's last
+// frame, with no tick after it: the counters read once more before the
+// writers close give the last file's isb_ifdrop and isb_osdrop (a
+// receive-queue drop is the host's) the report's totals.nic_drops.
 TEST(PcapngCapture, TheNicsDropCounterIsTheStatisticsBlocksIfdrop) {
     sim::SimProvider provider;
     sim::SimConfig a;
@@ -981,7 +982,7 @@ TEST(PcapngCapture, TheNicsDropCounterIsTheStatisticsBlocksIfdrop) {
     request.outputs.output_dir = (dir.path() / "out").string();
     request.outputs.formats = {OutputFormat::pcapng};
     request.sysfs_root = sysfs;
-    request.tick = std::chrono::milliseconds(10);
+    request.tick = std::chrono::seconds(30);
     const auto frames = test::frames_of(small_config());
     request.duration_s = 60;  // a bound, never reached when all goes well
     request.count = frames.size();
@@ -993,11 +994,12 @@ TEST(PcapngCapture, TheNicsDropCounterIsTheStatisticsBlocksIfdrop) {
             while (nic->min_posted_wrs() == 0) {
                 std::this_thread::yield();
             }
-            nic->deliver(frames[i]);
-            if (i == frames.size() / 2) {
+            if (i + 1 == frames.size()) {
+                // Before the last frame, which ends the run (-c): no tick of
+                // the run reads it, only the last reading before the close.
                 std::ofstream(oob, std::ios::trunc) << "7\n";
-                std::this_thread::sleep_for(std::chrono::milliseconds(200));  // 20 ticks
             }
+            nic->deliver(frames[i]);
         }
     });
     std::atomic<bool> stop{false};

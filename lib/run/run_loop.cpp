@@ -99,6 +99,12 @@ std::string lane_interface(const Source& source, std::size_t lane) {
     return input.substr(begin, input.find(',', begin) - begin);
 }
 
+bool lanes_write_pcapng(const std::vector<std::unique_ptr<Lane>>& lanes) {
+    return std::any_of(lanes.begin(), lanes.end(), [](const auto& l) {
+        return l->files && l->files->interface_counts() != nullptr;
+    });
+}
+
 // The pcapng files' counts (interface_counts), for every lane that writes
 // one: once a second from the witnesses, and once more before the writers
 // close. A live run's statistics span the run's wall-clock time.
@@ -406,9 +412,11 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
                 if (ticker.enabled()) {
                     ticker.tick(snapshot(source.figures()));
                 }
-                publish_interface_counts(lanes, views, source,
-                                         all_witnesses(source, settings, lanes), start_wall_ns,
-                                         false);
+                if (lanes_write_pcapng(lanes)) {
+                    publish_interface_counts(lanes, views, source,
+                                             all_witnesses(source, settings, lanes), start_wall_ns,
+                                             false);
+                }
             } catch (const std::exception& e) {
                 faults.report("counters and stats", e.what());
             }
@@ -443,9 +451,17 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     if (settings.blocks != nullptr) {
         settings.blocks->flush();  // the producers have stopped: hand out the open blocks
     }
-    // The pcapng files' last statistics blocks: the counts as they stand now.
-    publish_interface_counts(lanes, views, source, all_witnesses(source, settings, lanes),
-                             start_wall_ns, true);
+    // The pcapng files' last statistics blocks: the counters read once more
+    // (the poll threads have ended, so no watchdog speaks), as they stand now.
+    if (lanes_write_pcapng(lanes)) {
+        try {
+            source.tick(outcome.info);
+        } catch (const std::exception& e) {
+            faults.report("counters and stats", e.what());
+        }
+        publish_interface_counts(lanes, views, source, all_witnesses(source, settings, lanes),
+                                 start_wall_ns, true);
+    }
     for (auto& l : lanes) {
         if (l->writer) {
             l->writer->finish();
