@@ -1,9 +1,9 @@
 // The pcapng output (-F pcapng): the block encoder against the pcapng
 // specification (IETF draft-ietf-opsawg-pcapng, sections 3-4), the real
 // writer's files read back with libpcap (sf-pcapng.c) and with a reader of
-// the specification written here, and ibvcap read's pcapng files opened by
-// Wireshark's own tools (capinfos, tshark). libpcap and tshark do not show
-// the statistics blocks' values, so the reader here checks those, and
+// the specification (test/pcapng_reader.hpp), and ibvcap read's pcapng files
+// opened by Wireshark's own tools (capinfos, tshark). libpcap and tshark do
+// not show the statistics blocks' values: the reader checks those, and
 // capinfos that Wireshark finds them.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -33,6 +33,7 @@
 #include "lib/sinks/file_sinks.hpp"
 #include "lib/sinks/writer.hpp"
 #include "lib/traffic/generator.hpp"
+#include "pcapng_reader.hpp"
 #include "test/sim/sim_nic.hpp"
 
 namespace ibvcap {
@@ -40,118 +41,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using Blob = std::vector<std::uint8_t>;
-
-// ---------------------------------------------------------------------------
-// A reader of the specification's blocks, independent of the encoder: every
-// block's two lengths, their alignment, the options up to opt_endofopt.
-
-struct Block {
-    std::uint32_t type = 0;
-    std::size_t offset = 0;
-    Blob body;                                   // between the two lengths
-    std::multimap<std::uint16_t, Blob> options;  // code → value (unpadded)
-    Blob option(std::uint16_t code) const {
-        const auto it = options.find(code);
-        return it == options.end() ? Blob{} : it->second;
-    }
-    std::string text(std::uint16_t code) const {
-        const Blob b = option(code);
-        return {b.begin(), b.end()};
-    }
-    std::uint64_t u64(std::uint16_t code) const {
-        const Blob b = option(code);
-        return b.size() == 8 ? load_le64(b.data()) : ~std::uint64_t{0};
-    }
-    // An ISB time option: high 32 bits, then low 32 bits.
-    std::uint64_t time(std::uint16_t code) const {
-        const Blob b = option(code);
-        return b.size() == 8 ? (std::uint64_t{load_le32(b.data())} << 32) | load_le32(b.data() + 4)
-                             : ~std::uint64_t{0};
-    }
-};
-
-// Where a block's options start in its body (the fixed fields before them).
-std::size_t options_at(const Block& b) {
-    switch (b.type) {
-        case pcapng::kSectionHeaderBlock:
-            return 16;  // magic, major, minor, section length
-        case pcapng::kInterfaceDescriptionBlock:
-            return 8;  // link type, reserved, snaplen
-        case pcapng::kInterfaceStatisticsBlock:
-            return 12;  // interface, timestamp high, low
-        case pcapng::kEnhancedPacketBlock:
-            return 20 + ((load_le32(b.body.data() + 12) + 3u) & ~3u);
-        default:
-            return b.body.size();
-    }
-}
-
-// The file's blocks; `error` says where it is not whole pcapng.
-std::vector<Block> parse(const Blob& f, std::string& error) {
-    std::vector<Block> out;
-    std::size_t at = 0;
-    while (at < f.size()) {
-        if (f.size() - at < 12) {
-            error = fmt::format("{} bytes at {}: less than a block", f.size() - at, at);
-            return out;
-        }
-        Block b;
-        b.type = load_le32(f.data() + at);
-        b.offset = at;
-        const std::uint32_t len = load_le32(f.data() + at + 4);
-        if (len < 12 || len % 4 != 0 || len > f.size() - at) {
-            error = fmt::format("block at {}: total length {} (file has {} bytes left)", at, len,
-                                f.size() - at);
-            return out;
-        }
-        if (load_le32(f.data() + at + len - 4) != len) {
-            error = fmt::format("block at {}: trailing length {} != {}", at,
-                                load_le32(f.data() + at + len - 4), len);
-            return out;
-        }
-        b.body.assign(f.begin() + static_cast<long>(at + 8),
-                      f.begin() + static_cast<long>(at + len - 4));
-        if (b.type == pcapng::kEnhancedPacketBlock && b.body.size() < 20) {
-            error = fmt::format("EPB at {} too short", at);
-            return out;
-        }
-        for (std::size_t o = options_at(b); o + 4 <= b.body.size();) {
-            const std::uint16_t code = static_cast<std::uint16_t>(b.body[o] | (b.body[o + 1] << 8));
-            const std::uint16_t n =
-                static_cast<std::uint16_t>(b.body[o + 2] | (b.body[o + 3] << 8));
-            if (code == pcapng::kOptEndOfOpt) {
-                break;
-            }
-            if (o + 4 + n > b.body.size()) {
-                error = fmt::format("block at {}: option {} runs past the block", at, code);
-                return out;
-            }
-            b.options.emplace(code, Blob(b.body.begin() + static_cast<long>(o + 4),
-                                         b.body.begin() + static_cast<long>(o + 4 + n)));
-            o += 4 + ((n + 3u) & ~3u);
-        }
-        out.push_back(std::move(b));
-        at += len;
-    }
-    return out;
-}
-
-std::vector<Block> parse_ok(const Blob& f) {
-    std::string error;
-    auto blocks = parse(f, error);
-    EXPECT_EQ(error, "");
-    return blocks;
-}
-
-std::vector<const Block*> of_type(const std::vector<Block>& blocks, std::uint32_t type) {
-    std::vector<const Block*> out;
-    for (const auto& b : blocks) {
-        if (b.type == type) {
-            out.push_back(&b);
-        }
-    }
-    return out;
-}
+using test::Block;
+using test::of_type;
+using test::parse;
+using test::parse_ok;
 
 // ---------------------------------------------------------------------------
 // The encoder
