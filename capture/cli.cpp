@@ -246,7 +246,7 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
         ("F,format", "output format: raw, codif, codifhdr, pcap, pcapng (repeatable)", cxxopts::value<std::vector<std::string>>(), "FORMAT")
         ("prefix", "output file name prefix (no / or ..)", cxxopts::value<std::string>()->default_value("ibvcap"), "NAME")
         ("overwrite", "replace an earlier run's output files of the same names (and its rotated set)")
-        ("pcap-snaplen", "pcap records: full frames, or headers (up to the end of the CODIF header; original length kept)", cxxopts::value<std::string>()->default_value("full"), "full|headers")
+        ("pcap-snaplen", "pcap and pcapng records: full frames, or headers (up to the end of the CODIF header; original length kept)", cxxopts::value<std::string>()->default_value("full"), "full|headers")
         ("direct-io", "write output files with O_DIRECT (bypass the page cache; the filesystem must support it)")
         ("disk-threads", "writer threads; outputs are spread over them", cxxopts::value<unsigned>()->default_value("1"), "N")
         ("disk-cpu", "pin writer thread i to the i-th CPU of LIST (comma-separated)", cxxopts::value<std::vector<int>>(), "LIST")
