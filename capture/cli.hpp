@@ -77,5 +77,6 @@ int cmd_gen(int argc, char** argv);
 int cmd_capture(int argc, char** argv);
 int cmd_devices(int argc, char** argv);
 int cmd_doctor(int argc, char** argv);
+int cmd_verify(int argc, char** argv);
 
 }  // namespace ibvcap::cli

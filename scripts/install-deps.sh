@@ -10,6 +10,7 @@ packages=(
   libibverbs-dev ibverbs-utils rdma-core
   libpcap-dev libcxxopts-dev libfmt-dev nlohmann-json3-dev libreaderwriterqueue-dev
   libcap-dev  # ibvcap doctor: file and process capabilities (libcap)
+  libxxhash-dev xxhash  # the outputs' sidecar index checksum (XXH3-64); xxhsum checks it in tests
   libgtest-dev libgmock-dev libbenchmark-dev
   clang clang-format
   tshark tcpdump iproute2 jq ethtool
@@ -34,7 +35,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-# wireshark-common asks whether non-root users may capture: no (its default), unasked.
+# tshark's wireshark-common asks whether non-superusers may capture packets:
+# answer it up front ("no", dumpcap stays root-only), so the install never prompts.
 echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -151,10 +151,12 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
     };
     const std::vector<Case> cases = {
         {"", "usage: ibvcap"},
-        {"frobnicate", "unknown command 'frobnicate' (valid: capture, read, gen, devices, doctor)"},
+        {"frobnicate",
+         "unknown command 'frobnicate' (valid: capture, read, gen, devices, doctor, verify)"},
         {"doctor --cpus 3-1", "bad --cpus '3-1'"},
         {"doctor --gpu x", "bad --gpu 'x'"},
         {"read", "-r FILE is required"},
+        {"verify", "give the files to check, or --report REPORT.json"},
         {"read -r x.pcap -F foo",
          "unknown format 'foo' (valid: raw, codif, codifhdr, pcap, pcapng)"},
         {"read -r x.pcap 239.1.1.1", "expected GROUP:PORT"},

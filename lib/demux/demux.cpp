@@ -10,6 +10,7 @@ namespace ibvcap {
 
 Demux::Demux(DemuxOptions options, Ledger& ledger) : options_(std::move(options)), ledger_(ledger) {
     groups_ = options_.groups;
+    group_seen_.assign(std::max(options_.groups.size(), options_.max_groups), 0);
     for (const auto ip : options_.antennas) {
         antenna_index(ip);
     }
@@ -246,9 +247,15 @@ void Demux::on_frame(const Frame& frame) {
     }
     // Filters first, then the CODIF checks, and only then register the group
     // and antenna: a stray UDP sender must not use up the limits.
-    if (!options_.groups.empty() && group_index(packet.dst_ip, packet.dst_port) < 0) {
-        ledger_.count_reason(Reason::other_destination);
-        return;
+    if (!options_.groups.empty()) {
+        const int named = group_index(packet.dst_ip, packet.dst_port);
+        if (named < 0) {
+            ledger_.count_reason(Reason::other_destination);
+            return;
+        }
+        // A frame to the group, CODIF or not (a known stream's frames, on the
+        // fast path above, come after its first, which passed here).
+        note_group(named, frame);
     }
     if (!options_.antennas.empty() && antenna_index(packet.src_ip) < 0) {
         ledger_.count_reason(Reason::unlisted_source);
@@ -272,6 +279,7 @@ void Demux::on_frame(const Frame& frame) {
         return;
     }
     const int group = group_index(packet.dst_ip, packet.dst_port);
+    note_group(group, frame);  // every UDP destination is a group: its first CODIF frame
     const int antenna = antenna_index(packet.src_ip);
     if (group < 0 || antenna < 0) {
         ledger_.count_reason(Reason::too_many_streams);

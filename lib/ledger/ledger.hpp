@@ -148,6 +148,13 @@ struct GpuXid {
 // "2026-11-24T06:50:53.123456Z": UTC, microseconds (what trace times carry).
 std::string format_utc_time(std::int64_t time_ns);
 
+// The first frame addressed to a group (lib/ledger/mcast_path.hpp), CODIF or
+// not: noted by the demux once per group, never per frame.
+struct GroupArrival {
+    Endpoint group;
+    std::uint64_t first_ns = 0;  // that frame's timestamp (Frame::timestamp_ns, UNIX ns)
+};
+
 struct Totals {
     std::uint64_t packets = 0;  // frames the source delivered
     std::uint64_t bytes = 0;    // their wire bytes
@@ -207,6 +214,9 @@ class Ledger {
     // Frames the block rings could not place (lib/sinks/block_sink.cpp report_to).
     void add_block_misses(std::uint64_t frames) { block_misses_ += frames; }
     void add_note(std::string note) { notes_.push_back(std::move(note)); }
+    // The demux, at a group's first frame (once per group; merge keeps the earliest).
+    void note_group_arrival(const Endpoint& group, std::uint64_t ns);
+    const std::vector<GroupArrival>& group_arrivals() const { return group_arrivals_; }
     // XIDs reported while the capture watched its GPU (lib/host/xid_watch.hpp),
     // and XID events the trace buffer lost (any could be the capture GPU's).
     void add_gpu_xid(GpuXid xid) { gpu_xids_.push_back(std::move(xid)); }
@@ -245,6 +255,7 @@ class Ledger {
     std::vector<OutputStats> outputs_;
     std::vector<SourceCounter> source_counters_;
     std::vector<std::string> notes_;
+    std::vector<GroupArrival> group_arrivals_;
     std::vector<GpuXid> gpu_xids_;
     std::uint64_t gpu_xids_lost_ = 0;
     std::string incomplete_;

@@ -238,6 +238,8 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
                              {"failures", run.metrics_write_failures}};
     }
     add_timeline(j, run.timeline);
+    j["groups"] = groups_json(ledger, run.mcast);
+    j["igmp"] = igmp_json(run.mcast);
     return j;
 }
 
@@ -459,6 +461,7 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
                        fmt::format("{}:{}", s.last.seconds, s.last.frame));
         }
     }
+    print_multicast_path(out, ledger, run.mcast);
     for (const auto& note : ledger.notes()) {
         fmt::print(out, "  note: {}\n", note);
     }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lib/ledger/ledger.hpp"
+#include "lib/ledger/mcast_path.hpp"
 #include "lib/ledger/timeline.hpp"
 
 namespace ibvcap {
@@ -98,6 +99,9 @@ struct RunInfo {
     std::string metrics_path;
     std::uint64_t metrics_writes = 0;
     std::uint64_t metrics_write_failures = 0;
+    // The groups' joins and first frames, and the IGMP queriers heard
+    // (lib/ledger/mcast_path.hpp): the report's "groups" and "igmp".
+    MulticastPath mcast;
 };
 
 nlohmann::json report_json(const Ledger& ledger, const RunInfo& run);

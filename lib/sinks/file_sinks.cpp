@@ -49,10 +49,12 @@ bool is_output_name(const OutputOptions& options, const std::string& name) {
     const std::string ip = "[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}";
     for (const auto f : options.formats) {
         const std::string ext = std::string(file_extension(f));
+        // and the file's sidecar index (FILE.idx.json: lib/sinks/file_index.hpp)
+        const std::string index = "(\\.idx\\.json)?";
         const std::string pattern =
             f == OutputFormat::pcap || f == OutputFormat::pcapng
-                ? prefix + lane + rotated + "\\." + ext
-                : prefix + lane + "_" + ip + "_[0-9]+_" + ip + rotated + "\\." + ext;
+                ? prefix + lane + rotated + "\\." + ext + index
+                : prefix + lane + "_" + ip + "_[0-9]+_" + ip + rotated + "\\." + ext + index;
         if (std::regex_match(name, std::regex(pattern))) {
             return true;
         }

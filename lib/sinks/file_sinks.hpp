@@ -78,7 +78,8 @@ std::string run_output_path(const OutputOptions& options, OutputFormat format);
 // Whether `name` (a file name, no directory) is one these options make in
 // output_dir: {prefix}.pcap or {prefix}_{group}_{port}_{antenna}.{ext} of a
 // format asked for, with or without a device's lane prefix
-// (`_mlx5_0p1`) and a rotation index (`.000003`).
+// (`_mlx5_0p1`) and a rotation index (`.000003`), and their sidecar indexes
+// (`.idx.json`).
 bool is_output_name(const OutputOptions& options, const std::string& name);
 
 // Every frame into the run's pcap file. --pcap-snaplen headers: a UDP frame

@@ -371,6 +371,12 @@ std::vector<OutputStats> Writer::stats() const {
         s.overwritten = out.overwritten;
         s.dropped = out.dropped_by_producer + out.dropped_by_writer;
         s.error = out.error;
+        if (out.index_failures > 0) {
+            s.error += fmt::format("{}{}{}", s.error.empty() ? "" : "; ", out.index_error,
+                                   out.index_failures > 1
+                                       ? fmt::format(" (and {} more)", out.index_failures - 1)
+                                       : std::string());
+        }
         if (out.refused > 0) {
             s.error += fmt::format("{}{} records not written: {}", s.error.empty() ? "" : "; ",
                                    out.refused, out.refused_why);
@@ -382,7 +388,7 @@ std::vector<OutputStats> Writer::stats() const {
 
 bool Writer::any_failed() const {
     for (const auto& out : outputs_) {
-        if (out.failed || out.dropped_by_producer > 0) {
+        if (out.failed || out.dropped_by_producer > 0 || out.index_failures > 0) {
             return true;
         }
     }

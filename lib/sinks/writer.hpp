@@ -81,7 +81,11 @@ class Writer {
         // not written but counted as dropped; the write in progress finishes,
         // so every file still holds whole records. Null: never.
         const std::atomic<bool>* abandon = nullptr;
-        bool direct_io = false;            // O_DIRECT (--direct-io)
+        bool direct_io = false;  // O_DIRECT (--direct-io)
+        // FILE.idx.json beside every regular file at its close, with its
+        // size, record count and checksum (lib/sinks/file_index.hpp). An
+        // index that cannot be written fails the output (its records stay).
+        bool index = true;
         unsigned threads = 1;              // disk threads (--disk-threads)
         std::vector<int> cpus;             // disk thread i runs on cpus[i % size] (empty: any)
         Rotation rotation;                 // -G, -C, -W
