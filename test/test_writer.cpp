@@ -87,7 +87,7 @@ TEST(OutputFormat, PcapRecordHeaderWithNanoseconds) {
 }
 
 TEST(OutputFormat, NamesRoundTrip) {
-    const std::array<std::string_view, 4> names = {"raw", "codif", "codifhdr", "pcap"};
+    const std::array<std::string_view, 5> names = {"raw", "codif", "codifhdr", "pcap", "pcapng"};
     ASSERT_EQ(kAllOutputFormats.size(), names.size());
     for (std::size_t i = 0; i < names.size(); ++i) {
         const OutputFormat f = kAllOutputFormats[i];
@@ -97,14 +97,14 @@ TEST(OutputFormat, NamesRoundTrip) {
         ASSERT_TRUE(parsed.has_value()) << names[i];
         EXPECT_EQ(*parsed, f);
     }
-    EXPECT_EQ(output_format_choices(), "raw, codif, codifhdr, pcap");
+    EXPECT_EQ(output_format_choices(), "raw, codif, codifhdr, pcap, pcapng");
 }
 
 TEST(OutputFormat, UnknownNamesAreRejected) {
     const std::array<std::string_view, 11> names = {"",
                                                     "PCAP",
                                                     "Raw",
-                                                    "pcapng",
+                                                    "pcapngx",
                                                     "codif ",
                                                     " codif",
                                                     "codifhd",

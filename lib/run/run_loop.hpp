@@ -18,7 +18,9 @@
 #include <cstdio>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lib/demux/demux.hpp"
@@ -63,6 +65,16 @@ struct RunSettings {
     std::optional<ExpectManifest> expect;
     ExpectOptions expect_options;
 };
+
+// A lane's counts for its pcapng statistics blocks (docs/formats.md,
+// "pcapng"), from the run's witnesses: isb_ifrecv the frames the source
+// delivered to the lane; isb_ifdrop every drop counter (what the report sums
+// as totals.nic_drops); isb_osdrop those of them that witness the host's
+// side (kernel, receive queue, ring hold limit); isb_filteraccept libpcap's
+// ps_recv. `device`: only counters named "device/..." are the lane's (empty:
+// all). A file source (`live` false) knows no drops: those stay unset.
+InterfaceCounts interface_counts(std::span<const SourceCounter> witnesses, std::uint64_t delivered,
+                                 std::string_view device, bool live);
 
 // Runs `source` until `stop`, the duration, the count, or the source ends.
 // Throws (one line naming the fix) when the run cannot start; nothing is

@@ -67,7 +67,7 @@ struct Writer::Buffer {
 
     Buffer(std::size_t bytes_, std::size_t max_holds)
         : data(writer_detail::page_alloc(bytes_)), capacity(bytes_) {
-        pieces.reserve(max_holds * 3 + 8);
+        pieces.reserve(max_holds * 4 + 8);
         owners.reserve(max_holds);
         tokens.reserve(max_holds);
     }
@@ -151,6 +151,7 @@ struct Writer::Output {
     std::string group;
     std::string antenna;
     std::vector<std::uint8_t> preamble;
+    Writer::Trailer trailer;  // called by the disk thread
     Lane* lane = nullptr;
     // Producer side.
     Buffer* current = nullptr;
@@ -206,6 +207,7 @@ class WriterIo {
     void fail(Writer::Output& out, const std::string& what, int err);
     void open_file(Writer::Output& out);
     void close_file(Writer::Output& out);
+    void write_trailer(Writer::Output& out);
     void note_file_on_disk(Writer::Output& out);
     void write_index(Writer::Output& out);
     template <class Place>

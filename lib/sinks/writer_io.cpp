@@ -266,6 +266,7 @@ void WriterIo::note_file_on_disk(Writer::Output& out) {
 }
 
 void WriterIo::close_file(Writer::Output& out) {
+    write_trailer(out);
     // O_DIRECT wrote the last page padded: cut the file to its length.
     const bool regular = is_regular(out.fd);
     if (options_.direct_io && !out.failed && regular &&
@@ -285,6 +286,29 @@ void WriterIo::close_file(Writer::Output& out) {
     }
     out.closed_bytes += out.offset;
     out.offset = 0;
+}
+
+// The output's last bytes in this file (Writer::Trailer), written after its
+// last whole record; a failed write cuts them off again (fail()).
+void WriterIo::write_trailer(Writer::Output& out) {
+    if (!out.trailer || out.failed || out.on_disk.empty()) {
+        return;
+    }
+    std::vector<std::uint8_t> bytes;
+    try {
+        bytes = out.trailer({out.on_disk[out.on_disk_current].packets, out.written_records});
+    } catch (const std::exception& e) {
+        out.failed = true;
+        out.error = fmt::format("cannot make the file's last block: {}", e.what());
+        return;
+    }
+    if (bytes.empty()) {
+        return;
+    }
+    const Piece p{bytes.data(), bytes.size(), nullptr};
+    if (const int err = write_pieces(out, {&p, 1}, p.len)) {
+        fail(out, "write failed", err);
+    }
 }
 
 // The sidecar index of the file just closed: what it holds now (a write
