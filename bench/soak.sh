@@ -334,9 +334,17 @@ if [ "$outputs" -gt 0 ]; then
     fails+=("the outputs used $((disk_peak / 1024)) MiB of disk, more than the rotation allows ($((disk_max_kib / 1024)) MiB)")
 fi
 if [ "$outputs" -gt 0 ] && [ -d "$work/out" ]; then
-  files=("$work/out"/*)
+  # Each output file has its sidecar index (FILE.idx.json, docs/formats.md);
+  # the -W ring removes a file's index with it.
+  mapfile -t files < <(find "$work/out" -maxdepth 1 -type f ! -name '*.idx.json')
   [ "${#files[@]}" -le $((outputs * rot_files)) ] ||
     fails+=("${#files[@]} files in the output directory, more than $outputs outputs x $rot_files")
+  orphans=0
+  for i in "$work/out"/*.idx.json; do
+    [ -e "$i" ] || continue
+    [ -e "${i%.idx.json}" ] || orphans=$((orphans + 1))
+  done
+  [ "$orphans" = 0 ] || fails+=("$orphans index files whose output file the ring removed")
   if [ "$format" = codif ]; then
     # 64-byte CODIF header + 8192 bytes of payload: a file cut mid-frame is broken.
     cut=$(find "$work/out" -name '*.codif' -printf '%s\n' | awk '$1 % 8256 { n++ } END { print n + 0 }')

@@ -104,6 +104,10 @@ std::string_view valid_range(std::string_view name) {
         {"reorder", "a probability, 0 to 1"},
         {"seed", "a whole number, 0 or more"},
         {"vlan", "0 to 4094"},
+        {"expect-antennas", "1 to 1024"},
+        {"expect-threads", "1 to 65536 (threads 0..M-1)"},
+        {"expect-grace", "a number of seconds, 0 or more"},
+        {"expect-rate-tolerance", "a fraction greater than 0 (0.05: 5%)"},
     };
     for (const auto& r : kRanges) {
         if (r.name == name) {
@@ -243,10 +247,10 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
     options.add_options()
         ("antenna", "antenna source IPv4 (repeatable; default: every source is an antenna)", cxxopts::value<std::vector<std::string>>(), "IP")
         ("o,output-dir", "directory for output files", cxxopts::value<std::string>()->default_value("."), "DIR")
-        ("F,format", "output format: raw, codif, codifhdr, pcap (repeatable)", cxxopts::value<std::vector<std::string>>(), "FORMAT")
+        ("F,format", "output format: raw, codif, codifhdr, pcap, pcapng (repeatable)", cxxopts::value<std::vector<std::string>>(), "FORMAT")
         ("prefix", "output file name prefix (no / or ..)", cxxopts::value<std::string>()->default_value("ibvcap"), "NAME")
         ("overwrite", "replace an earlier run's output files of the same names (and its rotated set)")
-        ("pcap-snaplen", "pcap records: full frames, or headers (up to the end of the CODIF header; original length kept)", cxxopts::value<std::string>()->default_value("full"), "full|headers")
+        ("pcap-snaplen", "pcap and pcapng records: full frames, or headers (up to the end of the CODIF header; original length kept)", cxxopts::value<std::string>()->default_value("full"), "full|headers")
         ("direct-io", "write output files with O_DIRECT (bypass the page cache; the filesystem must support it)")
         ("disk-threads", "writer threads; outputs are spread over them", cxxopts::value<unsigned>()->default_value("1"), "N")
         ("disk-cpu", "pin writer thread i to the i-th CPU of LIST (comma-separated)", cxxopts::value<std::vector<int>>(), "LIST")
@@ -257,6 +261,11 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
         ("report", "write the ledger as JSON to FILE (- for stdout)", cxxopts::value<std::string>(), "FILE")
         ("metrics-file", "write the run's counters in the Prometheus text format to PATH, replaced atomically every --metrics-interval seconds and at the end (for node_exporter's textfile collector, which reads *.prom files)", cxxopts::value<std::string>(), "PATH")
         ("metrics-interval", "seconds between rewrites of --metrics-file (taken at the once-a-second tick)", cxxopts::value<double>()->default_value("10"), "SECONDS")
+        ("expect", "the streams the run must see: a JSON manifest of groups, antennas and CODIF threads (docs/operations.md); one that never arrives, starts late, stops early or runs at the wrong rate makes the verdict loss", cxxopts::value<std::string>(), "FILE")
+        ("expect-antennas", "expect N antennas (whatever their addresses) on every group", cxxopts::value<std::uint64_t>(), "N")
+        ("expect-threads", "with --expect-antennas: CODIF threads 0..M-1 from each antenna", cxxopts::value<std::uint64_t>(), "M")
+        ("expect-grace", "with --expect*: how long after the join a stream may start, and before the end stop", cxxopts::value<double>()->default_value("2"), "SECONDS")
+        ("expect-rate-tolerance", "with --expect*: how far a stream's frames per second may be off the expected, as a fraction", cxxopts::value<double>()->default_value("0.05"), "FRACTION")
         ("q,quiet", "no per-stream table and no live stats line: the totals, notes and verdict only")
         ("v,verbose", "one line per CODIF frame")
         ("h,help", "this help")
@@ -264,6 +273,60 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
     // clang-format on
     options.parse_positional({"groups"});
 }
+
+namespace {
+
+// --expect and its shorthand (lib/ledger/expect.hpp); a manifest that cannot
+// be used is a usage error naming the file, the position and the fix.
+void read_expect_options(const cxxopts::ParseResult& args, CommonOptions& c) {
+    const bool file = args.count("expect") > 0;
+    const bool antennas = args.count("expect-antennas") > 0;
+    const bool threads = args.count("expect-threads") > 0;
+    if (file && (antennas || threads)) {
+        throw UsageError(
+            "--expect FILE and --expect-antennas/--expect-threads exclude each other: give the "
+            "manifest, or the shorthand");
+    }
+    if (antennas != threads) {
+        throw UsageError(
+            "--expect-antennas N and --expect-threads M go together (N antennas, threads "
+            "0..M-1 each)");
+    }
+    if (!file && !antennas) {
+        for (const char* name : {"expect-grace", "expect-rate-tolerance"}) {
+            if (args.count(name)) {
+                throw UsageError(fmt::format(
+                    "--{} applies only with --expect FILE or --expect-antennas N", name));
+            }
+        }
+        return;
+    }
+    const double grace = args["expect-grace"].as<double>();
+    if (!std::isfinite(grace) || grace < 0 || grace > 1e6) {
+        throw UsageError(
+            fmt::format("bad --expect-grace {}: expected {}", grace, valid_range("expect-grace")));
+    }
+    const double tolerance = args["expect-rate-tolerance"].as<double>();
+    if (!std::isfinite(tolerance) || tolerance <= 0 || tolerance > 1e6) {
+        throw UsageError(fmt::format("bad --expect-rate-tolerance {}: expected {}", tolerance,
+                                     valid_range("expect-rate-tolerance")));
+    }
+    c.expect_options.grace_s = grace;
+    c.expect_options.rate_tolerance = tolerance;
+    try {
+        c.expect = file ? load_expect_manifest(args["expect"].as<std::string>())
+                        : expect_shorthand(args["expect-antennas"].as<std::uint64_t>(),
+                                           args["expect-threads"].as<std::uint64_t>());
+    } catch (const ExpectManifestError& e) {
+        throw UsageError(e.what());
+    }
+    if (const std::string problem = manifest_group_not_captured(*c.expect, c.demux.groups);
+        !problem.empty()) {
+        throw UsageError(problem);
+    }
+}
+
+}  // namespace
 
 CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::string& input_file) {
     CommonOptions c;
@@ -361,6 +424,7 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
         }
         check_metrics_path(c.metrics_path, c.outputs, input_file, c.report_path);
     }
+    read_expect_options(args, c);
     c.quiet = args.count("quiet") > 0;
     c.verbose = args.count("verbose") > 0;
     return c;

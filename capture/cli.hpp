@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cxxopts.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -9,6 +10,7 @@
 
 #include "formats/output.hpp"
 #include "lib/demux/demux.hpp"
+#include "lib/ledger/expect.hpp"
 #include "lib/netaddr.hpp"
 #include "lib/run/common.hpp"
 #include "lib/sinks/file_sinks.hpp"
@@ -47,7 +49,8 @@ const std::atomic<bool>& stop_flag();
 const std::atomic<bool>& urgent_flag();
 
 // Options every capturing subcommand shares (docs/formats.md, "Command line"): --antenna, -o, -F,
-// --prefix, --overwrite, -c, --report, --metrics-file, --metrics-interval, -q, -v, and the
+// --prefix, --overwrite, -c, --report, --metrics-file, --metrics-interval, -q, -v, --expect,
+// --expect-antennas, --expect-threads, --expect-grace, --expect-rate-tolerance, and the
 // positional GROUP:PORT list.
 void add_common_options(cxxopts::Options& options, const char* groups_help);
 struct CommonOptions {
@@ -60,6 +63,9 @@ struct CommonOptions {
     double metrics_interval_s = 10;
     bool quiet = false;
     bool verbose = false;
+    // --expect FILE, --expect-antennas N --expect-threads M (none: nothing expected).
+    std::optional<ExpectManifest> expect;
+    ExpectOptions expect_options;  // --expect-grace, --expect-rate-tolerance
 };
 // `input_file`: read's -r FILE (the report may not overwrite it), or empty.
 CommonOptions read_common_options(const cxxopts::ParseResult& args,
@@ -77,5 +83,6 @@ int cmd_gen(int argc, char** argv);
 int cmd_capture(int argc, char** argv);
 int cmd_devices(int argc, char** argv);
 int cmd_doctor(int argc, char** argv);
+int cmd_verify(int argc, char** argv);
 
 }  // namespace ibvcap::cli

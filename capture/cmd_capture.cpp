@@ -160,6 +160,8 @@ int cmd_capture(int argc, char** argv) {
     request.writer.abandon = &urgent_flag();
     request.demux = common.demux;
     request.outputs = common.outputs;
+    request.expect = common.expect;
+    request.expect_options = common.expect_options;
     request.count = common.count;
     request.metrics_path = common.metrics_path;
     request.metrics_interval_s = common.metrics_interval_s;

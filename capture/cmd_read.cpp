@@ -34,6 +34,8 @@ int cmd_read(int argc, char** argv) {
     request.metrics_interval_s = common.metrics_interval_s;
     request.demux = common.demux;
     request.outputs = common.outputs;
+    request.expect = common.expect;
+    request.expect_options = common.expect_options;
     if (common.verbose) {
         request.observer = print_frame;
     }

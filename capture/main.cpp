@@ -28,6 +28,8 @@ void print_usage(std::FILE* out) {
                "  doctor [-i IF]... [-o DIR] [--cpus LIST] [--gpu ID] [--json]\n"
                "                                           preflight of this host: PASS/WARN/FAIL\n"
                "                                           per check, with the fix\n"
+               "  verify [--report REPORT.json] [FILE...]  check shipped output files against\n"
+               "                                           their indexes and the run's report\n"
                "\n"
                "'ibvcap <command> --help' lists a command's options.\n"
                "exit codes: 0 zero-loss, 3 loss detected, 1 runtime error, 2 usage error\n");
@@ -65,6 +67,9 @@ int main(int argc, char** argv) {
         if (command == "doctor") {
             return cli::cmd_doctor(argc - 1, argv + 1);
         }
+        if (command == "verify") {
+            return cli::cmd_verify(argc - 1, argv + 1);
+        }
         if (command == "-h" || command == "--help" || command == "help") {
             print_usage(stdout);
             return kExitZeroLoss;
@@ -73,9 +78,10 @@ int main(int argc, char** argv) {
             fmt::print("ibvcap {}\ngpu: {}\n", IBVCAP_VERSION, gpu::describe());
             return kExitZeroLoss;
         }
-        fmt::print(stderr,
-                   "ibvcap: unknown command '{}' (valid: capture, read, gen, devices, doctor)\n",
-                   command);
+        fmt::print(
+            stderr,
+            "ibvcap: unknown command '{}' (valid: capture, read, gen, devices, doctor, verify)\n",
+            command);
         return kExitUsage;
     } catch (const cli::UsageError& e) {
         fmt::print(stderr, "ibvcap {}: {}\n", command, e.what());

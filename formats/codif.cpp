@@ -26,7 +26,7 @@
 //   w0   frame 0-31
 //   w1   seconds 0-29, complex 30, invalid 31
 //   w2   stationid 0-15, (unassigned 16-21), representation 22-25, epoch 26-31
-//   w3   framelength8 0-23 (frame length INCLUDING the 64-byte header / 8),
+//   w3   framelength8 0-23 (payload bytes / 8, the 64-byte header EXCLUDED),
 //        nbits 24-28, version 29-31
 //   w4   groupid 0-15, threadid 16-31
 //   w5   nchan-1 0-15, blocklength 16-31
@@ -39,7 +39,17 @@
 //   w11  sync 0xADEADBEE
 //   w12-15 extended-header words (eversion, extended1..4): not mapped.
 // codifio's setCODIFBitsPerSample() stores nbits as is (not minus one) and
-// setCODIFNumChannels() stores numchannels-1, which is what is done here. An
+// setCODIFNumChannels() stores numchannels-1, which is what is done here.
+// The frame length: that struct's comment says "including header", but every
+// user of the field treats it as the payload alone, and so does ibvcap:
+// codifio.c createCODIFHeader(dataarraylength) calls setCODIFFrameBytes(header,
+// dataarraylength) (framelength8 = bytes/8) and getCODIFFramesPerPeriod() divides
+// getCODIFFrameBytes() as "databytes"; utils/codifsum.c sets framesize =
+// getCODIFFrameBytes() + CODIF_HEADER_BYTES and, after reading a 64-byte header,
+// seeks getCODIFFrameBytes() forward to the next one; mark5access's
+// format_codif.c takes getCODIFFrameBytes() as databytesperpacket and
+// find_codif_frame() finds the next header at fs + CODIF_HEADER_BYTES. So every
+// 24-bit value decodes; 0 (a header with no payload) is zero_framelength. An
 // earlier revision of the same file (commit 2716e3707f221c0c06f9a2c2226d078ee0f3b6c8)
 // has the 32-bit words of each pair in the other order (sync in word 10, nchan
 // not offset); docs/formats.md, "The CODIF header" has sync in word 11, so that revision is not
@@ -60,8 +70,7 @@ namespace {
 // Offsets of the sync words: v2 word 5 low half; draft 32-bit word 11.
 constexpr std::size_t kV2SyncOffset = 5 * 8;
 constexpr std::size_t kDraftSyncOffset = 11 * 4;
-// The draft frame length counts the header: wire framelength8 = payload/8 + 8.
-constexpr std::uint32_t kDraftHeaderWords8 = static_cast<std::uint32_t>(kCodifHeaderBytes / 8);
+// The draft frame length is 24 bits of payload bytes / 8 (header excluded).
 constexpr std::uint32_t kDraftFramelengthMask = 0x00FFFFFFu;  // 24 bits
 
 constexpr std::uint64_t bits64(std::uint64_t word, unsigned shift, std::uint64_t mask) {
@@ -120,18 +129,13 @@ void decode_v2(const std::uint8_t* p, CodifHeader& h) {
     h.metadata[1] = load_le64(p + 56);
 }
 
-CodifError decode_draft(const std::uint8_t* p, CodifHeader& h) {
+void decode_draft(const std::uint8_t* p, CodifHeader& h) {
     const std::uint32_t w1 = draft_word(p, 1);
     const std::uint32_t w2 = draft_word(p, 2);
     const std::uint32_t w3 = draft_word(p, 3);
     const std::uint32_t w4 = draft_word(p, 4);
     const std::uint32_t w5 = draft_word(p, 5);
     const std::uint32_t w7 = draft_word(p, 7);
-
-    const std::uint32_t wire_framelength8 = bits32(w3, 0, kDraftFramelengthMask);
-    if (wire_framelength8 < kDraftHeaderWords8) {
-        return CodifError::bad_framelength;
-    }
 
     h.layout = CodifLayout::draft;
     h.frame = draft_word(p, 0);
@@ -143,7 +147,7 @@ CodifError decode_draft(const std::uint8_t* p, CodifHeader& h) {
     h.representation = static_cast<std::uint8_t>(bits32(w2, 22, 0xF));
     h.epoch = static_cast<std::uint8_t>(bits32(w2, 26, 0x3F));
 
-    h.framelength8 = wire_framelength8 - kDraftHeaderWords8;
+    h.framelength8 = bits32(w3, 0, kDraftFramelengthMask);
     h.nbits = static_cast<std::uint8_t>(bits32(w3, 24, 0x1F));
     h.version = static_cast<std::uint8_t>(bits32(w3, 29, 0x7));
 
@@ -159,7 +163,6 @@ CodifError decode_draft(const std::uint8_t* p, CodifHeader& h) {
     h.period = static_cast<std::uint16_t>(bits32(w7, 0, 0xFFFF));
 
     h.totalsamples = load_le64(p + 8 * 4);
-    return CodifError::none;
 }
 
 void encode_v2(const CodifHeader& h, std::uint8_t* p) {
@@ -186,7 +189,7 @@ void encode_v2(const CodifHeader& h, std::uint8_t* p) {
 }
 
 // Fields wider than the draft layout allows are truncated to its widths
-// (seconds 30 bits, epoch 6, nbits 5, version 3, wire framelength8 24).
+// (seconds 30 bits, epoch 6, nbits 5, version 3, framelength8 24).
 void encode_draft(const CodifHeader& h, std::uint8_t* p) {
     for (std::size_t i = 0; i < kCodifHeaderBytes; ++i) {
         p[i] = 0;
@@ -195,7 +198,7 @@ void encode_draft(const CodifHeader& h, std::uint8_t* p) {
                              put32(h.invalid ? 1 : 0, 31, 1);
     const std::uint32_t w2 =
         put32(h.stationid, 0, 0xFFFF) | put32(h.representation, 22, 0xF) | put32(h.epoch, 26, 0x3F);
-    const std::uint32_t w3 = put32(h.framelength8 + kDraftHeaderWords8, 0, kDraftFramelengthMask) |
+    const std::uint32_t w3 = put32(h.framelength8, 0, kDraftFramelengthMask) |
                              put32(h.nbits, 24, 0x1F) | put32(h.version, 29, 0x7);
     const std::uint32_t w4 = put32(h.groupid, 0, 0xFFFF) | put32(h.threadid, 16, 0xFFFF);
     const std::uint32_t w5 = put32(static_cast<std::uint32_t>(h.nchan) - 1u, 0, 0xFFFF) |
@@ -241,8 +244,6 @@ std::string_view to_string(CodifError error) {
             return "zero_period";
         case CodifError::zero_framelength:
             return "zero_framelength";
-        case CodifError::bad_framelength:
-            return "bad_framelength";
         case CodifError::length_mismatch:
             return "length_mismatch";
         case CodifError::samples_not_integral:
@@ -280,9 +281,10 @@ CodifError decode_codif(Bytes header, CodifHeader& out) {
     out = CodifHeader{};
     if (*layout == CodifLayout::v2) {
         decode_v2(header.data(), out);
-        return CodifError::none;
+    } else {
+        decode_draft(header.data(), out);
     }
-    return decode_draft(header.data(), out);
+    return CodifError::none;
 }
 
 void encode_codif(const CodifHeader& h, MutableBytes out) {

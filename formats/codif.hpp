@@ -2,8 +2,9 @@
 //
 // Current layout ("v2"): eight little-endian 64-bit words, sync 0xFEEDCAFE in
 // word 5 bits 0-31. Draft layout: sixteen little-endian 32-bit words, sync
-// 0xADEADBEE in word 11; its frame length counts the header and its channel
-// count is stored minus one. `CodifHeader` always holds the *meaning*
+// 0xADEADBEE in word 11; its channel count is stored minus one. Both layouts'
+// frame length is the payload alone in 8-byte units, as DiFX codifio and its
+// callers read it (formats/codif.cpp). `CodifHeader` always holds the *meaning*
 // (payload bytes / 8, real channel count), whatever the layout on the wire.
 #pragma once
 
@@ -64,7 +65,6 @@ enum class CodifError : std::uint8_t {
     zero_nbits,
     zero_period,
     zero_framelength,
-    bad_framelength,       // draft layout: frame length smaller than the header
     length_mismatch,       // header's frame length disagrees with the datagram
     samples_not_integral,  // payload does not hold a whole number of samples
     frame_beyond_period,   // frame number >= frames per period
@@ -75,8 +75,7 @@ std::string_view to_string(CodifError error);
 std::optional<CodifLayout> detect_codif_layout(Bytes header);
 
 // Decode the 64-byte header. Checks only that it can be read: at least 64 bytes
-// (short_buffer), a CODIF sync word (bad_sync) and, for the draft layout, a frame
-// length no smaller than the header (bad_framelength). Zero nchan/nbits/period/
+// (short_buffer) and a CODIF sync word (bad_sync). Zero nchan/nbits/period/
 // framelength decode successfully so that tools can still print such a header;
 // validate_codif() rejects them. On error `out` is unspecified.
 CodifError decode_codif(Bytes header, CodifHeader& out);

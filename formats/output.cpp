@@ -15,6 +15,8 @@ std::string_view to_string(OutputFormat format) {
             return "codifhdr";
         case OutputFormat::pcap:
             return "pcap";
+        case OutputFormat::pcapng:
+            return "pcapng";
     }
     return "unknown";
 }
@@ -33,7 +35,7 @@ std::string_view file_extension(OutputFormat format) {
 }
 
 std::string_view output_format_choices() {
-    return "raw, codif, codifhdr, pcap";
+    return "raw, codif, codifhdr, pcap, pcapng";
 }
 
 std::array<std::uint8_t, kPcapFileHeaderBytes> pcap_file_header(std::uint32_t snaplen,

@@ -8,6 +8,9 @@
 //          type Ethernet (or the input file's: ibvcap read); what tcpdump,
 //          tshark and Wireshark open. Its seconds are 32 bits: times from
 //          2106-02-07 06:28:16 UTC (2^32 s) on do not fit
+// pcapng   pcapng (formats/pcapng.hpp): a section header naming the host and
+//          ibvcap, an interface block, 64-bit nanosecond times (no 2106
+//          limit), and the capture's counts in statistics blocks at the end
 //
 // The pcap framing is written here rather than through pcap_dump(): the writers
 // own their buffers and file offsets (large aligned buffers, pwrite, O_DIRECT),
@@ -24,14 +27,16 @@
 
 namespace ibvcap {
 
-enum class OutputFormat : std::uint8_t { raw, codif, codifhdr, pcap };
-inline constexpr std::array<OutputFormat, 4> kAllOutputFormats = {
-    OutputFormat::raw, OutputFormat::codif, OutputFormat::codifhdr, OutputFormat::pcap};
+enum class OutputFormat : std::uint8_t { raw, codif, codifhdr, pcap, pcapng };
+inline constexpr std::array<OutputFormat, 5> kAllOutputFormats = {
+    OutputFormat::raw, OutputFormat::codif, OutputFormat::codifhdr, OutputFormat::pcap,
+    OutputFormat::pcapng};
 
 std::string_view to_string(OutputFormat format);
 std::optional<OutputFormat> parse_output_format(std::string_view name);
-std::string_view file_extension(OutputFormat format);  // "raw", "codif", "codifhdr", "pcap"
-// "raw, codif, codifhdr, pcap": for usage errors.
+// "raw", "codif", "codifhdr", "pcap", "pcapng"
+std::string_view file_extension(OutputFormat format);
+// "raw, codif, codifhdr, pcap, pcapng": for usage errors.
 std::string_view output_format_choices();
 
 inline constexpr std::uint32_t kPcapMagicNanoseconds = 0xa1b23c4du;

@@ -330,6 +330,7 @@ class DeviceBlockMemory final : public BlockMemory {
         check(cudaMemsetAsync(p.get(), 0, bytes, stream_.get()), "cudaMemsetAsync of a ring block");
         check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize (ring block zeroing)");
         blocks_.push_back(std::move(p));
+        block_ranges_.add(blocks_.back().get(), bytes);
         return static_cast<std::uint8_t*>(blocks_.back().get());
     }
 
@@ -343,11 +344,13 @@ class DeviceBlockMemory final : public BlockMemory {
             std::uint8_t* stage = bytes_of(chunk->host) + chunk->used;
             std::memcpy(stage, src, n);
             if (pending_.bytes != 0 && pending_.dst + pending_.bytes == dst &&
-                pending_.src + pending_.bytes == stage) {
-                pending_.bytes += n;  // adjacent in both: one copy
+                pending_.src + pending_.bytes == stage && pending_.block.holds(dst, n)) {
+                pending_.bytes += n;  // adjacent in both, in the same block: one copy
             } else {
                 issue();
-                pending_ = Pending{dst, stage, n};
+                // Never across blocks: two cudaMalloc blocks may be adjacent, and
+                // one copy over both fails (gpu_logic.hpp, AddressRange).
+                pending_ = Pending{dst, stage, n, block_ranges_.range_of(dst)};
             }
             chunk->used += n;
             if (pending_.bytes >= kIssueBytes) {
@@ -420,6 +423,7 @@ class DeviceBlockMemory final : public BlockMemory {
         std::uint8_t* dst = nullptr;
         const std::uint8_t* src = nullptr;
         std::size_t bytes = 0;
+        AddressRange block;  // the ring block that holds dst
     };
 
     void issue() {
@@ -491,6 +495,7 @@ class DeviceBlockMemory final : public BlockMemory {
     std::vector<const DeviceMemory*> sources_;  // device memories the queued gather reads
     bool issued_ = false;                       // copies issued since the last wait
     std::vector<DevicePtr> blocks_;
+    AllocationMap block_ranges_;  // blocks_' address ranges
 };
 
 // Reads payload slots in GPU memory for the writers (their disk threads):
@@ -515,6 +520,7 @@ class SlotReader final : public DeviceMemory {
                     .value_or(0));
         max_pitch_ =
             static_cast<std::size_t>(runtime_attribute_value(gpu, cudaDevAttrMaxPitch).value_or(0));
+        address_range_ = driver_entry<PFN_cuMemGetAddressRange_v3020>("cuMemGetAddressRange", 3020);
     }
     void flush_nic_writes() const override {
         if (!flush_) {
@@ -532,7 +538,10 @@ class SlotReader final : public DeviceMemory {
         sticky_.run([&] {
             check(cudaSetDevice(gpu_), "cudaSetDevice");
             cudaStream_t stream = thread_stream();
-            for (const StridedCopy& r : plan_strided_copies(copies, max_pitch_)) {
+            // Each strided copy inside one allocation of payload slots: two
+            // regions' cudaMalloc allocations may be adjacent (AddressRange).
+            const RangeOf slots = [this](const void* p) { return allocation_of(p); };
+            for (const StridedCopy& r : plan_strided_copies(copies, max_pitch_, slots)) {
                 check(cudaMemcpy2DAsync(r.dst, r.dst_pitch, r.src, r.src_pitch, r.width, r.rows,
                                         cudaMemcpyDeviceToHost, stream),
                       "cudaMemcpy2DAsync (payload slots to the writer)");
@@ -559,6 +568,23 @@ class SlotReader final : public DeviceMemory {
     }
 
   private:
+    // The cudaMalloc allocation holding a device address (cuMemGetAddressRange),
+    // AddressRange{} (no bound) when the driver cannot say: then every copy is
+    // its own, as merging needs a known bound.
+    AddressRange allocation_of(const void* p) const {
+        CUdeviceptr base = 0;
+        std::size_t size = 0;
+        if (address_range_ == nullptr ||
+            address_range_(&base, &size,
+                           static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p))) !=
+                CUDA_SUCCESS) {
+            const auto a = reinterpret_cast<std::uintptr_t>(p);
+            return AddressRange{a, a};  // holds nothing more: no merging
+        }
+        return AddressRange{static_cast<std::uintptr_t>(base),
+                            static_cast<std::uintptr_t>(base) + size};
+    }
+
     cudaStream_t thread_stream() const {
         const auto self = std::this_thread::get_id();
         const std::lock_guard lock(mu_);
@@ -574,6 +600,7 @@ class SlotReader final : public DeviceMemory {
     int gpu_;
     bool flush_ = true;
     std::size_t max_pitch_ = 0;
+    PFN_cuMemGetAddressRange_v3020 address_range_ = nullptr;
     StickyDeviceError sticky_;
     mutable std::mutex mu_;  // guards streams_ (a lookup per batch)
     mutable std::vector<std::pair<std::thread::id, StreamPtr>> streams_;

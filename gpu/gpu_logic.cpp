@@ -563,15 +563,41 @@ std::string format_gpu_info(const GpuInfo& info) {
     return text;
 }
 
+void AllocationMap::add(const void* begin, std::size_t bytes) {
+    const auto b = reinterpret_cast<std::uintptr_t>(begin);
+    const AddressRange range{b, bytes > std::numeric_limits<std::uintptr_t>::max() - b
+                                    ? std::numeric_limits<std::uintptr_t>::max()
+                                    : b + bytes};
+    sorted_.insert(std::upper_bound(sorted_.begin(), sorted_.end(), range,
+                                    [](const AddressRange& x, const AddressRange& y) {
+                                        return x.begin < y.begin;
+                                    }),
+                   range);
+}
+
+AddressRange AllocationMap::range_of(const void* p) const {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    auto it = std::upper_bound(sorted_.begin(), sorted_.end(), a,
+                               [](std::uintptr_t x, const AddressRange& r) { return x < r.begin; });
+    if (it == sorted_.begin()) {
+        return {};
+    }
+    --it;
+    return a < it->end ? *it : AddressRange{};
+}
+
 std::vector<StridedCopy> plan_strided_copies(std::span<const DeviceMemory::Copy> copies,
-                                             std::size_t max_pitch) {
+                                             std::size_t max_pitch, const RangeOf& src_range,
+                                             const RangeOf& dst_range) {
     if (max_pitch == 0) {
         max_pitch = std::numeric_limits<std::size_t>::max();
     }
     std::vector<StridedCopy> runs;
-    const auto add = [&runs, max_pitch](std::uint8_t* dst, const std::uint8_t* src,
-                                        std::size_t bytes) {
-        if (!runs.empty()) {
+    // The allocations holding the last run's first copy (its rows must stay in them).
+    AddressRange src_bound;
+    AddressRange dst_bound;
+    const auto add = [&](std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) {
+        if (!runs.empty() && src_bound.holds(src, bytes) && dst_bound.holds(dst, bytes)) {
             StridedCopy& r = runs.back();
             if (r.width == bytes) {
                 // Pitches must be forward and at least the width (no overlap).
@@ -598,6 +624,8 @@ std::vector<StridedCopy> plan_strided_copies(std::span<const DeviceMemory::Copy>
             }
         }
         runs.push_back(StridedCopy{dst, src, bytes, 1, bytes, bytes});
+        src_bound = src_range ? src_range(src) : AddressRange{};
+        dst_bound = dst_range ? dst_range(dst) : AddressRange{};
     };
     for (const auto& c : copies) {
         auto* dst = static_cast<std::uint8_t*>(c.dst);

@@ -184,9 +184,43 @@ struct StridedCopy {
     std::size_t dst_pitch = 0;  // >= width
     std::size_t src_pitch = 0;  // >= width
 };
+// ---- copies that stay inside one allocation ---------------------------------
+// cudaMalloc may hand out adjacent allocations (NVIDIA/gdrcopy README.md,
+// "Known issues": two cudaMalloc'd regions may be contiguous), and a copy
+// whose range spans two of them fails with cudaErrorInvalidValue. Seen on an
+// H100 (driver 580.159.04, CUDA 13.0): eight 2 MiB cudaMalloc blocks came back
+// back to back, and one cudaMemcpyAsync over the end of one into the next
+// failed while the same copy inside one succeeded (docs/gpu.md, "What ran on
+// a GPU"). So copies are merged only inside one allocation.
+struct AddressRange {
+    std::uintptr_t begin = 0;
+    std::uintptr_t end = std::numeric_limits<std::uintptr_t>::max();  // default: no bound known
+    bool holds(const void* p, std::size_t bytes) const {
+        const auto a = reinterpret_cast<std::uintptr_t>(p);
+        return a >= begin && a <= end && bytes <= end - a;
+    }
+};
+// The allocation that holds an address (AddressRange{} when none is known:
+// pageable host memory, which is not an allocation CUDA tracks).
+using RangeOf = std::function<AddressRange(const void*)>;
+
+// Allocations as they are made (the block rings' cudaMalloc per block).
+class AllocationMap {
+  public:
+    void add(const void* begin, std::size_t bytes);
+    // The allocation holding `p`, or AddressRange{} when it is in none.
+    AddressRange range_of(const void* p) const;
+
+  private:
+    std::vector<AddressRange> sorted_;  // by begin, disjoint
+};
+
+// `src_range` / `dst_range` (when given) bound every run: a copy joins a run
+// only when it lies in the allocations that hold the run's first copy.
 std::vector<StridedCopy> plan_strided_copies(
     std::span<const DeviceMemory::Copy> copies,
-    std::size_t max_pitch = std::numeric_limits<std::size_t>::max());
+    std::size_t max_pitch = std::numeric_limits<std::size_t>::max(), const RangeOf& src_range = {},
+    const RangeOf& dst_range = {});
 
 inline constexpr std::string_view kBuiltWithoutCudaMessage =
     "--gpu: ibvcap was built without CUDA (rebuild with -DIBVCAP_CUDA=ON on a host with the CUDA "

@@ -10,9 +10,11 @@ packages=(
   libibverbs-dev ibverbs-utils rdma-core
   libpcap-dev libcxxopts-dev libfmt-dev nlohmann-json3-dev libreaderwriterqueue-dev
   libcap-dev  # ibvcap doctor: file and process capabilities (libcap)
+  libxxhash-dev xxhash  # the outputs' sidecar index checksum (XXH3-64); xxhsum checks it in tests
   libgtest-dev libgmock-dev libbenchmark-dev
   clang clang-format
   tshark tcpdump iproute2 jq ethtool
+  wireshark-common  # capinfos (tshark depends on it): test_pcapng opens ibvcap's pcapng with it
   systemtap-sdt-dev bpftrace
   prometheus # promtool: test/e2e/metrics.sh checks the --metrics-file
 )
@@ -33,5 +35,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# tshark's wireshark-common asks whether non-superusers may capture packets:
+# answer it up front ("no", dumpcap stays root-only), so the install never prompts.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -151,11 +151,14 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
     };
     const std::vector<Case> cases = {
         {"", "usage: ibvcap"},
-        {"frobnicate", "unknown command 'frobnicate' (valid: capture, read, gen, devices, doctor)"},
+        {"frobnicate",
+         "unknown command 'frobnicate' (valid: capture, read, gen, devices, doctor, verify)"},
         {"doctor --cpus 3-1", "bad --cpus '3-1'"},
         {"doctor --gpu x", "bad --gpu 'x'"},
         {"read", "-r FILE is required"},
-        {"read -r x.pcap -F foo", "unknown format 'foo' (valid: raw, codif, codifhdr, pcap)"},
+        {"verify", "give the files to check, or --report REPORT.json"},
+        {"read -r x.pcap -F foo",
+         "unknown format 'foo' (valid: raw, codif, codifhdr, pcap, pcapng)"},
         {"read -r x.pcap 239.1.1.1", "expected GROUP:PORT"},
         {"read -r x.pcap 10.0.0.1:5000", "is not a multicast address"},
         {"read -r x.pcap 239.1.1.1:0", "port must be 1-65535"},
@@ -1009,6 +1012,73 @@ TEST(CliMetrics, TheFinalFileHasTheReportsTotals) {
     ASSERT_EQ(ibvcap(dir, "read -q -r y.pcap --metrics-file m.prom").code, 0);
     const std::string clean = slurp(dir / "m.prom");
     EXPECT_NE(clean.find("\nibvcap_zero_loss{run=\"m\"} 1\n"), std::string::npos) << clean;
+}
+
+}  // namespace
+}  // namespace ibvcap
+
+namespace ibvcap {
+namespace {
+
+// --expect on the command line (lib/ledger/expect.hpp): a manifest that cannot
+// be used is a usage error in one line naming the file, the position and the
+// fix; read judges in the file's own clock.
+TEST(CliExpect, BadManifestsAndOptionsAreUsageErrors) {
+    test::TempDir dir;
+    std::ofstream(dir / "bad.json") << "{\"groups\": [\"239.17.0.1:36001\"],\n \"antennas\": "
+                                       "[\"10.0.0.11\"], \"threads\": [0, 0]}\n";
+    std::ofstream(dir / "syntax.json") << "{\"groups\": [\n";
+    std::ofstream(dir / "m.json")
+        << R"({"groups": ["239.17.0.1:36001"], "antennas": ["10.0.0.11"], "threads": 1})";
+    struct Case {
+        std::string args;
+        std::string says;
+    };
+    const std::vector<Case> cases = {
+        {"read -r x.pcap --expect bad.json", "bad.json: /threads/1: thread 0 is listed twice"},
+        {"read -r x.pcap --expect syntax.json", "syntax.json: line 2, column 1: not valid JSON"},
+        {"read -r x.pcap --expect none.json", "none.json: cannot read the manifest"},
+        {"read -r x.pcap --expect m.json 239.17.0.2:36001",
+         "m.json: expects group 239.17.0.1:36001, which this run does not capture"},
+        {"read -r x.pcap --expect m.json --expect-antennas 2 --expect-threads 1",
+         "exclude each other"},
+        {"read -r x.pcap --expect-antennas 2", "go together"},
+        {"read -r x.pcap --expect-grace 1", "--expect-grace applies only with --expect"},
+        {"read -r x.pcap --expect m.json --expect-grace -1", "bad --expect-grace -1"},
+        {"read -r x.pcap --expect m.json --expect-rate-tolerance 0",
+         "bad --expect-rate-tolerance 0"},
+        {"read -r x.pcap --expect-antennas 0 --expect-threads 1", "bad --expect-antennas 0"},
+        {"capture -i lo --expect bad.json 239.17.0.1:36001", "bad.json: /threads/1"},
+    };
+    for (const auto& c : cases) {
+        const Result r = ibvcap(dir, c.args);
+        EXPECT_EQ(r.code, 2) << c.args << " said: " << r.err;
+        EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << " said: " << r.err;
+        EXPECT_EQ(lines(r.err), 1u) << c.args << " said: " << r.err;
+    }
+}
+
+TEST(CliExpect, ReadJudgesTheFileAgainstTheManifest) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 1500 --antennas 2 --threads 2").code, 0);
+    std::ofstream(dir / "m.json") << R"({"groups": ["239.17.0.1:36001"],
+        "antennas": ["10.0.0.11", "10.0.0.12"], "threads": 2})";
+    const Result ok = ibvcap(dir, "read -r x.pcap -q --expect m.json --report r.json");
+    EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
+    auto e = nlohmann::json::parse(slurp(dir / "r.json"))["expected"];
+    EXPECT_EQ(e["clock"], "file");
+    EXPECT_EQ(e["as_expected"], 4u);
+    EXPECT_NEAR(e["streams"][0]["frames_per_second"].get<double>(), 1000.0, 0.01)
+        << "gen -w times frames at the header's rate";
+
+    const Result three =
+        ibvcap(dir, "read -r x.pcap -q --expect-antennas 3 --expect-threads 3 --report r.json");
+    EXPECT_EQ(three.code, 3) << three.out << three.err;
+    EXPECT_NE(three.out.find("LOSS antenna_missing: 3 streams"), std::string::npos) << three.out;
+    EXPECT_NE(three.out.find("LOSS thread_missing: 2 streams"), std::string::npos) << three.out;
+    e = nlohmann::json::parse(slurp(dir / "r.json"))["expected"];
+    EXPECT_EQ(e["streams_expected"], 9u);
+    EXPECT_TRUE(e["streams"][8]["antenna"].is_null()) << "an antenna that never came";
 }
 
 }  // namespace

@@ -5,11 +5,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "codifio_transcript.hpp"
 #include "formats/codif.hpp"
 
 namespace ibvcap {
@@ -79,9 +81,9 @@ constexpr Header64 kDraftBytes = {
     // w2: stationid 0x4B41 (0-15), representation 9 (22-25), epoch 42 (26-31)
     //     = 0x4B41 | 0x02400000 | 0xA8000000 = 0xAA404B41
     0x41, 0x4B, 0x40, 0xAA,
-    // w3: wire framelength8 1032 = 1024 payload + 8 header (0-23), nbits 4
-    //     (24-28), version 5 (29-31) = 0xA4000408
-    0x08, 0x04, 0x00, 0xA4,
+    // w3: framelength8 1024 = 8192 payload bytes, header excluded (0-23), nbits 4
+    //     (24-28), version 5 (29-31) = 0xA4000400
+    0x00, 0x04, 0x00, 0xA4,
     // w4: groupid 0x0304 (0-15), threadid 0x0102 (16-31)
     0x04, 0x03, 0x02, 0x01,
     // w5: nchan-1 = 15 (0-15), blocklength 0x0020 (16-31)
@@ -335,19 +337,27 @@ TEST(CodifDraft, ChannelCountIsStoredMinusOne) {
     EXPECT_EQ(decode_ok(bytes).nchan, 0xFFFF);
 }
 
-TEST(CodifDraft, FrameLengthIncludesTheHeader) {
+// The draft frame length is the payload alone, as DiFX's codifio and its callers read it
+// (test/codifio_transcript.hpp; formats/codif.cpp says where).
+TEST(CodifDraft, FrameLengthIsThePayloadAlone) {
     CodifHeader h = draft_expected();
     h.framelength8 = 0;
     Header64 bytes = encode(h);
-    EXPECT_EQ(bytes[3 * 4], 8);  // the header alone
+    EXPECT_EQ(bytes[3 * 4], 0);  // no payload
     EXPECT_EQ(decode_ok(bytes).framelength8, 0u);
 
-    h.framelength8 = (1u << 24) - 1 - 8;  // largest payload the 24-bit field holds
+    h.framelength8 = 1;
+    bytes = encode(h);
+    EXPECT_EQ(bytes[3 * 4], 1);
+    EXPECT_EQ(decode_ok(bytes).framelength8, 1u);
+
+    h.framelength8 = (1u << 24) - 1;  // largest payload the 24-bit field holds
     bytes = encode(h);
     EXPECT_EQ(bytes[3 * 4], 0xFF);
     EXPECT_EQ(bytes[3 * 4 + 1], 0xFF);
     EXPECT_EQ(bytes[3 * 4 + 2], 0xFF);
-    EXPECT_EQ(decode_ok(bytes).framelength8, (1u << 24) - 1 - 8);
+    EXPECT_EQ(bytes[3 * 4 + 3] & 0x1F, 4);  // nbits untouched
+    EXPECT_EQ(decode_ok(bytes).framelength8, (1u << 24) - 1);
 }
 
 // -------------------------------------------------------- layout detection
@@ -381,7 +391,6 @@ TEST(CodifDetect, ToStringNames) {
     EXPECT_EQ(to_string(CodifError::zero_nbits), "zero_nbits");
     EXPECT_EQ(to_string(CodifError::zero_period), "zero_period");
     EXPECT_EQ(to_string(CodifError::zero_framelength), "zero_framelength");
-    EXPECT_EQ(to_string(CodifError::bad_framelength), "bad_framelength");
     EXPECT_EQ(to_string(CodifError::length_mismatch), "length_mismatch");
     EXPECT_EQ(to_string(CodifError::samples_not_integral), "samples_not_integral");
     EXPECT_EQ(to_string(CodifError::frame_beyond_period), "frame_beyond_period");
@@ -425,8 +434,7 @@ CodifHeader random_header(std::mt19937_64& rng, CodifLayout layout) {
         h.epoch = static_cast<std::uint8_t>(bits(6));
         h.nbits = static_cast<std::uint8_t>(bits(5));
         h.version = static_cast<std::uint8_t>(bits(3));
-        // Wire value = payload/8 + 8 must fit 24 bits.
-        h.framelength8 = static_cast<std::uint32_t>(bits(24) % ((1u << 24) - 8));
+        h.framelength8 = static_cast<std::uint32_t>(bits(24));  // payload / 8, 24 bits
     }
     return h;
 }
@@ -800,23 +808,26 @@ std::vector<Malformed> malformed_table() {
                         CodifError::none, CodifError::frame_beyond_period});
     }
 
-    // Draft only: the wire frame length counts the header, so below 8 it is
-    // impossible; exactly 8 is a header with no payload.
+    // Draft only: every wire frame length decodes (it is the payload alone);
+    // 0 is a header without payload.
     std::vector<std::uint8_t> draft = good_bytes(CodifLayout::draft);
     for (const int wire : {0, 1, 7}) {
         std::vector<std::uint8_t> bad = draft;
         bad[12] = static_cast<std::uint8_t>(wire);
         bad[13] = 0;
         bad[14] = 0;
-        rows.push_back({"draft: wire framelength8 " + std::to_string(wire), CodifLayout::draft, bad,
-                        64, CodifError::bad_framelength, CodifError::none});
+        rows.push_back(
+            {"draft: wire framelength8 " + std::to_string(wire), CodifLayout::draft, bad,
+             64 + 8 * static_cast<std::uint64_t>(wire), CodifError::none,
+             wire == 0 ? CodifError::zero_framelength : CodifError::samples_not_integral});
     }
-    std::vector<std::uint8_t> header_only = draft;
-    header_only[12] = 8;
-    header_only[13] = 0;
-    header_only[14] = 0;
-    rows.push_back({"draft: wire framelength8 8", CodifLayout::draft, header_only, 64,
-                    CodifError::none, CodifError::zero_framelength});
+    std::vector<std::uint8_t> header_plus_8 = draft;
+    header_plus_8[12] = 8;
+    header_plus_8[13] = 0;
+    header_plus_8[14] = 0;
+    rows.push_back({"draft: wire framelength8 8 with the old meaning's datagram",
+                    CodifLayout::draft, header_plus_8, 64, CodifError::none,
+                    CodifError::length_mismatch});
     // Wire nchan-1 = 0xFFFF would be 65536 channels: not representable, decodes
     // as 0 and is rejected.
     std::vector<std::uint8_t> nchan_max = draft;
@@ -842,6 +853,171 @@ TEST(CodifMalformed, EachRowReportsItsExactError) {
             EXPECT_EQ(validated, row.validate_error)
                 << "got " << to_string(validated) << ", want " << to_string(row.validate_error);
         }
+    }
+}
+
+// ------------------------------------------- DiFX codifio, field by field
+//
+// test/codifio_transcript.hpp transcribes DiFX's codifio (difx/difx
+// libraries/codifio: codifio.h's accessors and setters, codifio.c's
+// createCODIFHeader, setCODIFFrameBytes, setCODIFNumChannels and
+// getCODIFFramesPerPeriod / getCODIFFrameperperiod). Frames built by codifio
+// must be read by ibvcap as valid with every field, and every field ibvcap
+// writes must read back through codifio's getters.
+
+namespace cio = test::codifio;
+
+Header64 bytes_of(const void* header) {
+    Header64 b{};
+    std::memcpy(b.data(), header, b.size());
+    return b;
+}
+
+// One distinct value per field, built only through codifio's setters.
+cio::draft::Header draft_by_codifio(int payload, int nchan, int nbits, bool complex) {
+    cio::draft::Header d;
+    const std::uint64_t spf = static_cast<std::uint64_t>(payload) * 8 /
+                              static_cast<std::uint64_t>(nchan * nbits * (complex ? 2 : 1));
+    EXPECT_TRUE(cio::draft::createCODIFHeader(d, payload, 0x0102, 0x0304, nbits,
+                                              static_cast<std::uint16_t>(nchan), 4, 2, spf * 1000,
+                                              complex ? 1 : 0, "Pk"));
+    cio::draft::setCODIFFrameNumber(d, 999);
+    cio::draft::setCODIFFrameEpochSecOffset(d, 0x2B3C4D);
+    cio::draft::setCODIFEpoch(d, 52);
+    cio::draft::setCODIFFrameInvalid(d, 1);
+    cio::draft::setCODIFRepresentation(d, 9);
+    return d;
+}
+
+cio::v2::Header v2_by_codifio(int payload, int nchan, int nbits, bool complex) {
+    cio::v2::Header v;
+    const std::uint64_t spf = static_cast<std::uint64_t>(payload) * 8 /
+                              static_cast<std::uint64_t>(nchan * nbits * (complex ? 2 : 1));
+    EXPECT_TRUE(cio::v2::createCODIFHeader(
+        v, static_cast<std::uint32_t>(payload), 0x0102, 0x0304, static_cast<std::uint8_t>(nbits),
+        static_cast<std::uint16_t>(nchan), 4, 2, spf * 1000, complex ? 1 : 0, "Pk", 0x0506));
+    cio::v2::setCODIFFrameNumber(v, 999);
+    cio::v2::setCODIFFrameEpochSecOffset(v, 0x1A2B3C4Du);
+    cio::v2::setCODIFEpoch(v, 52);
+    cio::v2::setCODIFFrameInvalid(v, 1);
+    cio::v2::setCODIFIsPower(v, 1);
+    cio::v2::setCODIFCalEnabled(v, 1);
+    v.metaid = 0xBEEF;
+    v.meta1 = 0x1234;
+    v.meta2 = 0x1122334455667788ull;
+    v.meta3 = 0x99AABBCCDDEEFF00ull;
+    return v;
+}
+
+void expect_fields_equal(const CodifHeader& h, const cio::draft::Header& d) {
+    EXPECT_EQ(h.layout, CodifLayout::draft);
+    EXPECT_EQ(cio::draft::getCODIFSync(d), cio::draft::kSync);
+    EXPECT_EQ(h.frame, static_cast<std::uint32_t>(cio::draft::getCODIFFrameNumber(d)));
+    EXPECT_EQ(h.seconds, static_cast<std::uint32_t>(cio::draft::getCODIFFrameEpochSecOffset(d)));
+    EXPECT_EQ(h.complex, cio::draft::getCODIFComplex(d) != 0);
+    EXPECT_EQ(h.invalid, cio::draft::getCODIFFrameInvalid(d) != 0);
+    EXPECT_EQ(h.stationid, cio::draft::getCODIFStationID(d));
+    EXPECT_EQ(h.representation, cio::draft::getCODIFRepresentation(d));
+    EXPECT_EQ(h.epoch, cio::draft::getCODIFEpoch(d));
+    EXPECT_EQ(h.payload_bytes(), static_cast<std::uint64_t>(cio::draft::getCODIFFrameBytes(d)));
+    EXPECT_EQ(h.nbits, cio::draft::getCODIFBitsPerSample(d));
+    EXPECT_EQ(h.version, cio::draft::getCODIFVersion(d));
+    EXPECT_EQ(h.groupid, cio::draft::getCODIFGroupID(d));
+    EXPECT_EQ(h.threadid, cio::draft::getCODIFThreadID(d));
+    EXPECT_EQ(h.nchan, cio::draft::getCODIFNumChannels(d) & 0xFFFF);
+    EXPECT_EQ(h.blocklength, cio::draft::getCODIFSampleblockLength(d));
+    EXPECT_EQ(h.period, cio::draft::getCODIFPeriod(d));
+    EXPECT_EQ(h.totalsamples, cio::draft::getCODIFTotalSamples(d));
+}
+
+void expect_fields_equal(const CodifHeader& h, const cio::v2::Header& v) {
+    EXPECT_EQ(h.layout, CodifLayout::v2);
+    EXPECT_EQ(cio::v2::getCODIFSync(v), cio::v2::kSync);
+    EXPECT_EQ(h.frame, cio::v2::getCODIFFrameNumber(v));
+    EXPECT_EQ(h.seconds, cio::v2::getCODIFFrameEpochSecOffset(v));
+    EXPECT_EQ(h.epoch, cio::v2::getCODIFEpoch(v));
+    EXPECT_EQ(h.nbits, cio::v2::getCODIFBitsPerSample(v));
+    EXPECT_EQ(h.power, cio::v2::getCODIFIsPower(v) != 0);
+    EXPECT_EQ(h.invalid, cio::v2::getCODIFFrameInvalid(v) != 0);
+    EXPECT_EQ(h.complex, cio::v2::getCODIFComplex(v) != 0);
+    EXPECT_EQ(h.cal, cio::v2::getCODIFCalEnabled(v) != 0);
+    EXPECT_EQ(h.representation, cio::v2::getCODIFRepresentation(v));
+    EXPECT_EQ(h.version, cio::v2::getCODIFVersion(v));
+    EXPECT_EQ(h.protocol, cio::v2::getCODIFProtocol(v));
+    EXPECT_EQ(h.period, cio::v2::getCODIFPeriod(v));
+    EXPECT_EQ(h.threadid, cio::v2::getCODIFThreadID(v));
+    EXPECT_EQ(h.groupid, cio::v2::getCODIFGroupID(v));
+    EXPECT_EQ(h.secondaryid, cio::v2::getCODIFSecondaryID(v));
+    EXPECT_EQ(h.stationid, cio::v2::getCODIFStationID(v));
+    EXPECT_EQ(h.nchan, cio::v2::getCODIFNumChannels(v));
+    EXPECT_EQ(h.blocklength, cio::v2::getCODIFSampleblockLength(v));
+    EXPECT_EQ(h.payload_bytes(), cio::v2::getCODIFFrameBytes(v));
+    EXPECT_EQ(h.totalsamples, cio::v2::getCODIFTotalSamples(v));
+    EXPECT_EQ(h.metaid, v.metaid);
+    EXPECT_EQ(h.meta1, v.meta1);
+    EXPECT_EQ(h.metadata[0], v.meta2);
+    EXPECT_EQ(h.metadata[1], v.meta3);
+}
+
+struct Shape {
+    int payload, nchan, nbits;
+    bool complex;
+};
+constexpr Shape kShapes[] = {{8192, 16, 8, true},
+                             {8000, 1, 2, false},
+                             {1024, 4, 16, true},
+                             {7168, 7, 4, false},
+                             {64, 1, 1, false}};
+
+TEST(Codifio, DraftFramesBuiltByCodifioAreValidWithEveryField) {
+    for (const Shape& s : kShapes) {
+        SCOPED_TRACE(s.payload);
+        const cio::draft::Header d = draft_by_codifio(s.payload, s.nchan, s.nbits, s.complex);
+        CodifHeader h;
+        ASSERT_EQ(decode_codif(bytes_of(&d), h), CodifError::none);
+        expect_fields_equal(h, d);
+        // The datagram codifio's callers send: header + getCODIFFrameBytes() of payload.
+        EXPECT_EQ(validate_codif(h, 64 + static_cast<std::uint64_t>(s.payload)), CodifError::none);
+        EXPECT_EQ(codif_frames_per_period(h), cio::draft::getCODIFFramesPerPeriod(d));
+    }
+}
+
+TEST(Codifio, V2FramesBuiltByCodifioAreValidWithEveryField) {
+    for (const Shape& s : kShapes) {
+        SCOPED_TRACE(s.payload);
+        const cio::v2::Header v = v2_by_codifio(s.payload, s.nchan, s.nbits, s.complex);
+        CodifHeader h;
+        ASSERT_EQ(decode_codif(bytes_of(&v), h), CodifError::none);
+        expect_fields_equal(h, v);
+        EXPECT_EQ(validate_codif(h, 64 + static_cast<std::uint64_t>(s.payload)), CodifError::none);
+        EXPECT_EQ(codif_frames_per_period(h), cio::v2::getCODIFFrameperperiod(v));
+    }
+}
+
+TEST(Codifio, EveryFieldIbvcapWritesReadsBackThroughCodifioGetters) {
+    std::mt19937_64 rng(1616);
+    for (int i = 0; i < 2000; ++i) {
+        const CodifHeader d = random_header(rng, CodifLayout::draft);
+        const Header64 db = encode(d);
+        expect_fields_equal(d, cio::read_header<cio::draft::Header>(db));
+        const CodifHeader v = random_header(rng, CodifLayout::v2);
+        const Header64 vb = encode(v);
+        expect_fields_equal(v, cio::read_header<cio::v2::Header>(vb));
+        if (testing::Test::HasFailure()) {
+            break;
+        }
+    }
+}
+
+TEST(Codifio, IbvcapRealisticFramesHaveCodifioFrameSizes) {
+    for (const CodifLayout layout : {CodifLayout::v2, CodifLayout::draft}) {
+        const Header64 b = encode(realistic(layout));
+        const std::uint64_t payload =
+            layout == CodifLayout::v2
+                ? cio::v2::getCODIFFrameBytes(cio::read_header<cio::v2::Header>(b))
+                : static_cast<std::uint64_t>(
+                      cio::draft::getCODIFFrameBytes(cio::read_header<cio::draft::Header>(b)));
+        EXPECT_EQ(payload, 8192u) << to_string(layout);
     }
 }
 

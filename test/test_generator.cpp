@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "codifio_transcript.hpp"
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
 #include "frames.hpp"
@@ -372,6 +373,8 @@ TEST(Generator, WithoutFaultsEmitsEveryFrameInInterleavedOrder) {
         EXPECT_FALSE(h.invalid);
         EXPECT_EQ(h.period, 2);
         EXPECT_EQ(h.framelength8, c.payload_bytes / 8);
+        EXPECT_EQ(h.blocklength, 4u);  // 16 x 8 bits x 2 = 256 bits = four 8-byte words
+        EXPECT_EQ(h.version, 1u);
         EXPECT_EQ(h.totalsamples, 7u * 32u);
         EXPECT_EQ(codif_frames_per_period(h), 7u);
         EXPECT_EQ(h.seconds, position[stream].first) << "slot " << slot;
@@ -620,6 +623,85 @@ TEST(Generator, DraftLayoutCarriesTheSameFields) {
                                v2[i].bytes.begin() + 106));
         EXPECT_EQ(draft[i].timestamp_ns, v2[i].timestamp_ns);
         EXPECT_EQ(draft[i].stream, v2[i].stream);
+    }
+}
+
+// The sample block length, as DiFX's CODIF generator computes it
+// (difx/difx libraries/vdifio/utils/generateVDIF.c: "sampleblock = 8*8; while
+// (sampleblock % completesample) sampleblock += 64; sampleblock /= 64;" with
+// completesample = nbits * (complex ? 2 : 1) * nchan bits), restated here.
+std::uint64_t difx_sampleblock(std::uint64_t nbits, std::uint64_t nchan, bool complex) {
+    const std::uint64_t completesample = nbits * (complex ? 2 : 1) * nchan;
+    std::uint64_t sampleblock = 8 * 8;
+    while (sampleblock % completesample != 0) {
+        sampleblock += 64;
+    }
+    return sampleblock / 64;
+}
+
+// How a reader divides by it: CODIF.jl (david-macmahon/CODIF.jl src/CODIF.jl,
+// getntime, written from the CODIF v1.2 specification) takes the sample block
+// as 8 * blocklength bytes and the frame as data_length / blocklength sample
+// blocks, each holding ceil(block bytes / bytes per complete sample) time
+// samples (bytes per sample = nbits / 8, so whole-byte samples only), restated.
+std::uint64_t codif_jl_ntime(const CodifHeader& h) {
+    const std::uint64_t bytes_per_channel_block =
+        std::uint64_t{h.nbits} / 8 * (h.complex ? 2u : 1u) * h.nchan;
+    const std::uint64_t bytes_per_sample_block = 8 * std::uint64_t{h.blocklength};
+    const std::uint64_t channel_blocks_per_sample_block =
+        (bytes_per_sample_block + bytes_per_channel_block - 1) / bytes_per_channel_block;
+    return channel_blocks_per_sample_block * (h.framelength8 / h.blocklength);
+}
+
+TEST(Generator, BlocklengthIsDifxSampleBlockInBothLayouts) {
+    struct Shape {
+        std::uint32_t payload;
+        std::uint16_t nchan;
+        std::uint8_t nbits;
+        bool complex;
+        std::uint64_t words;  // worked out by hand
+    };
+    const Shape shapes[] = {
+        {1024, 16, 8, true, 4},  // 256-bit sample: 4 words
+        {1024, 1, 2, false, 1},  // 2-bit sample: 32 per word
+        {8000, 1, 8, false, 1},  // 8-bit sample: 8 per word
+        {8064, 7, 4, false, 7},  // 28-bit sample: lcm(64, 28) = 448 bits = 7 words
+        {960, 3, 10, true, 15},  // 60-bit sample: lcm(64, 60) = 960 bits = 15 words
+        {4096, 64, 16, true, 32}, {1200, 5, 3, false, 15},  // 15-bit sample: lcm(64, 15) = 960 bits
+    };
+    for (const Shape& s : shapes) {
+        SCOPED_TRACE(s.words);
+        GeneratorConfig c = base_config();
+        c.payload_bytes = s.payload;
+        c.nchan = s.nchan;
+        c.nbits = s.nbits;
+        c.complex = s.complex;
+        c.frames = 2;
+        ASSERT_NO_THROW(c.validate());
+        EXPECT_EQ(difx_sampleblock(s.nbits, s.nchan, s.complex), s.words);
+        EXPECT_EQ(c.blocklength(), s.words);
+        EXPECT_EQ(s.payload % (s.words * 8), 0u);  // the payload is whole blocks
+        for (const CodifLayout layout : {CodifLayout::v2, CodifLayout::draft}) {
+            c.layout = layout;
+            Generator g(c);
+            for (const Emitted& e : drain(g)) {
+                const auto header = Bytes(e.bytes).subspan(42, kCodifHeaderBytes);
+                const std::uint64_t read_by_difx =
+                    layout == CodifLayout::v2
+                        ? static_cast<std::uint64_t>(test::codifio::v2::getCODIFSampleblockLength(
+                              test::codifio::read_header<test::codifio::v2::Header>(header)))
+                        : static_cast<std::uint64_t>(
+                              test::codifio::draft::getCODIFSampleblockLength(
+                                  test::codifio::read_header<test::codifio::draft::Header>(
+                                      header)));
+                EXPECT_EQ(read_by_difx, s.words) << to_string(layout);
+                if (s.nbits % 8 == 0) {
+                    CodifHeader h;
+                    ASSERT_EQ(decode_codif(header, h), CodifError::none);
+                    EXPECT_EQ(codif_jl_ntime(h), c.samples_per_frame()) << to_string(layout);
+                }
+            }
+        }
     }
 }
 

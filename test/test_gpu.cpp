@@ -653,6 +653,67 @@ TEST(StagingBatches, NoPitchExceedsTheDevicesMaximum) {
     EXPECT_EQ(std::memcmp(wide.data() + 2500, src.data() + 4000, 300), 0);
 }
 
+// Two cudaMalloc allocations may lie back to back, and one copy over both
+// fails (cudaErrorInvalidValue; seen on an H100: gpu_logic.hpp, AddressRange).
+// Slots at the end of one region and the start of the next, a pitch apart,
+// must not become one strided copy when the regions' bounds are known.
+TEST(StagingBatches, NoRunSpansTwoAllocations) {
+    std::vector<std::uint8_t> src(8 * 1024);
+    std::vector<std::uint8_t> dst(8 * 1024);
+    // "Allocations": src halves [0, 4096) and [4096, 8192), adjacent.
+    AllocationMap regions;
+    regions.add(src.data(), 4096);
+    regions.add(src.data() + 4096, 4096);
+    std::vector<DeviceMemory::Copy> slots;
+    for (std::size_t i = 0; i < 8; ++i) {  // four slots in each region, 1024 apart
+        slots.push_back(DeviceMemory::Copy{dst.data() + i * 1000, src.data() + i * 1024, 1000});
+    }
+    ASSERT_EQ(plan_strided_copies(slots).size(), 1u);  // unbounded: one run over both
+    const RangeOf src_range = [&](const void* p) { return regions.range_of(p); };
+    auto runs = plan_strided_copies(slots, 0, src_range);
+    ASSERT_EQ(runs.size(), 2u);
+    for (const auto& r : runs) {
+        EXPECT_EQ(r.rows, 4u);
+        const AddressRange a = regions.range_of(r.src);
+        EXPECT_TRUE(a.holds(r.src, (r.rows - 1) * r.src_pitch + r.width));
+    }
+    EXPECT_EQ(runs[1].src, src.data() + 4096);
+
+    // The same bound on the destination side.
+    AllocationMap buffers;
+    buffers.add(dst.data(), 3000);
+    buffers.add(dst.data() + 3000, 5192);
+    const RangeOf dst_range = [&](const void* p) { return buffers.range_of(p); };
+    runs = plan_strided_copies(slots, 0, {}, dst_range);
+    ASSERT_EQ(runs.size(), 2u);
+    EXPECT_EQ(runs[0].rows, 3u);
+    EXPECT_EQ(runs[1].dst, dst.data() + 3000);
+
+    // An address no allocation holds gets the bound [a, a]: nothing joins it.
+    const RangeOf unknown = [](const void* p) {
+        const auto a = reinterpret_cast<std::uintptr_t>(p);
+        return AddressRange{a, a};
+    };
+    EXPECT_EQ(plan_strided_copies(slots, 0, unknown).size(), slots.size());
+}
+
+TEST(StagingBatches, AllocationMapFindsTheAllocationOfAnAddress) {
+    const auto at = [](std::uintptr_t a) { return reinterpret_cast<const void*>(a); };
+    AllocationMap m;
+    m.add(at(0x3000), 0x1000);
+    m.add(at(0x1000), 0x1000);
+    m.add(at(0x2000), 0x1000);  // adjacent to both
+    EXPECT_EQ(m.range_of(at(0x2000)).begin, 0x2000u);
+    EXPECT_EQ(m.range_of(at(0x2fff)).end, 0x3000u);
+    EXPECT_EQ(m.range_of(at(0x3000)).begin, 0x3000u);
+    EXPECT_EQ(m.range_of(at(0x1000)).begin, 0x1000u);
+    const AddressRange none;
+    EXPECT_EQ(m.range_of(at(0x0fff)).begin, none.begin);
+    EXPECT_EQ(m.range_of(at(0x4000)).end, none.end);
+    EXPECT_TRUE(m.range_of(at(0x2000)).holds(at(0x2000), 0x1000));
+    EXPECT_FALSE(m.range_of(at(0x2000)).holds(at(0x2800), 0x1000));  // runs into the next
+}
+
 TEST(Device, ProbeReportsTheGpu) {
     REQUIRE_GPU();
     const GpuInfo info = probe_gpu(0, "");

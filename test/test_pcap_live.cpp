@@ -28,6 +28,7 @@
 #include "lib/run/pcap_capture.hpp"
 #include "lib/sources/pcap_live.hpp"
 #include "lib/traffic/generator.hpp"
+#include "pcapng_reader.hpp"
 
 namespace ibvcap {
 namespace {
@@ -303,7 +304,7 @@ TEST(PcapLive, CapturesMulticastOnLoopbackUntilTheCount) {
 
     PcapCaptureRequest request = loopback_request();
     request.count = k;
-    request.outputs.formats = {OutputFormat::codif};
+    request.outputs.formats = {OutputFormat::codif, OutputFormat::pcapng};
     request.outputs.output_dir = dir.path().string();
     std::mutex seen_mutex;
     std::vector<std::uint8_t> first_header;
@@ -382,9 +383,32 @@ TEST(PcapLive, CapturesMulticastOnLoopbackUntilTheCount) {
     EXPECT_GE(first_ns + 1'000'000'000u, wall_ns);
     EXPECT_LE(first_ns, wall_ns + 10'000'000'000u);
 
+    // The pcapng's statistics block: libpcap's counts and the run's
+    // (docs/formats.md, "pcapng"), read with the specification's layout.
+    const auto blocks =
+        test::parse_ok(test::read_file(dir.path() / "ibvcap.pcapng"));  // the run's own
+    ASSERT_FALSE(blocks.empty());
+    const test::Block& isb = blocks.back();
+    ASSERT_EQ(isb.type, pcapng::kInterfaceStatisticsBlock);
+    EXPECT_EQ(isb.u64(pcapng::kIsbIfRecv), k);
+    EXPECT_EQ(isb.u64(pcapng::kIsbUsrDeliv), k);
+    EXPECT_EQ(isb.u64(pcapng::kIsbFilterAccept), find_counter(out.ledger, "pcap/ps_recv")->value);
+    EXPECT_EQ(isb.u64(pcapng::kIsbIfDrop), t.nic_drops);
+    EXPECT_EQ(isb.u64(pcapng::kIsbOsDrop), find_counter(out.ledger, "pcap/ps_drop")->value +
+                                               find_counter(out.ledger, "pcap/ps_ifdrop")->value);
+    EXPECT_GE(isb.time(pcapng::kIsbStartTime) + 1'000'000'000u, wall_ns);
+    EXPECT_GE(isb.time(pcapng::kIsbEndTime), isb.time(pcapng::kIsbStartTime));
+    const auto idbs = test::of_type(blocks, pcapng::kInterfaceDescriptionBlock);
+    ASSERT_EQ(idbs.size(), 1u);
+    EXPECT_EQ(idbs[0]->text(pcapng::kIfName), "lo");
+
     // The .codif files hold exactly the datagrams sent, in order.
-    ASSERT_EQ(out.ledger.outputs().size(), 2u);
+    ASSERT_EQ(out.ledger.outputs().size(), 3u);
     for (const auto& o : out.ledger.outputs()) {
+        if (o.format == "pcapng") {
+            EXPECT_EQ(o.packets, k);
+            continue;
+        }
         EXPECT_EQ(o.packets, 100u) << o.path;
         EXPECT_EQ(o.dropped, 0u) << o.path;
         EXPECT_TRUE(test::read_file(o.path) == sent.codif[o.group]) << o.path;

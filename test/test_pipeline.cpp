@@ -12,6 +12,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "codifio_transcript.hpp"
 #include "frames.hpp"
 #include "lib/run/common.hpp"
 #include "lib/run/gen.hpp"
@@ -226,6 +227,36 @@ TEST(Pipeline, DraftLayoutWithVlanTags) {
     }
 }
 
+// A DiFX reader walks ibvcap's .codif files frame by frame, as codifsum does:
+// header, then getCODIFFrameBytes() of payload, then the next header
+// (test/codifio_transcript.hpp). Every frame the run wrote is found in sync,
+// in both layouts, and the walk ends exactly at the end of each file.
+TEST(Pipeline, CodifFilesWalkInSyncInACodifioReader) {
+    for (const CodifLayout layout : {CodifLayout::draft, CodifLayout::v2}) {
+        SCOPED_TRACE(to_string(layout));
+        GeneratorConfig config = config_with_faults();
+        config.layout = layout;
+        ReadRun run;
+        prepare(run, config, {OutputFormat::codif});
+        const RunOutcome out = run_read(run.request, run.stop);
+        std::uint64_t walked = 0;
+        std::size_t files = 0;
+        for (const auto& o : out.ledger.outputs()) {
+            ASSERT_EQ(o.format, "codif");
+            const std::vector<std::uint8_t> bytes = test::read_file(o.path);
+            const test::codifio::Walk w = test::codifio::walk_codif_file(bytes);
+            EXPECT_TRUE(w.in_sync) << o.path << " lost sync after " << w.frames << " frames";
+            EXPECT_EQ(w.end, bytes.size()) << o.path;
+            EXPECT_EQ(w.frames, o.packets) << o.path;
+            walked += w.frames;
+            ++files;
+        }
+        EXPECT_EQ(files, 2u * 3);
+        EXPECT_EQ(walked, out.ledger.totals().codif);
+        EXPECT_GT(walked, 0u);
+    }
+}
+
 TEST(Pipeline, TruncatedInputKeepsWhatWasReadAndFails) {
     GeneratorConfig config = config_with_faults();
     config.loss = config.duplicate = config.reorder = 0;
@@ -298,15 +329,19 @@ TEST(Pipeline, OutputDirectoryIsLockedAndEarlierOutputsAreFound) {
     OutputOptions o;
     o.output_dir = out;
     o.formats = {OutputFormat::codif, OutputFormat::pcap};
-    for (const std::string name : {"ibvcap.pcap", "ibvcap.000012.pcap", "ibvcap_mlx5_0p1.pcap",
-                                   "ibvcap_239.17.0.1_36001_10.0.0.11.codif",
-                                   "ibvcap_239.17.0.1_36001_10.0.0.11.000003.codif",
-                                   "ibvcap_mlx5_1p2_239.17.0.1_36001_10.0.0.11.codif"}) {
+    for (const std::string name :
+         {"ibvcap.pcap", "ibvcap.000012.pcap", "ibvcap_mlx5_0p1.pcap",
+          "ibvcap_239.17.0.1_36001_10.0.0.11.codif",
+          "ibvcap_239.17.0.1_36001_10.0.0.11.000003.codif",
+          "ibvcap_mlx5_1p2_239.17.0.1_36001_10.0.0.11.codif",
+          // sidecar indexes (lib/sinks/file_index.hpp)
+          "ibvcap.000012.pcap.idx.json", "ibvcap_239.17.0.1_36001_10.0.0.11.codif.idx.json"}) {
         EXPECT_TRUE(is_output_name(o, name)) << name;
     }
     for (const std::string name :
          {"ibvcap.codif", "ibvcap_239.17.0.1_36001_10.0.0.11.raw", "ibvcapXpcap", "notes.pcap",
-          "ibvcap_notes.codif", "other.pcap", ".ibvcap.lock", "ibvcap.pcap.bak"}) {
+          "ibvcap_notes.codif", "other.pcap", ".ibvcap.lock", "ibvcap.pcap.bak",
+          "ibvcap.pcap.idx.json.bak", "ibvcap.pcap.json", "notes.pcap.idx.json"}) {
         EXPECT_FALSE(is_output_name(o, name)) << name;
     }
     std::ofstream(out + "/ibvcap.000001.pcap") << "x";

@@ -283,6 +283,59 @@ TEST_P(ReasonVerdict, OneOccurrenceGivesTheVerdictOfItsClass) {
 INSTANTIATE_TEST_SUITE_P(EveryReason, ReasonVerdict, ::testing::Range<std::size_t>(0, kReasonCount),
                          [](const auto& row) { return std::string(kReasonRows[row.param].name); });
 
+// The expected streams' problems (lib/ledger/expected.hpp) are judged the
+// same way: each one's class written out, one occurrence, the verdict.
+struct ExpectProblemRow {
+    ExpectProblem problem;
+    bool loss;
+    const char* name;
+};
+const ExpectProblemRow kExpectProblemRows[] = {
+    {ExpectProblem::group_never_seen, true, "group_never_seen"},
+    {ExpectProblem::antenna_missing, true, "antenna_missing"},
+    {ExpectProblem::thread_missing, true, "thread_missing"},
+    {ExpectProblem::late_start, true, "late_start"},
+    {ExpectProblem::stopped_early, true, "stopped_early"},
+    {ExpectProblem::wrong_rate, true, "wrong_rate"},
+    {ExpectProblem::unexpected, false, "unexpected"},
+};
+// A problem added to the enum without its row here does not build.
+static_assert(
+    sizeof(kExpectProblemRows) / sizeof(kExpectProblemRows[0]) == kExpectProblemCount,
+    "every ExpectProblem needs its row in kExpectProblemRows, with its class written out");
+
+class ExpectProblemVerdict : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(ExpectProblemVerdict, OneOccurrenceGivesTheVerdictOfItsClass) {
+    const ExpectProblemRow& row = kExpectProblemRows[GetParam()];
+    EXPECT_EQ(row.problem, static_cast<ExpectProblem>(GetParam()));
+    EXPECT_EQ(to_string(row.problem), row.name);
+    EXPECT_EQ(is_loss(row.problem), row.loss);
+    Ledger ledger;
+    Demux demux({}, ledger);
+    const auto frame = good(1);
+    demux.on_frame(whole(frame));
+    ExpectResults results;
+    results.active = true;
+    results.streams.resize(3);  // one with the problem, between two without
+    results.streams[1].problems = {row.problem};
+    ledger.set_expectations(results);
+    EXPECT_EQ(ledger.zero_loss(), !row.loss);
+    const auto j = report_json(ledger, RunInfo{});
+    EXPECT_EQ(j["verdict"], row.loss ? "loss" : "zero-loss");
+    EXPECT_EQ(j["expected"]["problems"][row.name], 1u);
+    if (row.loss) {
+        EXPECT_EQ(ledger.loss_reasons(),
+                  std::vector<std::string>{std::string("1 expected stream: ") + row.name});
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryExpectProblem, ExpectProblemVerdict,
+                         ::testing::Range<std::size_t>(0, kExpectProblemCount),
+                         [](const auto& row) {
+                             return std::string(kExpectProblemRows[row.param].name);
+                         });
+
 // ---------------------------------------------------------------------------
 // 2. Every count that feeds the verdict is summed.
 

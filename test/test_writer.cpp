@@ -27,6 +27,7 @@
 
 #include "formats/output.hpp"
 #include "frames.hpp"
+#include "lib/sinks/file_index.hpp"
 #include "lib/sinks/writer.hpp"
 
 namespace ibvcap {
@@ -86,7 +87,7 @@ TEST(OutputFormat, PcapRecordHeaderWithNanoseconds) {
 }
 
 TEST(OutputFormat, NamesRoundTrip) {
-    const std::array<std::string_view, 4> names = {"raw", "codif", "codifhdr", "pcap"};
+    const std::array<std::string_view, 5> names = {"raw", "codif", "codifhdr", "pcap", "pcapng"};
     ASSERT_EQ(kAllOutputFormats.size(), names.size());
     for (std::size_t i = 0; i < names.size(); ++i) {
         const OutputFormat f = kAllOutputFormats[i];
@@ -96,14 +97,14 @@ TEST(OutputFormat, NamesRoundTrip) {
         ASSERT_TRUE(parsed.has_value()) << names[i];
         EXPECT_EQ(*parsed, f);
     }
-    EXPECT_EQ(output_format_choices(), "raw, codif, codifhdr, pcap");
+    EXPECT_EQ(output_format_choices(), "raw, codif, codifhdr, pcap, pcapng");
 }
 
 TEST(OutputFormat, UnknownNamesAreRejected) {
     const std::array<std::string_view, 11> names = {"",
                                                     "PCAP",
                                                     "Raw",
-                                                    "pcapng",
+                                                    "pcapngx",
                                                     "codif ",
                                                     " codif",
                                                     "codifhd",
@@ -930,6 +931,178 @@ TEST(Writer, RotationByTimeFollowsRecordTimesAndARingKeepsTheNewest) {
     EXPECT_FALSE(fs::exists(Writer::rotated_path(dir.file("t.codif"), 3)));
 }
 
+// ---------------------------------------------------------------------------
+// The sidecar index (lib/sinks/file_index.hpp), written at each file's close.
+
+// The index of `file` says what the file holds: its size, `frames`, and the
+// XXH3-64 of its bytes, computed here in one go from the file as it is.
+void expect_index_matches(const std::string& file, std::uint64_t frames, const std::string& format,
+                          bool complete = true) {
+    SCOPED_TRACE(file);
+    std::string error;
+    const auto idx = read_file_index(file, error);
+    ASSERT_TRUE(idx.has_value()) << error;
+    const ByteVec bytes = read_file(file);
+    EXPECT_EQ(idx->bytes, bytes.size());
+    EXPECT_EQ(idx->checksum, XXH3_64bits(bytes.data(), bytes.size()));
+    EXPECT_EQ(idx->frames, frames);
+    EXPECT_EQ(idx->format, format);
+    EXPECT_EQ(idx->file, fs::path(file).filename().string());
+    EXPECT_FALSE(idx->version.empty());
+    EXPECT_EQ(idx->stopped.empty(), complete) << idx->stopped;
+}
+
+TEST(WriterIndex, ChecksumEqualsAnIndependentComputationBufferedAndDirect) {
+    for (const bool direct : {false, true}) {
+        SCOPED_TRACE(direct);
+        TempDir dir;
+        std::mt19937_64 rng(11);
+        Writer::Options o = small_options(4);
+        o.direct_io = direct;
+        const ByteVec preamble = preamble_bytes();
+        std::uint64_t records[2] = {0, 0};
+        {
+            Writer w(o);
+            const auto a =
+                w.add_output(OutputFormat::pcap, dir.file("a.pcap"), "", "", Bytes(preamble));
+            const auto b = w.add_output(OutputFormat::codif, dir.file("b.codif"), "239.1.2.3:4000",
+                                        "10.0.0.1");
+            for (int i = 0; i < 2000; ++i) {
+                const Record r = random_record(rng, 900);
+                r.write(w, i % 3 ? a : b);
+                ++records[i % 3 ? 0 : 1];
+            }
+            w.finish();
+            EXPECT_FALSE(w.any_failed()) << w.stats()[0].error << w.stats()[1].error;
+        }
+        expect_index_matches(dir.file("a.pcap"), records[0], "pcap");
+        expect_index_matches(dir.file("b.codif"), records[1], "codif");
+        std::string error;
+        const auto idx = read_file_index(dir.file("b.codif"), error);
+        ASSERT_TRUE(idx.has_value()) << error;
+        EXPECT_EQ(idx->group, "239.1.2.3:4000");
+        EXPECT_EQ(idx->antenna, "10.0.0.1");
+    }
+}
+
+TEST(WriterIndex, EveryRotatedFileAndTheRingsNewestAreIndexed) {
+    TempDir dir;
+    Writer::Options o = small_options(4);
+    o.rotation.bytes = 10'000;
+    o.rotation.files = 5;  // 12 files into a ring of 5: names reused
+    const ByteVec preamble = preamble_bytes();
+    {
+        Writer w(o);
+        const auto out =
+            w.add_output(OutputFormat::pcap, dir.file("r.pcap"), "", "", Bytes(preamble));
+        for (int i = 0; i < 100; ++i) {
+            fixed_record(1000, static_cast<std::uint8_t>(i)).write(w, out);
+        }
+        w.finish();
+        EXPECT_FALSE(w.any_failed()) << w.stats()[0].error;
+    }
+    // Nine records per file; files 7..11 survive as names 2,3,4,0,1, the
+    // last (file 11, name 1) with one record.
+    for (std::uint64_t n = 0; n < 5; ++n) {
+        expect_index_matches(Writer::rotated_path(dir.file("r.pcap"), n), n == 1 ? 1 : 9, "pcap");
+    }
+    EXPECT_FALSE(fs::exists(file_index_path(dir.file("r.pcap"))));
+}
+
+TEST(WriterIndex, AFileAWriteErrorStoppedIsIndexedAsItIsOnDisk) {
+    for (const bool direct : {false, true}) {
+        SCOPED_TRACE(direct);
+        TempDir dir;
+        Writer::Options o = small_options();
+        o.direct_io = direct;
+        const ByteVec preamble = preamble_bytes();
+        constexpr std::size_t kRecordBytes = 1000;
+        const std::size_t per_buffer = o.buffer_bytes / kRecordBytes;
+        const std::size_t good_bytes = preamble.size() + per_buffer * kRecordBytes;
+        {
+            FileSizeLimit limit(good_bytes + 5000);  // the second buffer fails part way
+            ASSERT_TRUE(limit.ok());
+            Writer w(o);
+            const auto out =
+                w.add_output(OutputFormat::pcap, dir.file("cut.pcap"), "", "", Bytes(preamble));
+            for (std::uint64_t i = 0; i < 1000; ++i) {
+                fixed_record(kRecordBytes, static_cast<std::uint8_t>(i)).write(w, out);
+            }
+            w.finish();
+            EXPECT_TRUE(w.any_failed());
+        }
+        expect_index_matches(dir.file("cut.pcap"), per_buffer, "pcap", false);
+        std::string error;
+        const auto idx = read_file_index(dir.file("cut.pcap"), error);
+        ASSERT_TRUE(idx.has_value()) << error;
+        EXPECT_EQ(idx->bytes, good_bytes);
+        EXPECT_NE(idx->stopped.find("write failed"), std::string::npos) << idx->stopped;
+    }
+}
+
+TEST(WriterIndex, AnAbandonedFileSaysSo) {
+    TempDir dir;
+    std::atomic<bool> abandon{true};
+    Writer::Options o = small_options();
+    o.abandon = &abandon;
+    const ByteVec preamble = preamble_bytes();
+    {
+        Writer w(o);
+        const auto out =
+            w.add_output(OutputFormat::pcap, dir.file("gone.pcap"), "", "", Bytes(preamble));
+        for (int i = 0; i < 10; ++i) {
+            fixed_record(1000, 1).write(w, out);
+        }
+    }
+    expect_index_matches(dir.file("gone.pcap"), 0, "pcap", false);
+    std::string error;
+    const auto idx = read_file_index(dir.file("gone.pcap"), error);
+    ASSERT_TRUE(idx.has_value()) << error;
+    EXPECT_NE(idx->stopped.find("abandoned"), std::string::npos) << idx->stopped;
+}
+
+// An index that cannot be written (its name is taken by a directory) fails
+// the output with one line naming it, but no record is lost for it.
+TEST(WriterIndex, AnIndexThatCannotBeWrittenFailsTheOutputAndKeepsItsRecords) {
+    TempDir dir;
+    fs::create_directory(file_index_path(dir.file("x.raw")));
+    std::vector<OutputStats> stats;
+    {
+        Writer w(small_options());
+        const auto out = w.add_output(OutputFormat::raw, dir.file("x.raw"), "", "");
+        for (int i = 0; i < 10; ++i) {
+            fixed_record(100, 1).write(w, out);
+        }
+        w.finish();
+        stats = w.stats();
+        EXPECT_TRUE(w.any_failed());
+    }
+    EXPECT_EQ(stats[0].packets, 10u);
+    EXPECT_EQ(stats[0].dropped, 0u);
+    EXPECT_NE(stats[0].error.find("cannot write the index " + file_index_path(dir.file("x.raw"))),
+              std::string::npos)
+        << stats[0].error;
+    EXPECT_EQ(read_file(dir.file("x.raw")).size(), 1000u);
+}
+
+// Options::index off: no index (the writer's own benchmarks).
+TEST(WriterIndex, IndexingCanBeTurnedOff) {
+    TempDir dir;
+    Writer::Options o = small_options();
+    o.index = true;
+    {
+        Writer w(o);
+        w.add_output(OutputFormat::raw, dir.file("plain.raw"), "", "");
+    }
+    expect_index_matches(dir.file("plain.raw"), 0, "raw");
+    o.index = false;
+    {
+        Writer w(o);
+        w.add_output(OutputFormat::raw, dir.file("none.raw"), "", "");
+    }
+    EXPECT_FALSE(fs::exists(file_index_path(dir.file("none.raw"))));
+}
+
 TEST(Writer, SeveralDiskThreadsKeepEveryOutputInOrder) {
     TempDir dir;
     std::mt19937_64 rng(3);
@@ -1099,6 +1272,8 @@ TEST(Writer, HeldFramesAreWrittenInPlaceAndEachReleasedOnce) {
         }
     }
     EXPECT_TRUE(read_file(dir.file("h.pcap")) == expected);
+    // The index's checksum covers the held bytes, written in place (pwritev).
+    expect_index_matches(dir.file("h.pcap"), slots.size(), "pcap");
     std::vector<std::uint64_t> released = owner.released();
     std::sort(released.begin(), released.end());
     std::vector<std::uint64_t> want;
@@ -1165,6 +1340,8 @@ TEST(Writer, DevicePayloadIsCopiedInBatchesAndNeverReadWithoutAHold) {
             EXPECT_EQ(w.dropped_so_far(), 1u) << direct;
         }
         EXPECT_TRUE(read_file(dir.file("d.codif")) == expected) << direct;
+        // The index's checksum covers the device bytes as they were copied out.
+        expect_index_matches(dir.file("d.codif"), slots.size() - 1, "codif");
         EXPECT_EQ(device.on_forbidden_thread, 0);  // never read on the producer's thread
         EXPECT_EQ(stats[0].dropped, 1u);
         EXPECT_EQ(stats[0].packets, slots.size() - 1);

@@ -4,12 +4,14 @@
 #include <array>
 #include <stdexcept>
 
+#include "lib/ledger/expect.hpp"
 #include "lib/probes.hpp"
 
 namespace ibvcap {
 
 Demux::Demux(DemuxOptions options, Ledger& ledger) : options_(std::move(options)), ledger_(ledger) {
     groups_ = options_.groups;
+    group_seen_.assign(std::max(options_.groups.size(), options_.max_groups), 0);
     for (const auto ip : options_.antennas) {
         antenna_index(ip);
     }
@@ -147,7 +149,8 @@ int Demux::antenna_index(std::uint32_t ip) {
     return index;
 }
 
-StreamStats* Demux::stream(int group, int antenna, const CodifHeader& header) {
+StreamStats* Demux::stream(int group, int antenna, const CodifHeader& header,
+                           std::uint64_t timestamp_ns) {
     const std::uint64_t key = (std::uint64_t(static_cast<std::uint32_t>(group)) << 48) |
                               (std::uint64_t(static_cast<std::uint32_t>(antenna)) << 16) |
                               header.threadid;
@@ -170,6 +173,9 @@ StreamStats* Demux::stream(int group, int antenna, const CodifHeader& header) {
         std::max(std::uint64_t{options_.plausible_periods} * s.timing.frames_per_period,
                  options_.min_plausible_jump));
     s.frame_bytes = static_cast<std::uint32_t>(header.frame_bytes());
+    s.first_arrival_ns = timestamp_ns;
+    s.last_arrival_ns = timestamp_ns;
+    s.registered_ns = expect_clock_ns();
     stream_lookup_.emplace(key, streams.size() - 1);
     // Each stream sink opens what it needs for the new stream (its files,
     // its ring) now, once; the frames bring back what it returned.
@@ -246,9 +252,15 @@ void Demux::on_frame(const Frame& frame) {
     }
     // Filters first, then the CODIF checks, and only then register the group
     // and antenna: a stray UDP sender must not use up the limits.
-    if (!options_.groups.empty() && group_index(packet.dst_ip, packet.dst_port) < 0) {
-        ledger_.count_reason(Reason::other_destination);
-        return;
+    if (!options_.groups.empty()) {
+        const int named = group_index(packet.dst_ip, packet.dst_port);
+        if (named < 0) {
+            ledger_.count_reason(Reason::other_destination);
+            return;
+        }
+        // A frame to the group, CODIF or not (a known stream's frames, on the
+        // fast path above, come after its first, which passed here).
+        note_group(named, frame);
     }
     if (!options_.antennas.empty() && antenna_index(packet.src_ip) < 0) {
         ledger_.count_reason(Reason::unlisted_source);
@@ -272,12 +284,13 @@ void Demux::on_frame(const Frame& frame) {
         return;
     }
     const int group = group_index(packet.dst_ip, packet.dst_port);
+    note_group(group, frame);  // every UDP destination is a group: its first CODIF frame
     const int antenna = antenna_index(packet.src_ip);
     if (group < 0 || antenna < 0) {
         ledger_.count_reason(Reason::too_many_streams);
         return;
     }
-    StreamStats* s = stream(group, antenna, header);
+    StreamStats* s = stream(group, antenna, header, frame.timestamp_ns);
     if (s == nullptr) {
         ledger_.count_reason(Reason::too_many_streams);
         return;
@@ -341,6 +354,7 @@ void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& pack
                                 s.sequence.newest() - index >= SequenceTracker::kWindow),
                   index);
     s.bytes += frame.wire_bytes;
+    s.last_arrival_ns = frame.timestamp_ns;  // one store: the expected streams' last arrival
     if (payload_absent) {
         ++s.payload_absent;
     }

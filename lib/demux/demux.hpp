@@ -55,11 +55,23 @@ class Demux {
     // the frame is not for us, -2 when a limit is reached.
     int group_index(std::uint32_t ip, std::uint16_t port);
     int antenna_index(std::uint32_t ip);
+    // The group's first frame, noted in the ledger once (lib/ledger/mcast_path.hpp).
+    void note_group(int group, const Frame& frame) {
+        if (group >= 0 && static_cast<std::size_t>(group) < group_seen_.size() &&
+            group_seen_[static_cast<std::size_t>(group)] == 0) {
+            group_seen_[static_cast<std::size_t>(group)] = 1;
+            ledger_.note_group_arrival(groups_[static_cast<std::size_t>(group)],
+                                       frame.timestamp_ns);
+        }
+    }
     // With named groups: whether a frame the parser refused may have been
     // addressed to one of them (its IPv4 destination, and UDP port when it can
     // be read, match one; or its destination cannot be read at all).
     bool may_be_for_a_group(const Frame& frame) const;
-    StreamStats* stream(int group, int antenna, const CodifHeader& header);
+    // A new stream's first arrival: `timestamp_ns` (the frame's) and the
+    // host's CLOCK_MONOTONIC, read here once per stream.
+    StreamStats* stream(int group, int antenna, const CodifHeader& header,
+                        std::uint64_t timestamp_ns);
     // payload_absent: the capture cut the frame after its CODIF header.
     void accept(std::size_t stream, const Frame& frame, const UdpPacket& packet,
                 const CodifHeader& header, bool payload_absent);
@@ -105,6 +117,7 @@ class Demux {
     std::vector<SinkRoute> stream_routes_;
     std::vector<std::unique_ptr<ObserverSink>> observers_;
     std::vector<Endpoint> groups_;
+    std::vector<std::uint8_t> group_seen_;  // per groups_ index: its first frame was noted
     std::vector<std::uint32_t> antennas_;
     std::unordered_map<std::uint32_t, int> antenna_lookup_;
     std::unordered_map<std::uint64_t, std::size_t> stream_lookup_;  // (group, antenna, thread)

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <time.h>
 
+#include <algorithm>
+
 namespace ibvcap {
 
 const std::array<std::string_view, kReasonCount> detail::kReasonNames = {
@@ -124,7 +126,6 @@ Reason reason_for(CodifError error) {
         case CodifError::zero_framelength:
             return Reason::codif_zero_field;
         case CodifError::short_buffer:
-        case CodifError::bad_framelength:
         case CodifError::length_mismatch:
             return Reason::codif_bad_length;
         case CodifError::samples_not_integral:
@@ -160,9 +161,22 @@ void Ledger::merge(const Ledger& other) {
     notes_.insert(notes_.end(), other.notes_.begin(), other.notes_.end());
     gpu_xids_.insert(gpu_xids_.end(), other.gpu_xids_.begin(), other.gpu_xids_.end());
     gpu_xids_lost_ += other.gpu_xids_lost_;
+    for (const auto& a : other.group_arrivals_) {
+        note_group_arrival(a.group, a.first_ns);
+    }
     if (incomplete_.empty()) {
         incomplete_ = other.incomplete_;
     }
+}
+
+void Ledger::note_group_arrival(const Endpoint& group, std::uint64_t ns) {
+    for (auto& a : group_arrivals_) {
+        if (a.group == group) {
+            a.first_ns = std::min(a.first_ns, ns);
+            return;
+        }
+    }
+    group_arrivals_.push_back({group, ns});
 }
 
 Totals Ledger::totals() const {
@@ -297,6 +311,13 @@ std::vector<std::string> Ledger::loss_reasons() const {
     for (const auto& o : outputs_) {
         if (!o.error.empty()) {
             why.push_back(fmt::format("{}: {}", o.path, o.error));
+        }
+    }
+    for (std::size_t i = 0; i < kExpectProblemCount; ++i) {
+        const auto problem = static_cast<ExpectProblem>(i);
+        if (const auto n = expected_.count(problem); n > 0 && is_loss(problem)) {
+            why.push_back(
+                fmt::format("{} expected stream{}: {}", n, n == 1 ? "" : "s", to_string(problem)));
         }
     }
     if (!incomplete_.empty()) {

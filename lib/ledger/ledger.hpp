@@ -11,6 +11,7 @@
 
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
+#include "lib/ledger/expected.hpp"
 #include "lib/ledger/sequence.hpp"
 #include "lib/netaddr.hpp"
 #include "lib/probes.hpp"
@@ -80,6 +81,13 @@ struct StreamStats {
     SequenceTracker sequence;
     FramePosition first;  // lowest (seconds, frame) received
     FramePosition last;   // newest (seconds, frame) received
+    // Arrival times, for the expected streams (lib/ledger/expect.hpp): the
+    // frame timestamps (Frame::timestamp_ns, the source's clock) of the
+    // stream's first frame and of its latest, and CLOCK_MONOTONIC ns when the
+    // demux registered the stream (read once per stream, never per frame).
+    std::uint64_t first_arrival_ns = 0;
+    std::uint64_t last_arrival_ns = 0;
+    std::int64_t registered_ns = 0;
 
     std::uint64_t packets() const { return sequence.received(); }
 };
@@ -148,6 +156,13 @@ struct GpuXid {
 // "2026-11-24T06:50:53.123456Z": UTC, microseconds (what trace times carry).
 std::string format_utc_time(std::int64_t time_ns);
 
+// The first frame addressed to a group (lib/ledger/mcast_path.hpp), CODIF or
+// not: noted by the demux once per group, never per frame.
+struct GroupArrival {
+    Endpoint group;
+    std::uint64_t first_ns = 0;  // that frame's timestamp (Frame::timestamp_ns, UNIX ns)
+};
+
 struct Totals {
     std::uint64_t packets = 0;  // frames the source delivered
     std::uint64_t bytes = 0;    // their wire bytes
@@ -207,6 +222,9 @@ class Ledger {
     // Frames the block rings could not place (lib/sinks/block_sink.cpp report_to).
     void add_block_misses(std::uint64_t frames) { block_misses_ += frames; }
     void add_note(std::string note) { notes_.push_back(std::move(note)); }
+    // The demux, at a group's first frame (once per group; merge keeps the earliest).
+    void note_group_arrival(const Endpoint& group, std::uint64_t ns);
+    const std::vector<GroupArrival>& group_arrivals() const { return group_arrivals_; }
     // XIDs reported while the capture watched its GPU (lib/host/xid_watch.hpp),
     // and XID events the trace buffer lost (any could be the capture GPU's).
     void add_gpu_xid(GpuXid xid) { gpu_xids_.push_back(std::move(xid)); }
@@ -214,6 +232,10 @@ class Ledger {
     // The run ended before its source was exhausted (read error, device
     // fatal): what was counted is true, but nothing proves the rest arrived.
     void set_incomplete(std::string why) { incomplete_ = std::move(why); }
+    // The expected streams' verdict (lib/ledger/expect.hpp), made once the
+    // run has stopped: each problem but `unexpected` makes the verdict loss.
+    void set_expectations(ExpectResults results) { expected_ = std::move(results); }
+    const ExpectResults& expectations() const { return expected_; }
 
     const std::vector<OutputStats>& outputs() const { return outputs_; }
     const std::vector<SourceCounter>& source_counters() const { return source_counters_; }
@@ -245,9 +267,11 @@ class Ledger {
     std::vector<OutputStats> outputs_;
     std::vector<SourceCounter> source_counters_;
     std::vector<std::string> notes_;
+    std::vector<GroupArrival> group_arrivals_;
     std::vector<GpuXid> gpu_xids_;
     std::uint64_t gpu_xids_lost_ = 0;
     std::string incomplete_;
+    ExpectResults expected_;
     // Set once other ledgers are merged in: their outputs were checked
     // against their own frames, which the merged totals can no longer split.
     bool merged_ = false;

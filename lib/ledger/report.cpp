@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -114,6 +115,53 @@ void add_timeline(nlohmann::json& j, const Timeline& timeline) {
 
 }  // namespace
 
+namespace {
+
+// docs/formats.md, "Expected streams".
+nlohmann::json expected_json(const ExpectResults& e) {
+    const auto optional = [](const std::optional<double>& v) {
+        return v ? nlohmann::json(*v) : nlohmann::json();
+    };
+    nlohmann::json problems = nlohmann::json::object();
+    for (std::size_t i = 0; i < kExpectProblemCount; ++i) {
+        const auto p = static_cast<ExpectProblem>(i);
+        problems[std::string(to_string(p))] = e.count(p);
+    }
+    nlohmann::json streams = nlohmann::json::array();
+    std::uint64_t as_expected = 0;
+    for (const auto& s : e.streams) {
+        nlohmann::json list = nlohmann::json::array();
+        for (const auto p : s.problems) {
+            list.push_back(to_string(p));
+        }
+        if (s.expected && s.problems.empty()) {
+            ++as_expected;
+        }
+        streams.push_back(
+            {{"group", s.group.to_string()},
+             {"antenna", s.antenna ? nlohmann::json(format_ipv4(*s.antenna)) : nlohmann::json()},
+             {"thread", s.thread},
+             {"expected", s.expected},
+             {"state", s.problems.empty() ? "ok" : to_string(s.problems.front())},
+             {"problems", std::move(list)},
+             {"packets", s.packets},
+             {"first_after_join_s", optional(s.first_after_join_s)},
+             {"last_before_end_s", optional(s.last_before_end_s)},
+             {"frames_per_second", optional(s.frames_per_second)},
+             {"expected_frames_per_second", optional(s.expected_frames_per_second)}});
+    }
+    return {{"manifest", e.manifest},
+            {"clock", e.clock},
+            {"grace_s", e.grace_s},
+            {"rate_tolerance", e.rate_tolerance},
+            {"streams_expected", e.expected_count()},
+            {"as_expected", as_expected},
+            {"problems", std::move(problems)},
+            {"streams", std::move(streams)}};
+}
+
+}  // namespace
+
 nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     const Totals t = ledger.totals();
     nlohmann::json j;
@@ -189,6 +237,9 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
                            {"last", position(s.last)}});
     }
     j["streams"] = streams;
+    if (ledger.expectations().active) {
+        j["expected"] = expected_json(ledger.expectations());
+    }
     nlohmann::json outputs = nlohmann::json::array();
     for (const auto& o : ledger.outputs()) {
         nlohmann::json e = {{"path", o.path},       {"format", o.format},   {"group", o.group},
@@ -249,6 +300,8 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
                              {"failures", run.metrics_write_failures}};
     }
     add_timeline(j, run.timeline);
+    j["groups"] = groups_json(ledger, run.mcast);
+    j["igmp"] = igmp_json(run.mcast);
     return j;
 }
 
@@ -475,6 +528,40 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
                        fmt::format("{}:{}", s.last.seconds, s.last.frame));
         }
     }
+    if (const ExpectResults& e = ledger.expectations(); e.active) {
+        // One line per problem kind, with its count, a few of its streams and a hint.
+        const std::uint64_t expected = e.expected_count();
+        std::uint64_t ok = 0;
+        for (const auto& s : e.streams) {
+            ok += s.expected && s.problems.empty() ? 1u : 0u;
+        }
+        fmt::print(out, "  expected streams ({}): {} expected, {} as expected\n", e.manifest,
+                   expected, ok);
+        for (std::size_t i = 0; i < kExpectProblemCount; ++i) {
+            const auto p = static_cast<ExpectProblem>(i);
+            const std::uint64_t n = e.count(p);
+            if (n == 0) {
+                continue;
+            }
+            std::string some;
+            std::uint64_t shown = 0;
+            for (const auto& s : e.streams) {
+                if (std::find(s.problems.begin(), s.problems.end(), p) == s.problems.end()) {
+                    continue;
+                }
+                if (shown++ == 3) {
+                    some += ", ...";
+                    break;
+                }
+                some += fmt::format(
+                    "{}{} {} thread {}", some.empty() ? "" : ", ", s.group.to_string(),
+                    s.antenna ? format_ipv4(*s.antenna) : std::string("(antenna)"), s.thread);
+            }
+            fmt::print(out, "    {} {}: {} stream{} ({}): {}\n", is_loss(p) ? "LOSS" : "note",
+                       to_string(p), n, n == 1 ? "" : "s", some, hint(p));
+        }
+    }
+    print_multicast_path(out, ledger, run.mcast);
     for (const auto& note : ledger.notes()) {
         fmt::print(out, "  note: {}\n", note);
     }

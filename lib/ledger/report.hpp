@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lib/ledger/ledger.hpp"
+#include "lib/ledger/mcast_path.hpp"
 #include "lib/ledger/timeline.hpp"
 
 namespace ibvcap {
@@ -114,6 +115,9 @@ struct RunInfo {
     std::uint64_t metrics_write_failures = 0;
     // Live captures: the capabilities dropped after setup; absent for the rest.
     std::optional<PrivilegeState> privileges;
+    // The groups' joins and first frames, and the IGMP queriers heard
+    // (lib/ledger/mcast_path.hpp): the report's "groups" and "igmp".
+    MulticastPath mcast;
 };
 
 nlohmann::json report_json(const Ledger& ledger, const RunInfo& run);

@@ -8,6 +8,7 @@
 #include "lib/host/privileges.hpp"
 #include "lib/run/pcap_capture.hpp"
 #include "lib/run/verbs_capture.hpp"
+#include "lib/sources/igmp_query.hpp"
 
 namespace ibvcap {
 
@@ -29,6 +30,20 @@ RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool
     const auto drop = [user, dirs = request.writable_dirs](RunInfo& info) {
         info.privileges = drop_privileges(user, dirs);
     };
+    // The multicast path (lib/sources/igmp_query.hpp): each join with its
+    // time, and a querier listener per interface from before the joins to
+    // the end. Declared first: the memberships record into the log.
+    JoinLog joins;
+    std::vector<std::unique_ptr<QuerierListener>> listeners;
+    const auto listen_on = [&listeners](const std::string& interface) {
+        for (const auto& l : listeners) {
+            if (l->interface() == interface) {
+                return;
+            }
+        }
+        listeners.push_back(std::make_unique<QuerierListener>(interface));
+        listeners.back()->start();
+    };
     RunOutcome outcome;
     if (request.source == LiveCaptureRequest::Source::pcap) {
         if (request.interfaces.size() != 1) {
@@ -43,9 +58,12 @@ RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool
         r.interface_ipv4 = nif.ipv4.front();  // resolve_interface guarantees one
         r.buffer_bytes = request.pcap_buffer_bytes;
         r.sysfs_root = request.sysfs_root;
-        const MembershipFactory join = [&r](const Endpoint& group) {
-            return kernel_membership(group, r.interface, r.interface_ipv4);
-        };
+        const MembershipFactory join = joins.wrap(
+            [&r](const Endpoint& group) {
+                return kernel_membership(group, r.interface, r.interface_ipv4);
+            },
+            r.interface);
+        listen_on(r.interface);
         make_gpu(nif.name);
         if (gpu) {
             r.blocks = gpu->sink();
@@ -76,7 +94,19 @@ RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool
             r.writer.faults = &gpu->faults();
             gpu->watch_xids(r);  // before the source starts
         }
-        outcome = run_verbs_capture(r, *provider, kernel_memberships(), stop);
+        for (const auto& t : r.targets) {
+            listen_on(t.netdev);
+        }
+        const TargetMembershipFactory join = [&joins, kernel = kernel_memberships()](
+                                                 const CaptureTarget& t, const Endpoint& g) {
+            return joins.record(kernel(t, g), g, t.netdev);
+        };
+        outcome = run_verbs_capture(r, *provider, join, stop);
+    }
+    outcome.info.mcast.live = true;
+    outcome.info.mcast.joins = joins.joins();
+    for (auto& l : listeners) {
+        outcome.info.mcast.queriers.push_back(l->finish());
     }
     if (gpu) {
         gpu->finish(outcome);

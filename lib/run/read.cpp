@@ -10,7 +10,9 @@ RunOutcome run_read(const ReadRequest& request, const std::atomic<bool>& stop) {
     RunSettings settings = request;
     settings.command = "read";
     settings.outputs.pcap_link_type = source.pcap_link_type();
-    return run_source(source, settings, stop);
+    RunOutcome outcome = run_source(source, settings, stop);
+    outcome.info.mcast.named_groups = request.demux.groups;  // listed even if never seen
+    return outcome;
 }
 
 }  // namespace ibvcap

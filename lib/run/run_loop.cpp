@@ -75,7 +75,92 @@ std::vector<SourceCounter> all_witnesses(const Source& source, const RunSettings
     return out;
 }
 
+std::uint64_t wall_clock_ns() {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
+}
+
+// Lane i's interface as the source names it: "mlx5_0:1(ens1f0np0)" of a verbs
+// input listing one per lane, the interface, or the file read.
+std::string lane_interface(const Source& source, std::size_t lane) {
+    const std::string input = source.input();
+    if (source.lanes() < 2) {
+        return input;
+    }
+    std::size_t begin = 0;
+    for (std::size_t i = 0; i < lane && begin != std::string::npos; ++i) {
+        begin = input.find(',', begin);
+        begin = begin == std::string::npos ? begin : begin + 1;
+    }
+    if (begin == std::string::npos) {
+        return input;
+    }
+    return input.substr(begin, input.find(',', begin) - begin);
+}
+
+bool lanes_write_pcapng(const std::vector<std::unique_ptr<Lane>>& lanes) {
+    return std::any_of(lanes.begin(), lanes.end(), [](const auto& l) {
+        return l->files && l->files->interface_counts() != nullptr;
+    });
+}
+
+// The pcapng files' counts (interface_counts), for every lane that writes
+// one: once a second from the witnesses, and once more before the writers
+// close. A live run's statistics span the run's wall-clock time.
+void publish_interface_counts(const std::vector<std::unique_ptr<Lane>>& lanes,
+                              const std::vector<LiveView>& views, const Source& source,
+                              std::span<const SourceCounter> witnesses, std::uint64_t start_wall_ns,
+                              bool final) {
+    for (std::size_t i = 0; i < lanes.size(); ++i) {
+        InterfaceCountsBox* box = lanes[i]->files ? lanes[i]->files->interface_counts() : nullptr;
+        if (box == nullptr) {
+            continue;
+        }
+        const std::string name = lanes.size() > 1 ? lane_interface(source, i) : "";
+        const std::uint64_t delivered =
+            final ? lanes[i]->ledger.packets() : (i < views.size() ? views[i].packets : 0);
+        InterfaceCounts c = interface_counts(
+            witnesses, delivered, std::string_view(name).substr(0, name.find(':')), source.live());
+        if (source.live()) {
+            c.start_ns = start_wall_ns;
+            c.end_ns = wall_clock_ns();
+        }
+        box->publish(c);
+    }
+}
+
 }  // namespace
+
+InterfaceCounts interface_counts(std::span<const SourceCounter> witnesses, std::uint64_t delivered,
+                                 std::string_view device, bool live) {
+    InterfaceCounts c;
+    c.ifrecv = delivered;
+    if (!live) {
+        return c;
+    }
+    std::uint64_t ifdrop = 0;
+    std::uint64_t osdrop = 0;
+    for (const auto& w : witnesses) {
+        const std::string_view name = w.name;
+        if (name == "pcap/ps_recv") {
+            c.filteraccept = w.value;  // pcap_stats(3PCAP): frames that passed the filter
+        }
+        if (!w.is_drop ||
+            (!device.empty() && !(name.size() > device.size() && name.starts_with(device) &&
+                                  name[device.size()] == '/'))) {
+            continue;
+        }
+        ifdrop += w.value;
+        if (w.cause == LossCause::kernel || w.cause == LossCause::receive_queue ||
+            w.cause == LossCause::ring_hold_limit) {
+            osdrop += w.value;
+        }
+    }
+    c.ifdrop = ifdrop;
+    c.osdrop = osdrop;
+    return c;
+}
 
 RunOutcome run_source(Source& source, const RunSettings& settings, const std::atomic<bool>& stop) {
     RunOutcome outcome;
@@ -131,6 +216,9 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         auto lane = std::make_unique<Lane>();
         OutputOptions outputs = settings.outputs;
         outputs.prefix += source.lane_prefix(i);
+        outputs.interface_name = lane_interface(source, i);
+        outputs.interface_description =
+            fmt::format("ibvcap {}, {} source", settings.command, source.kind());
         lane->writer = make_run_writer(outputs, writer_options, source.live());
         lane->files = std::make_unique<FileSinks>(outputs, lane->writer.get());
         lane->demux = std::make_unique<Demux>(settings.demux, lane->ledger);
@@ -153,7 +241,9 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         }
     }
     IBVCAP_PROBE2(run_start, settings.command.c_str(), outcome.info.source.c_str());
+    const std::int64_t join_ns = expect_clock_ns();  // the expected streams' join
     source.start();
+    const std::uint64_t start_wall_ns = wall_clock_ns();
     if (settings.after_start) {
         // The source's threads run: nothing may leave by an exception.
         try {
@@ -331,6 +421,11 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
                 if (ticker.enabled()) {
                     ticker.tick(snapshot(source.figures()));
                 }
+                if (lanes_write_pcapng(lanes)) {
+                    publish_interface_counts(lanes, views, source,
+                                             all_witnesses(source, settings, lanes), start_wall_ns,
+                                             false);
+                }
             } catch (const std::exception& e) {
                 faults.report("counters and stats", e.what());
             }
@@ -357,6 +452,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             break;
         }
     }
+    const std::int64_t end_ns = expect_clock_ns();  // the expected streams' end
     std::optional<std::uint64_t> remaining;
     if (settings.count > 0) {
         remaining = settings.count - std::min(settings.count, source.frames());
@@ -364,6 +460,17 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     source.stop(remaining);
     if (settings.blocks != nullptr) {
         settings.blocks->flush();  // the producers have stopped: hand out the open blocks
+    }
+    // The pcapng files' last statistics blocks: the counters read once more
+    // (the poll threads have ended, so no watchdog speaks), as they stand now.
+    if (lanes_write_pcapng(lanes)) {
+        try {
+            source.tick(outcome.info);
+        } catch (const std::exception& e) {
+            faults.report("counters and stats", e.what());
+        }
+        publish_interface_counts(lanes, views, source, all_witnesses(source, settings, lanes),
+                                 start_wall_ns, true);
     }
     for (auto& l : lanes) {
         if (l->writer) {
@@ -397,6 +504,15 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         for (auto& l : lanes) {
             outcome.ledger.merge(l->ledger);
         }
+    }
+    if (settings.expect) {
+        ExpectTimes times;
+        times.host_clock = source.live();
+        times.join_ns = join_ns;
+        times.end_ns = end_ns;
+        outcome.ledger.set_expectations(
+            evaluate_expectations(*settings.expect, settings.expect_options,
+                                  outcome.ledger.streams(), settings.demux.groups, times));
     }
     outcome.info.duration_s = std::chrono::duration<double>(Clock::now() - start).count();
     outcome.info.stats_lines_dropped = ticker.dropped();

@@ -17,10 +17,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lib/demux/demux.hpp"
+#include "lib/ledger/expect.hpp"
 #include "lib/run/common.hpp"
 #include "lib/run/console.hpp"
 #include "lib/sinks/block_sink.hpp"
@@ -59,7 +63,23 @@ struct RunSettings {
     // capture drops its privileges here (lib/host/privileges.hpp). An
     // exception ends the run at once as a fault (exit code 1, files kept).
     std::function<void(RunInfo&)> after_start;
+    // --expect FILE or --expect-antennas/--expect-threads (none: nothing
+    // expected): judged against the ledger's streams once the run has stopped
+    // (lib/ledger/expect.hpp). A live source's join is when it starts, its
+    // end when the loop stops; a file's are its first and last CODIF frames.
+    std::optional<ExpectManifest> expect;
+    ExpectOptions expect_options;
 };
+
+// A lane's counts for its pcapng statistics blocks (docs/formats.md,
+// "pcapng"), from the run's witnesses: isb_ifrecv the frames the source
+// delivered to the lane; isb_ifdrop every drop counter (what the report sums
+// as totals.nic_drops); isb_osdrop those of them that witness the host's
+// side (kernel, receive queue, ring hold limit); isb_filteraccept libpcap's
+// ps_recv. `device`: only counters named "device/..." are the lane's (empty:
+// all). A file source (`live` false) knows no drops: those stay unset.
+InterfaceCounts interface_counts(std::span<const SourceCounter> witnesses, std::uint64_t delivered,
+                                 std::string_view device, bool live);
 
 // Runs `source` until `stop`, the duration, the count, or the source ends.
 // Throws (one line naming the fix) when the run cannot start; nothing is

@@ -1,10 +1,16 @@
 #include "lib/sinks/file_sinks.hpp"
 
 #include <fmt/format.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <fstream>
 #include <regex>
 #include <stdexcept>
+
+#include "formats/pcapng.hpp"
 
 namespace ibvcap {
 
@@ -43,10 +49,12 @@ bool is_output_name(const OutputOptions& options, const std::string& name) {
     const std::string ip = "[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}";
     for (const auto f : options.formats) {
         const std::string ext = std::string(file_extension(f));
+        // and the file's sidecar index (FILE.idx.json: lib/sinks/file_index.hpp)
+        const std::string index = "(\\.idx\\.json)?";
         const std::string pattern =
-            f == OutputFormat::pcap
-                ? prefix + lane + rotated + "\\." + ext
-                : prefix + lane + "_" + ip + "_[0-9]+_" + ip + rotated + "\\." + ext;
+            f == OutputFormat::pcap || f == OutputFormat::pcapng
+                ? prefix + lane + rotated + "\\." + ext + index
+                : prefix + lane + "_" + ip + "_[0-9]+_" + ip + rotated + "\\." + ext + index;
         if (std::regex_match(name, std::regex(pattern))) {
             return true;
         }
@@ -75,6 +83,116 @@ void PcapFileSink::on_frame(const SinkFrame& f, SinkRoute /*route*/) {
     const auto record = pcap_record_header(f.frame.timestamp_ns, static_cast<std::uint32_t>(keep),
                                            f.frame.wire_bytes);
     writer_.write_frame(output_, record, f.frame, 0, static_cast<std::size_t>(keep));
+}
+
+namespace {
+
+// The section header's host description: the CPU (/proc/cpuinfo's first
+// "model name", proc(5)) and the machine (uname -m) as shb_hardware, the
+// kernel (uname -srv) as shb_os, "captured on HOST" as its comment.
+pcapng::SectionInfo this_host() {
+    pcapng::SectionInfo info;
+    utsname u{};
+    const bool have_uname = ::uname(&u) == 0;
+    std::string cpu;
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    for (std::string line; cpu.empty() && std::getline(cpuinfo, line);) {
+        if (line.rfind("model name", 0) == 0) {
+            if (const auto colon = line.find(':'); colon != std::string::npos) {
+                const auto value = line.find_first_not_of(" \t", colon + 1);
+                cpu = value == std::string::npos ? "" : line.substr(value);
+            }
+        }
+    }
+    const std::string machine = have_uname ? u.machine : "";
+    info.hardware = cpu.empty() ? machine : machine.empty() ? cpu : cpu + " (" + machine + ")";
+    if (have_uname) {
+        info.os = fmt::format("{} {} {}", u.sysname, u.release, u.version);
+    }
+    info.application = "ibvcap " IBVCAP_VERSION;
+    char host[256] = {};
+    if (::gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') {
+        info.comment = fmt::format("captured on {}", host);
+    }
+    return info;
+}
+
+std::uint64_t wall_clock_ns() {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
+}
+
+// The statistics block that ends a pcapng file: the run's counts as last
+// published, this output's records, and the times (docs/formats.md, "pcapng").
+std::vector<std::uint8_t> statistics_block(const PcapngFileSink::State& state,
+                                           const Writer::ClosingFile& file) {
+    const InterfaceCounts c = state.counts.get();
+    const bool any = state.any.load(std::memory_order_acquire);
+    pcapng::InterfaceStatistics s;
+    s.start_ns = c.start_ns;
+    s.end_ns = c.end_ns;
+    if (!s.start_ns && any) {
+        s.start_ns = state.first_ns.load(std::memory_order_relaxed);
+    }
+    if (!s.end_ns && any) {
+        s.end_ns = state.last_ns.load(std::memory_order_relaxed);
+    }
+    s.timestamp_ns = s.end_ns.value_or(wall_clock_ns());
+    s.ifrecv = c.ifrecv;
+    s.ifdrop = c.ifdrop;
+    s.filteraccept = c.filteraccept;
+    s.osdrop = c.osdrop;
+    s.usrdeliv = file.output_records;
+    s.comment = fmt::format(
+        "ibvcap: counts from the start of the run to the close of this file, which holds {} "
+        "of the {} frames written to this output",
+        file.records, file.output_records);
+    return pcapng::interface_statistics(s);
+}
+
+std::vector<std::uint8_t> pcapng_preamble(const OutputOptions& options, std::uint32_t snaplen) {
+    std::vector<std::uint8_t> bytes = pcapng::section_header(this_host());
+    pcapng::InterfaceInfo i;
+    i.link_type = static_cast<std::uint16_t>(options.pcap_link_type);
+    i.snaplen = snaplen;
+    i.name = options.interface_name;
+    i.description = options.interface_description;
+    const auto idb = pcapng::interface_description(i);
+    bytes.insert(bytes.end(), idb.begin(), idb.end());
+    return bytes;
+}
+
+}  // namespace
+
+PcapngFileSink::PcapngFileSink(const OutputOptions& options, Writer& writer)
+    : state_(std::make_shared<State>()),
+      writer_(writer),
+      headers_only_(options.pcap_headers_only),
+      snaplen_(options.pcap_headers_only ? kPcapngHeadersSnaplen : kPcapSnaplen) {
+    const auto preamble = pcapng_preamble(options, snaplen_);
+    output_ =
+        writer.add_output(OutputFormat::pcapng, run_output_path(options, OutputFormat::pcapng), "",
+                          "", preamble, [state = state_](const Writer::ClosingFile& file) {
+                              return statistics_block(*state, file);
+                          });
+}
+
+void PcapngFileSink::on_frame(const SinkFrame& f, SinkRoute /*route*/) {
+    const std::uint64_t ts = f.frame.timestamp_ns;
+    if (!state_->any.load(std::memory_order_relaxed)) {
+        state_->first_ns.store(ts, std::memory_order_relaxed);
+        state_->any.store(true, std::memory_order_release);
+    }
+    state_->last_ns.store(ts, std::memory_order_relaxed);
+    std::uint64_t keep = std::min<std::uint64_t>(f.frame.captured_bytes(), snaplen_);
+    if (headers_only_ && f.packet != nullptr) {
+        keep = std::min<std::uint64_t>(keep, f.packet->payload_offset + kCodifHeaderBytes);
+    }
+    const auto captured = static_cast<std::uint32_t>(keep);
+    const auto header = pcapng::epb_header(0, ts, captured, f.frame.wire_bytes);
+    const auto trailer = pcapng::epb_trailer(captured);
+    writer_.write_frame(output_, header, f.frame, 0, captured, trailer.view());
 }
 
 StreamFileSink::StreamFileSink(const OutputOptions& options, Writer& writer)
@@ -140,6 +258,10 @@ FileSinks::FileSinks(const OutputOptions& options, Writer* writer) {
     if (wants(options, OutputFormat::pcap)) {
         pcap_ = std::make_unique<PcapFileSink>(options, *writer);
         entries_.push_back({pcap_.get(), SinkScope::every_frame});
+    }
+    if (wants(options, OutputFormat::pcapng)) {
+        pcapng_ = std::make_unique<PcapngFileSink>(options, *writer);
+        entries_.push_back({pcapng_.get(), SinkScope::every_frame});
     }
     if (wants(options, OutputFormat::raw) || wants(options, OutputFormat::codif) ||
         wants(options, OutputFormat::codifhdr)) {

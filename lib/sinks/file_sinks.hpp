@@ -1,11 +1,14 @@
-// The files a run writes, as sinks (lib/sinks/sink.hpp): the run's pcap file
-// (every frame, as on the wire) and the per-antenna raw, codif and codifhdr
+// The files a run writes, as sinks (lib/sinks/sink.hpp): the run's pcap and
+// pcapng files (every frame, as on the wire) and the per-antenna raw, codif and codifhdr
 // files (docs/formats.md, "Output files"). Naming the files is theirs; the
 // bytes go through a Writer (lib/sinks/writer.hpp), which owns the disk.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -26,6 +29,46 @@ struct OutputOptions {
     // input file's for ibvcap read.
     std::uint32_t pcap_link_type = kPcapLinkTypeEthernet;
     bool overwrite = false;  // --overwrite: an earlier run's files of the same names are removed
+    // The pcapng file's interface (its if_name and if_description): the
+    // lane's device and port, the interface, or the file read.
+    std::string interface_name;
+    std::string interface_description;
+};
+
+// The pcapng file's snapshot length with --pcap-snaplen headers: every record
+// is at most this long (a UDP frame ends after its CODIF header, any other
+// frame is cut here, as tcpdump -s 256 would), so the interface block can say
+// so. 256 bytes leave 124 for the link header and its tags in front of the
+// longest IPv4 header (60), UDP (8) and CODIF (64) headers.
+inline constexpr std::uint32_t kPcapngHeadersSnaplen = 256;
+
+// What the run knows of its interface's counts, for the pcapng statistics
+// blocks (docs/formats.md, "pcapng"): published by the run loop once a
+// second and once more before the writers close, read by the disk thread
+// that closes a file. Counts run from the start of the run; an unset one is
+// not written.
+struct InterfaceCounts {
+    std::optional<std::uint64_t> start_ns;  // unset: the first frame's time
+    std::optional<std::uint64_t> end_ns;    // unset: the last frame's time
+    std::optional<std::uint64_t> ifrecv;
+    std::optional<std::uint64_t> ifdrop;
+    std::optional<std::uint64_t> filteraccept;
+    std::optional<std::uint64_t> osdrop;
+};
+class InterfaceCountsBox {
+  public:
+    void publish(const InterfaceCounts& counts) {
+        const std::lock_guard lock(mu_);
+        counts_ = counts;
+    }
+    InterfaceCounts get() const {
+        const std::lock_guard lock(mu_);
+        return counts_;
+    }
+
+  private:
+    mutable std::mutex mu_;
+    InterfaceCounts counts_;
 };
 
 // The file a per-antenna output gets, and the run's own (pcap) file.
@@ -35,7 +78,8 @@ std::string run_output_path(const OutputOptions& options, OutputFormat format);
 // Whether `name` (a file name, no directory) is one these options make in
 // output_dir: {prefix}.pcap or {prefix}_{group}_{port}_{antenna}.{ext} of a
 // format asked for, with or without a device's lane prefix
-// (`_mlx5_0p1`) and a rotation index (`.000003`).
+// (`_mlx5_0p1`) and a rotation index (`.000003`), and their sidecar indexes
+// (`.idx.json`).
 bool is_output_name(const OutputOptions& options, const std::string& name);
 
 // Every frame into the run's pcap file. --pcap-snaplen headers: a UDP frame
@@ -52,6 +96,34 @@ class PcapFileSink final : public FrameSink {
     Writer& writer_;
     Writer::OutputId output_;
     bool headers_only_;
+};
+
+// Every frame into the run's pcapng file (formats/pcapng.hpp): a section
+// header block naming the host and ibvcap, one interface description block
+// (a file holds one lane, so one interface), an enhanced packet block per
+// frame (64-bit nanosecond times: no 2106 limit), and at the close of each
+// file one interface statistics block with the counts published to
+// counts() and the records written. --pcap-snaplen headers: as for pcap,
+// every record at most kPcapngHeadersSnaplen bytes.
+class PcapngFileSink final : public FrameSink {
+  public:
+    PcapngFileSink(const OutputOptions& options, Writer& writer);
+    void on_frame(const SinkFrame& f, SinkRoute route) override;
+    InterfaceCountsBox& counts() { return state_->counts; }
+
+    struct State {
+        InterfaceCountsBox counts;
+        std::atomic<std::uint64_t> first_ns{0};
+        std::atomic<std::uint64_t> last_ns{0};
+        std::atomic<bool> any{false};
+    };
+
+  private:
+    std::shared_ptr<State> state_;  // shared with the writer's trailer
+    Writer& writer_;
+    Writer::OutputId output_;
+    bool headers_only_;
+    std::uint32_t snaplen_;
 };
 
 // The frames of each (group, antenna) into its raw, codif and codifhdr files,
@@ -79,9 +151,12 @@ class FileSinks {
     // `writer` may be null only when `options.formats` is empty.
     FileSinks(const OutputOptions& options, Writer* writer);
     const std::vector<SinkEntry>& entries() const { return entries_; }
+    // Where the run publishes its counts for the pcapng file (null: none).
+    InterfaceCountsBox* interface_counts() { return pcapng_ ? &pcapng_->counts() : nullptr; }
 
   private:
     std::unique_ptr<PcapFileSink> pcap_;
+    std::unique_ptr<PcapngFileSink> pcapng_;
     std::unique_ptr<StreamFileSink> streams_;
     std::vector<SinkEntry> entries_;
 };

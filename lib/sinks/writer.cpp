@@ -137,7 +137,7 @@ Writer::~Writer() {
 }
 
 Writer::OutputId Writer::add_output(OutputFormat format, std::string path, std::string group,
-                                    std::string antenna, Bytes preamble) {
+                                    std::string antenna, Bytes preamble, Trailer trailer) {
     if (outputs_.size() >= options_.max_outputs) {
         throw std::length_error("too many output files (raise the writer's max_outputs)");
     }
@@ -151,6 +151,7 @@ Writer::OutputId Writer::add_output(OutputFormat format, std::string path, std::
     out.group = std::move(group);
     out.antenna = std::move(antenna);
     out.preamble.assign(preamble.begin(), preamble.end());
+    out.trailer = std::move(trailer);
     out.lane = &lane;
     out.file_bytes = out.preamble.size();
     out.on_disk.reserve(std::max<std::size_t>(options_.rotation.files, 1));
@@ -254,7 +255,7 @@ void Writer::refuse(OutputId output, const char* why) {
 }
 
 void Writer::write_frame(OutputId output, Bytes prefix, const Frame& frame, std::size_t offset,
-                         std::size_t len) {
+                         std::size_t len, Bytes suffix) {
     Output& out = *output;
     Bytes first;
     Bytes second;
@@ -280,7 +281,7 @@ void Writer::write_frame(OutputId output, Bytes prefix, const Frame& frame, std:
         return;
     }
     const bool hold = can_hold && (touches_device || len >= options_.min_hold_bytes);
-    if (!begin_record(out, prefix.size() + len, 3, frame.timestamp_ns)) {
+    if (!begin_record(out, prefix.size() + len + suffix.size(), 4, frame.timestamp_ns)) {
         return;
     }
     Buffer& b = *out.current;
@@ -299,6 +300,7 @@ void Writer::write_frame(OutputId output, Bytes prefix, const Frame& frame, std:
         b.append_copy(first);
         b.append_copy(second);
     }
+    b.append_copy(suffix);
 }
 
 void Writer::flush_held(std::size_t min_holds) {
@@ -369,6 +371,12 @@ std::vector<OutputStats> Writer::stats() const {
         s.overwritten = out.overwritten;
         s.dropped = out.dropped_by_producer + out.dropped_by_writer;
         s.error = out.error;
+        if (out.index_failures > 0) {
+            s.error += fmt::format("{}{}{}", s.error.empty() ? "" : "; ", out.index_error,
+                                   out.index_failures > 1
+                                       ? fmt::format(" (and {} more)", out.index_failures - 1)
+                                       : std::string());
+        }
         if (out.refused > 0) {
             s.error += fmt::format("{}{} records not written: {}", s.error.empty() ? "" : "; ",
                                    out.refused, out.refused_why);
@@ -380,7 +388,7 @@ std::vector<OutputStats> Writer::stats() const {
 
 bool Writer::any_failed() const {
     for (const auto& out : outputs_) {
-        if (out.failed || out.dropped_by_producer > 0) {
+        if (out.failed || out.dropped_by_producer > 0 || out.index_failures > 0) {
             return true;
         }
     }

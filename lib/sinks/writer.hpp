@@ -44,6 +44,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -80,7 +81,11 @@ class Writer {
         // not written but counted as dropped; the write in progress finishes,
         // so every file still holds whole records. Null: never.
         const std::atomic<bool>* abandon = nullptr;
-        bool direct_io = false;            // O_DIRECT (--direct-io)
+        bool direct_io = false;  // O_DIRECT (--direct-io)
+        // FILE.idx.json beside every regular file at its close, with its
+        // size, record count and checksum (lib/sinks/file_index.hpp). An
+        // index that cannot be written fails the output (its records stay).
+        bool index = true;
         unsigned threads = 1;              // disk threads (--disk-threads)
         std::vector<int> cpus;             // disk thread i runs on cpus[i % size] (empty: any)
         Rotation rotation;                 // -G, -C, -W
@@ -94,6 +99,17 @@ class Writer {
     };
     struct Output;  // opaque to callers
     using OutputId = Output*;
+    // A file of an output being closed (at a rotation or at the end).
+    struct ClosingFile {
+        std::uint64_t records = 0;         // records written to this file
+        std::uint64_t output_records = 0;  // records written to the output, all its files
+    };
+    // The bytes that end each file of an output (pcapng's statistics
+    // blocks), made on the disk thread just before the file is closed, also
+    // after an abandon (the records dropped, the file still closed whole).
+    // Not called for a file that failed. A failed write of them cuts the
+    // file back to its last record.
+    using Trailer = std::function<std::vector<std::uint8_t>(const ClosingFile&)>;
 
     // Throws std::invalid_argument for unusable options, std::runtime_error
     // (one line naming the CPU) when a disk thread cannot be pinned.
@@ -109,20 +125,21 @@ class Writer {
     // first appears, never per record. Throws std::length_error past
     // max_outputs.
     OutputId add_output(OutputFormat format, std::string path, std::string group,
-                        std::string antenna, Bytes preamble = {});
+                        std::string antenna, Bytes preamble = {}, Trailer trailer = {});
 
     // Append one record made of up to four pieces, all copied. Never
     // allocates; may wait for a free buffer only in block_when_full mode.
     // `timestamp_ns` drives -G rotation (0: the record never starts a period).
     void write(OutputId output, std::span<const Bytes> pieces, std::uint64_t timestamp_ns = 0);
 
-    // Append one record: `prefix` (copied) then bytes [offset, offset + len)
-    // of `frame` (the caller has checked the range). The frame's bytes are
+    // Append one record: `prefix` (copied), bytes [offset, offset + len)
+    // of `frame` (the caller has checked the range), then `suffix` (copied:
+    // a pcapng block's padding and length). The frame's bytes are
     // held, not copied, when the frame allows it (Frame::hold) and the slice
     // is at least min_hold_bytes; bytes in device memory that cannot be held
     // are not read on this thread: the record is dropped and counted.
     void write_frame(OutputId output, Bytes prefix, const Frame& frame, std::size_t offset,
-                     std::size_t len);
+                     std::size_t len, Bytes suffix = {});
 
     // A record the caller cannot write, because the output's format cannot
     // hold it: counted as dropped, and the output fails with "N records not

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/sinks/file_index.hpp"
 #include "lib/sinks/writer.hpp"
 
 namespace ibvcap {
@@ -66,7 +67,7 @@ struct Writer::Buffer {
 
     Buffer(std::size_t bytes_, std::size_t max_holds)
         : data(writer_detail::page_alloc(bytes_)), capacity(bytes_) {
-        pieces.reserve(max_holds * 3 + 8);
+        pieces.reserve(max_holds * 4 + 8);
         owners.reserve(max_holds);
         tokens.reserve(max_holds);
     }
@@ -120,6 +121,9 @@ struct Writer::Lane {
     // Device memories `staging` is pinned with (DeviceMemory::pin_host_buffer),
     // so device copies land in it by DMA; unpinned before it is freed.
     std::vector<const DeviceMemory*> pinned_by;
+    // A file's checksum before a write, restored when the write fails (the
+    // file is cut back to its last whole record).
+    FileChecksum checksum_before;
 
     explicit Lane(std::size_t queue_capacity) : full(queue_capacity), free(queue_capacity) {}
     ~Lane() { unpin_staging(); }
@@ -147,6 +151,7 @@ struct Writer::Output {
     std::string group;
     std::string antenna;
     std::vector<std::uint8_t> preamble;
+    Writer::Trailer trailer;  // called by the disk thread
     Lane* lane = nullptr;
     // Producer side.
     Buffer* current = nullptr;
@@ -177,6 +182,13 @@ struct Writer::Output {
     std::string error;
     writer_detail::PageBuffer carry;  // O_DIRECT: the bytes of the last, partial page
     std::size_t carry_len = 0;
+    // The sidecar index (lib/sinks/file_index.hpp): the running checksum of
+    // the current file's bytes as they are written, whether records of it
+    // were abandoned, and the indexes that could not be written.
+    FileChecksum checksum;
+    bool abandoned = false;
+    std::uint64_t index_failures = 0;
+    std::string index_error;  // the first one
 };
 
 // The disk thread's work on one output; a friend in all but name
@@ -195,7 +207,9 @@ class WriterIo {
     void fail(Writer::Output& out, const std::string& what, int err);
     void open_file(Writer::Output& out);
     void close_file(Writer::Output& out);
+    void write_trailer(Writer::Output& out);
     void note_file_on_disk(Writer::Output& out);
+    void write_index(Writer::Output& out);
     template <class Place>
     void copy_device_pieces(std::span<const Piece> pieces, Place place);
     int write_pieces(Writer::Output& out, std::span<const Piece> pieces, std::size_t bytes);

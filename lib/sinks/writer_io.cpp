@@ -104,11 +104,13 @@ bool is_regular(int fd) {
 }  // namespace
 
 void WriterIo::write_buffer(Writer::Buffer& buffer, Writer::Output& out) {
+    bool abandoned = false;  // records of this buffer (so of the file it goes to) not written
     if (options_.abandon != nullptr && options_.abandon->load(std::memory_order_relaxed)) {
         // Asked to stop at once: not written, counted. The file is still
         // created with its header and closed below, so it is valid.
         out.dropped_by_writer += buffer.records;
         if (buffer.records > 0) {
+            abandoned = true;
             IBVCAP_PROBE3(write_drop, to_string(out.format).data(), buffer.records,
                           std::uint8_t{probe::abandoned});
         }
@@ -123,6 +125,7 @@ void WriterIo::write_buffer(Writer::Buffer& buffer, Writer::Output& out) {
     if (!out.failed && out.fd < 0) {
         open_file(out);
     }
+    out.abandoned = out.abandoned || abandoned;
     if (!out.failed && buffer.records > 0) {
         // (A buffer of empty records writes nothing but still counts them.)
         if (const int err = write_pieces(out, buffer.pieces, buffer.bytes)) {
@@ -212,6 +215,18 @@ void WriterIo::open_file(Writer::Output& out) {
     ++out.files;
     out.offset = 0;
     out.carry_len = 0;
+    out.checksum.reset();
+    out.abandoned = false;
+    if (options_.index) {
+        // A -W ring reuses a name: the index of what the name held is no
+        // longer true. (Before the run, claim_outputs kept or removed, with
+        // --overwrite, any earlier run's indexes: lib/run/common.hpp.)
+        const std::string index = file_index_path(out.current_path);
+        struct stat st {};
+        if (::lstat(index.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+            ::unlink(index.c_str());
+        }
+    }
     note_file_on_disk(out);
     if (out.preamble.empty()) {
         return;
@@ -251,8 +266,10 @@ void WriterIo::note_file_on_disk(Writer::Output& out) {
 }
 
 void WriterIo::close_file(Writer::Output& out) {
+    write_trailer(out);
     // O_DIRECT wrote the last page padded: cut the file to its length.
-    if (options_.direct_io && !out.failed && is_regular(out.fd) &&
+    const bool regular = is_regular(out.fd);
+    if (options_.direct_io && !out.failed && regular &&
         ::ftruncate(out.fd, static_cast<off_t>(out.offset)) != 0) {
         fail(out, "cannot set the file's final length", errno);
     }
@@ -264,8 +281,61 @@ void WriterIo::close_file(Writer::Output& out) {
     if (!out.on_disk.empty()) {
         out.on_disk[out.on_disk_current].bytes = out.offset;
     }
+    if (options_.index && regular) {
+        write_index(out);
+    }
     out.closed_bytes += out.offset;
     out.offset = 0;
+}
+
+// The output's last bytes in this file (Writer::Trailer), written after its
+// last whole record; a failed write cuts them off again (fail()).
+void WriterIo::write_trailer(Writer::Output& out) {
+    if (!out.trailer || out.failed || out.on_disk.empty()) {
+        return;
+    }
+    std::vector<std::uint8_t> bytes;
+    try {
+        bytes = out.trailer({out.on_disk[out.on_disk_current].packets, out.written_records});
+    } catch (const std::exception& e) {
+        out.failed = true;
+        out.error = fmt::format("cannot make the file's last block: {}", e.what());
+        return;
+    }
+    if (bytes.empty()) {
+        return;
+    }
+    const Piece p{bytes.data(), bytes.size(), nullptr};
+    if (const int err = write_pieces(out, {&p, 1}, p.len)) {
+        fail(out, "write failed", err);
+    }
+}
+
+// The sidecar index of the file just closed: what it holds now (a write
+// error cut it back to its last whole record, whose bytes the checksum
+// covers: write_pieces).
+void WriterIo::write_index(Writer::Output& out) {
+    FileIndex idx;
+    const auto slash = out.current_path.find_last_of('/');
+    idx.file = slash == std::string::npos ? out.current_path : out.current_path.substr(slash + 1);
+    idx.format = std::string(to_string(out.format));
+    idx.version = IBVCAP_VERSION;
+    idx.group = out.group;
+    idx.antenna = out.antenna;
+    idx.bytes = out.offset;
+    idx.frames = out.on_disk.empty() ? 0 : out.on_disk[out.on_disk_current].packets;
+    idx.checksum = out.checksum.digest();
+    if (out.failed) {
+        idx.stopped = out.error;
+    } else if (out.abandoned) {
+        idx.stopped = "abandoned: records still queued were not written (a second Ctrl-C)";
+    }
+    if (const int err = write_file_index(out.current_path, idx)) {
+        if (out.index_failures++ == 0) {
+            out.index_error = fmt::format("cannot write the index {}: {}",
+                                          file_index_path(out.current_path), std::strerror(err));
+        }
+    }
 }
 
 // Copies every device piece into `dst` positions given by `place` in one
@@ -298,10 +368,17 @@ void WriterIo::copy_device_pieces(std::span<const Piece> pieces, Place place) {
 
 // Appends `pieces` (`bytes` in all) to the current file at out.offset;
 // 0 or an errno. On success out.offset has moved past them.
+// The file's checksum takes the bytes just before they are written (after
+// any device copy), and is put back when the write fails.
 int WriterIo::write_pieces(Writer::Output& out, std::span<const Piece> pieces, std::size_t bytes) {
     ensure_staging(bytes);
-    return options_.direct_io ? write_direct(out, pieces, bytes)
-                              : write_buffered(out, pieces, bytes);
+    lane_.checksum_before.copy_from(out.checksum);
+    const int err =
+        options_.direct_io ? write_direct(out, pieces, bytes) : write_buffered(out, pieces, bytes);
+    if (err != 0) {
+        out.checksum.copy_from(lane_.checksum_before);
+    }
+    return err;
 }
 
 void WriterIo::ensure_staging(std::size_t bytes) {
@@ -316,6 +393,7 @@ void WriterIo::ensure_staging(std::size_t bytes) {
 int WriterIo::write_buffered(Writer::Output& out, std::span<const Piece> pieces,
                              std::size_t bytes) {
     if (pieces.size() == 1 && pieces[0].device == nullptr) {
+        out.checksum.update(pieces[0].ptr, pieces[0].len);
         if (const int err = pwrite_all(out.fd, pieces[0].ptr, pieces[0].len, out.offset)) {
             return err;
         }
@@ -336,6 +414,9 @@ int WriterIo::write_buffered(Writer::Output& out, std::span<const Piece> pieces,
     }
     if (bounce > 0) {
         copy_device_pieces(pieces, [&](std::size_t i) { return lane_.iov[i].iov_base; });
+    }
+    for (const iovec& v : lane_.iov) {  // before pwritev_all moves them
+        out.checksum.update(v.iov_base, v.iov_len);
     }
     if (const int err = pwritev_all(out.fd, lane_.iov.data(), lane_.iov.size(), out.offset)) {
         return err;
@@ -361,6 +442,7 @@ int WriterIo::write_direct(Writer::Output& out, std::span<const Piece> pieces, s
         pos += pieces[i].len;
     }
     copy_device_pieces(pieces, [&](std::size_t i) { return lane_.iov[i].iov_base; });
+    out.checksum.update(staging + out.carry_len, pos - out.carry_len);
     const std::size_t padded = (pos + kPage - 1) / kPage * kPage;
     std::memset(staging + pos, 0, padded - pos);
     if (const int err = pwrite_direct_all(out.fd, staging, padded, base)) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <stdexcept>
 
 #include "formats/packet.hpp"
@@ -26,6 +27,23 @@ double unit(std::uint64_t bits) {
 std::uint64_t GeneratorConfig::samples_per_frame() const {
     const std::uint64_t bits_per_sample = std::uint64_t{nchan} * nbits * (complex ? 2u : 1u);
     return bits_per_sample == 0 ? 0 : std::uint64_t{payload_bytes} * 8 / bits_per_sample;
+}
+
+// DiFX's CODIF generator computes the sample block this way
+// (difx/difx libraries/vdifio/utils/generateVDIF.c: start at 64 bits, add 64
+// until a whole number of complete samples fits, divide by 64), which is
+// lcm(64, bits per complete sample) / 64 = bits / gcd(bits, 64); readers take
+// it in those units (david-macmahon/CODIF.jl, getntime: 8 * blocklength bytes
+// per block, payload / 8 / blocklength blocks per frame). validate()
+// requires the payload to hold whole samples in whole 8-byte words, so the
+// block divides the payload and fits the 16-bit field (payload < 64 KiB).
+std::uint16_t GeneratorConfig::blocklength() const {
+    const std::uint64_t bits_per_sample = std::uint64_t{nchan} * nbits * (complex ? 2u : 1u);
+    if (bits_per_sample == 0) {
+        return 0;
+    }
+    const std::uint64_t words = bits_per_sample / std::gcd(bits_per_sample, std::uint64_t{64});
+    return words > 0xFFFF ? 0 : static_cast<std::uint16_t>(words);
 }
 
 std::uint64_t GeneratorConfig::frame_bytes() const {
@@ -267,6 +285,7 @@ void Generator::build(std::size_t stream, std::uint64_t slot) {
     h.groupid = static_cast<std::uint16_t>(group_index);
     h.stationid = static_cast<std::uint16_t>(antenna_index);
     h.nchan = config_.nchan;
+    h.blocklength = config_.blocklength();
     h.framelength8 = config_.payload_bytes / 8;
     h.totalsamples = config_.frames_per_period * config_.samples_per_frame();
     encode_codif(h, MutableBytes(buffer_).subspan(offset, kCodifHeaderBytes));

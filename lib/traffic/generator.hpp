@@ -44,6 +44,9 @@ struct GeneratorConfig {
     // Throws std::invalid_argument naming the first inconsistent setting.
     void validate() const;
     std::uint64_t samples_per_frame() const;
+    // The CODIF header's blocklength: the smallest number of 8-byte words that
+    // holds a whole number of complete samples (docs/formats.md, section 6).
+    std::uint16_t blocklength() const;
     std::uint64_t frame_bytes() const;  // whole Ethernet frame
 };
 

@@ -299,7 +299,7 @@ outputs_match_files() {
     expect_eq "bytes of $path in the report" "$bytes" "$size"
     case $format in
       codif) frames=$((size / CODIF_FRAME)) ;;
-      pcap) frames=$(pcap_frames "$path") ;;
+      pcap | pcapng) frames=$(pcap_frames "$path") ;;
       *) continue ;;
     esac
     expect_eq "packets of $path in the report" "$packets" "$frames"

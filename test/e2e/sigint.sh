@@ -9,6 +9,8 @@
 #    files are still valid (tshark reads the pcap, .codif files are whole
 #    frames), and the report says what the files hold and how many records
 #    were not written.
+#    Both runs also write -F pcapng: it still ends with its interface
+#    statistics block, which capinfos finds under the capture's interface.
 # The sender (2000 packets/s) must stop within 5 s of its own SIGINT.
 # The live stats line: run 1 (no -q, over 2 s) prints it once a second on
 # stderr, counting the traffic, and never on stdout; run 2 (-q) prints none.
@@ -25,7 +27,7 @@ testbed_up
 # receiving from a slow sender for S seconds; pids in CAPTURE and SENDER.
 capture_and_send() {
   ERR_LOG="capture$1.err.log" start "capture$1.log" rx "$IBVCAP" capture --source pcap \
-    -i "$RX_IF" -o "$WORK/out$1" -F codif -F pcap --report "$WORK/r$1.json" --duration 120 \
+    -i "$RX_IF" -o "$WORK/out$1" -F codif -F pcap -F pcapng --report "$WORK/r$1.json" --duration 120 \
     "${@:3}" "${MCAST[@]}"
   CAPTURE=$STARTED
   wait_for_join "$CAPTURE" 15 "${MCAST[@]}"
@@ -34,6 +36,18 @@ capture_and_send() {
   sleep "$2"
   kill -0 "$SENDER" 2>/dev/null || fail "the sender ended within $2 s; it should take 12 s"
   kill -0 "$CAPTURE" 2>/dev/null || fail "the capture ended before the SIGINT"
+}
+
+# pcapng_closed DIR: DIR/ibvcap.pcapng is read by tshark, and capinfos finds
+# one interface, the capture's, with its statistics block (written at close).
+pcapng_closed() {
+  local f=$1/ibvcap.pcapng info
+  tshark_clean "$f"
+  info=$(capinfos "$f")
+  for want in "Number of interfaces in file: 1" "Name = $RX_IF" \
+    "Description = ibvcap capture, pcap source" "Number of stat entries = 1"; do
+    grep -qF "$want" <<<"$info" || fail "capinfos $f lacks '$want': $info"
+  done
 }
 
 stop_sender() {
@@ -67,7 +81,8 @@ tshark_clean "$WORK/out1/ibvcap.pcap"
 files=$(codif_whole "$WORK/out1")
 expect_eq "codif files" "$files" 12
 outputs_match_files "$R"
-say "interrupted: true; $packets packets; groups left; tshark reads the pcap; $files codif files whole; outputs' counts = files"
+pcapng_closed "$WORK/out1"
+say "interrupted: true; $packets packets; groups left; tshark reads the pcap and pcapng; $files codif files whole; outputs' counts = files"
 # "ibvcap stats: 12:00:03  2,000 pkt/s  0.13 Gb/s  drops 0  slots held -  writer backlog 0.0 MiB"
 STATS='^ibvcap stats: [0-9]{2}:[0-9]{2}:[0-9]{2}  [0-9,]+ pkt/s  [0-9]+\.[0-9]{2} Gb/s  drops [0-9,]+  slots held -  writer backlog [0-9]+\.[0-9] MiB$'
 lines=$(grep -Ec "$STATS" "$WORK/capture1.err.log" || true)
@@ -104,6 +119,7 @@ stop_sender
 tshark_clean "$WORK/out2/ibvcap.pcap"
 files=$(codif_whole "$WORK/out2")
 outputs_match_files "$WORK/r2.json"
+pcapng_closed "$WORK/out2"
 expect_eq "interrupted after two SIGINTs" "$(jq .interrupted "$WORK/r2.json")" true
 ! grep -q 'ibvcap stats:' "$WORK/capture2.err.log" "$WORK/capture2.log" ||
   fail "a stats line with -q: $(grep -h 'ibvcap stats:' "$WORK/capture2.err.log" "$WORK/capture2.log" | head -1)"

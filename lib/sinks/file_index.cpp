@@ -1,0 +1,103 @@
+#include "lib/sinks/file_index.hpp"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <nlohmann/json.hpp>
+
+#include "lib/ledger/report.hpp"
+
+namespace ibvcap {
+
+std::string file_index_path(const std::string& file) {
+    return file + std::string(kFileIndexSuffix);
+}
+
+std::string format_checksum(std::uint64_t checksum) {
+    return fmt::format("{:016x}", checksum);
+}
+
+int write_file_index(const std::string& file, const FileIndex& index) {
+    const nlohmann::json j = {
+        {"ibvcap_index", kFileIndexVersion},
+        {"file", index.file},
+        {"format", index.format},
+        {"ibvcap_version", index.version},
+        {"group", index.group},
+        {"antenna", index.antenna},
+        {"bytes", index.bytes},
+        {"frames", index.frames},
+        {"checksum",
+         {{"algorithm", kFileIndexChecksum}, {"value", format_checksum(index.checksum)}}},
+        {"complete", index.stopped.empty()},
+        {"stopped", index.stopped.empty() ? nlohmann::json() : nlohmann::json(index.stopped)}};
+    // Not fsync'ed: the file it indexes is not either (the page cache
+    // writes both back).
+    return replace_file(file_index_path(file), j.dump(2) + "\n", false);
+}
+
+std::optional<FileIndex> read_file_index(const std::string& file, std::string& error) {
+    const std::string path = file_index_path(file);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        error = errno == ENOENT ? "missing" : fmt::format("unreadable: {}", std::strerror(errno));
+        return std::nullopt;
+    }
+    std::ifstream in(path);
+    if (!in) {
+        error = "unreadable";
+        return std::nullopt;
+    }
+    try {
+        const nlohmann::json j = nlohmann::json::parse(in);
+        if (j.value("ibvcap_index", 0) != kFileIndexVersion) {
+            error = "not an ibvcap index of version 1";
+            return std::nullopt;
+        }
+        const auto& sum = j.at("checksum");
+        if (sum.at("algorithm").get<std::string>() != kFileIndexChecksum) {
+            error = fmt::format("checksum algorithm {} unknown",
+                                sum.at("algorithm").get<std::string>());
+            return std::nullopt;
+        }
+        FileIndex idx;
+        idx.file = j.at("file").get<std::string>();
+        idx.format = j.at("format").get<std::string>();
+        idx.version = j.value("ibvcap_version", std::string());
+        idx.group = j.value("group", std::string());
+        idx.antenna = j.value("antenna", std::string());
+        idx.bytes = j.at("bytes").get<std::uint64_t>();
+        idx.frames = j.at("frames").get<std::uint64_t>();
+        const std::string value = sum.at("value").get<std::string>();
+        std::size_t used = 0;
+        idx.checksum = std::stoull(value, &used, 16);
+        if (used != value.size() || value.size() != 16) {
+            error = "checksum value is not 16 hex digits";
+            return std::nullopt;
+        }
+        if (j.contains("stopped") && j["stopped"].is_string()) {
+            idx.stopped = j["stopped"].get<std::string>();
+        }
+        return idx;
+    } catch (const std::exception& e) {
+        error = fmt::format("not a valid index: {}", e.what());
+        return std::nullopt;
+    }
+}
+
+FileChecksum::FileChecksum() : state_(XXH3_createState()) {
+    if (!state_) {
+        throw std::bad_alloc();
+    }
+    reset();
+}
+
+void FileChecksum::reset() {
+    XXH3_64bits_reset(state_.get());
+}
+
+}  // namespace ibvcap

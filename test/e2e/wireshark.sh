@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# e2e wireshark: the CODIF dissector tools/wireshark/codif.lua in tshark.
+#   On (a) ibvcap's own pcap output (gen -> read -F pcap, both layouts, with
+#   injected loss, duplicates and reordering) and (b) frames built the way DiFX's
+#   codifio builds them (codif_fields write-independent, test/codifio_transcript.hpp),
+#   every field of every CODIF frame that tshark shows equals ibvcap's decode of
+#   the same frame (codif_fields dump): layout, all header fields, samples and
+#   frames per period, absolute index and the gap from the stream's previous frame.
+#   Every UDP frame is dissected as codif, none as WireGuard (wg), though without
+#   codif.lua tshark shows the frames numbered 4 as WireGuard.
+#   The expert info names the missing frames; a UDP port given in the
+#   preference codif.ports decodes a frame without sync as codif.bad_sync.
+# Needs tshark (scripts/install-deps.sh installs it) and fails, saying so,
+# without it. No namespace, nothing sent; a few seconds.
+# Usage: wireshark.sh IBVCAP_BINARY SOURCE_DIR CODIF_FIELDS_BINARY
+CODIF_FIELDS_ARG=${3:-}
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+
+[ -n "$CODIF_FIELDS_ARG" ] || fail "usage: $0 IBVCAP_BINARY SOURCE_DIR CODIF_FIELDS_BINARY"
+CODIF_FIELDS=$(readlink -f "$CODIF_FIELDS_ARG")
+LUA=$SRC/tools/wireshark/codif.lua
+command -v tshark >/dev/null ||
+  fail "tshark is not installed: run scripts/install-deps.sh (Debian package tshark)"
+say "$(tshark --version 2>/dev/null | head -n 1), as uid $(id -u)"
+
+# The columns codif_fields dump prints, in its order.
+FIELDS=(frame.number codif.layout codif.frame codif.seconds codif.epoch codif.nbits
+  codif.power codif.cal codif.invalid codif.complex codif.representation codif.version
+  codif.protocol codif.period codif.threadid codif.groupid codif.secondaryid
+  codif.stationid codif.nchan codif.blocklength codif.framelength codif.totalsamples
+  codif.sync codif.metaid codif.meta1 codif.metadata0 codif.metadata1
+  codif.samples_per_frame codif.frames_per_period codif.index codif.gap)
+
+# tshark_codif FILE [TSHARK ARGS...]: tshark with codif.lua loaded.
+tshark_codif() {
+  local file=$1
+  shift
+  tshark -X "lua_script:$LUA" -r "$file" "$@" 2>>"$WORK/tshark.log"
+}
+
+# compare NAME FILE: every CODIF frame's fields, tshark against ibvcap.
+compare() {
+  local name=$1 file=$2 e=()
+  local f
+  for f in "${FIELDS[@]}"; do e+=(-e "$f"); done
+  "$CODIF_FIELDS" dump "$file" >"$WORK/$name.ibvcap" || fail "$name: codif_fields dump failed"
+  tshark_codif "$file" -Y codif -T fields -E separator=, -E occurrence=f "${e[@]}" \
+    >"$WORK/$name.tshark" || fail "$name: tshark failed"
+  local frames
+  frames=$(wc -l <"$WORK/$name.ibvcap")
+  [ "$frames" -gt 0 ] || fail "$name: ibvcap decodes no CODIF frame"
+  diff "$WORK/$name.ibvcap" "$WORK/$name.tshark" >"$WORK/$name.diff.log" ||
+    fail "$name: tshark's codif fields differ from ibvcap's decode (< ibvcap, > tshark): $(head -n 4 "$WORK/$name.diff.log")"
+  # Every UDP frame is codif, and none is WireGuard.
+  tshark_codif "$file" -Y udp -T fields -e frame.protocols >"$WORK/$name.protocols"
+  expect_eq "$name: UDP frames" "$(wc -l <"$WORK/$name.protocols")" "$frames"
+  local bad
+  bad=$(grep -cv ':codif$' "$WORK/$name.protocols" || true)
+  expect_eq "$name: UDP frames not ending in codif (first: $(grep -v ':codif$' "$WORK/$name.protocols" | head -n 1))" "$bad" 0
+  ! grep -q ':wg' "$WORK/$name.protocols" || fail "$name: a frame dissected as WireGuard"
+  say "$name: $frames frames, every field equal"
+}
+
+for layout in v2 draft; do
+  "$IBVCAP" gen -w "$WORK/gen_$layout.pcap" --codif-layout "$layout" -c 40 --antennas 2 --threads 2 \
+    --payload 1024 --frames-per-period 16 --loss 0.1 --duplicate 0.05 --reorder 0.05 --seed 5 \
+    >"$WORK/gen_$layout.log" 2>&1 || fail "ibvcap gen ($layout) failed"
+  rc=0
+  "$IBVCAP" read -r "$WORK/gen_$layout.pcap" -F pcap -o "$WORK/out_$layout" -q \
+    >"$WORK/read_$layout.log" 2>&1 || rc=$?
+  [ "$rc" = 3 ] || fail "ibvcap read ($layout): exit $rc, expected 3 (the injected loss)"
+  compare "ibvcap_$layout" "$WORK/out_$layout/ibvcap.pcap"
+  # The problem this fixes: without codif.lua, tshark takes frame number 4 for WireGuard.
+  plain=$(tshark -r "$WORK/out_$layout/ibvcap.pcap" -T fields -e frame.protocols 2>>"$WORK/tshark.log" |
+    grep -c ':wg' || true)
+  [ "$plain" -gt 0 ] || fail "$layout: without codif.lua no frame shows as WireGuard: the check above proves nothing"
+done
+
+"$CODIF_FIELDS" write-independent "$WORK/independent.pcap" || fail "codif_fields write-independent failed"
+compare independent "$WORK/independent.pcap"
+# The sequence position: two frames missing before v2 frame 8, a repeat, a late draft frame.
+tshark_codif "$WORK/independent.pcap" -V >"$WORK/independent.verbose"
+grep -q 'missing 2 frames before this one' "$WORK/independent.verbose" ||
+  fail "independent: no expert info 'missing 2 frames before this one'"
+grep -q 'a repeat of the previous frame' "$WORK/independent.verbose" ||
+  fail "independent: no expert info for the repeated frame"
+grep -q 'late: 1 frames behind the previous one' "$WORK/independent.verbose" ||
+  fail "independent: no expert info for the late frame"
+
+# The port preference: a frame without a sync word on a listed port is CODIF
+# with codif.bad_sync; on another port it is not CODIF at all.
+# The first record's CODIF v2 sync: 24-byte file header, 16-byte record
+# header, 42 bytes of Ethernet/IPv4/UDP, then CODIF header bytes 40-43.
+at=$((24 + 16 + 42 + 40))
+cp "$WORK/independent.pcap" "$WORK/nosync.pcap"
+expect_eq "sync of the first independent frame" \
+  "$(od -An -tx1 -j "$at" -N 4 "$WORK/nosync.pcap" | tr -d ' ')" fecaedfe
+printf '\0\0\0\0' | dd of="$WORK/nosync.pcap" bs=1 seek="$at" conv=notrunc status=none
+first=$(tshark_codif "$WORK/nosync.pcap" -c 1 -o codif.ports:36001 -T fields -e _ws.expert.message)
+case $first in
+  *"No CODIF sync word"*) ;;
+  *) fail "port preference: frame 1 without sync: expert info '$first', expected codif.bad_sync" ;;
+esac
+first=$(tshark_codif "$WORK/nosync.pcap" -c 1 -T fields -e frame.protocols)
+case $first in
+  *codif*) fail "without the port preference, a frame without sync was dissected as codif: $first" ;;
+esac
+
+pass
