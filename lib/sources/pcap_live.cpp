@@ -111,7 +111,7 @@ std::string activate_error(int status, const std::string& interface, pcap_t* p) 
         case PCAP_ERROR_PERM_DENIED:
             return fmt::format(
                 "no permission to capture on {}: run as root or `sudo setcap "
-                "cap_net_raw,cap_net_admin=ep {}`",
+                "cap_net_raw=ep {}` (the package sets it)",
                 interface, self_path());
         case PCAP_ERROR_NO_SUCH_DEVICE:
             return fmt::format("no interface named {} (see ip link)", interface);
