@@ -59,6 +59,9 @@
 // Deliberate differences from codifio: seconds are never wrapped at 86400
 // (codifio's getCODIFFrameSecond() does), and the period is part of the
 // sequence arithmetic (codifio's incrementCODIFHeader() steps seconds by 1).
+//
+// Decoding (detect_codif_layout, decode_codif) is inline in codif.hpp: it is
+// on every frame's path.
 #include "formats/codif.hpp"
 
 #include <cstddef>
@@ -67,102 +70,14 @@ namespace ibvcap {
 
 namespace {
 
-// Offsets of the sync words: v2 word 5 low half; draft 32-bit word 11.
-constexpr std::size_t kV2SyncOffset = 5 * 8;
-constexpr std::size_t kDraftSyncOffset = 11 * 4;
-// The draft frame length is 24 bits of payload bytes / 8 (header excluded).
-constexpr std::uint32_t kDraftFramelengthMask = 0x00FFFFFFu;  // 24 bits
+using codif_detail::kDraftFramelengthMask;
+using codif_detail::kDraftSyncOffset;
 
-constexpr std::uint64_t bits64(std::uint64_t word, unsigned shift, std::uint64_t mask) {
-    return (word >> shift) & mask;
-}
-constexpr std::uint32_t bits32(std::uint32_t word, unsigned shift, std::uint32_t mask) {
-    return (word >> shift) & mask;
-}
 constexpr std::uint64_t put64(std::uint64_t value, unsigned shift, std::uint64_t mask) {
     return (value & mask) << shift;
 }
 constexpr std::uint32_t put32(std::uint32_t value, unsigned shift, std::uint32_t mask) {
     return (value & mask) << shift;
-}
-
-std::uint32_t draft_word(const std::uint8_t* p, std::size_t index) {
-    return load_le32(p + index * 4);
-}
-
-void decode_v2(const std::uint8_t* p, CodifHeader& h) {
-    const std::uint64_t w0 = load_le64(p);
-    const std::uint64_t w1 = load_le64(p + 8);
-    const std::uint64_t w2 = load_le64(p + 16);
-    const std::uint64_t w3 = load_le64(p + 24);
-    const std::uint64_t w5 = load_le64(p + 40);
-
-    h.layout = CodifLayout::v2;
-    h.frame = static_cast<std::uint32_t>(bits64(w0, 0, 0xFFFFFFFFu));
-    h.seconds = static_cast<std::uint32_t>(bits64(w0, 32, 0xFFFFFFFFu));
-
-    h.epoch = static_cast<std::uint8_t>(bits64(w1, 0, 0xFF));
-    h.nbits = static_cast<std::uint8_t>(bits64(w1, 8, 0xFF));
-    h.power = bits64(w1, 16, 1) != 0;
-    h.invalid = bits64(w1, 17, 1) != 0;
-    h.complex = bits64(w1, 18, 1) != 0;
-    h.cal = bits64(w1, 19, 1) != 0;
-    h.representation = static_cast<std::uint8_t>(bits64(w1, 20, 0xF));
-    h.version = static_cast<std::uint8_t>(bits64(w1, 24, 0x1F));
-    h.protocol = static_cast<std::uint8_t>(bits64(w1, 29, 0x7));
-    h.period = static_cast<std::uint16_t>(bits64(w1, 48, 0xFFFF));
-
-    h.threadid = static_cast<std::uint16_t>(bits64(w2, 0, 0xFFFF));
-    h.groupid = static_cast<std::uint16_t>(bits64(w2, 16, 0xFFFF));
-    h.secondaryid = static_cast<std::uint16_t>(bits64(w2, 32, 0xFFFF));
-    h.stationid = static_cast<std::uint16_t>(bits64(w2, 48, 0xFFFF));
-
-    h.nchan = static_cast<std::uint16_t>(bits64(w3, 0, 0xFFFF));
-    h.blocklength = static_cast<std::uint16_t>(bits64(w3, 16, 0xFFFF));
-    h.framelength8 = static_cast<std::uint32_t>(bits64(w3, 32, 0xFFFFFFFFu));
-
-    h.totalsamples = load_le64(p + 32);
-
-    h.metaid = static_cast<std::uint16_t>(bits64(w5, 32, 0xFFFF));
-    h.meta1 = static_cast<std::uint16_t>(bits64(w5, 48, 0xFFFF));
-    h.metadata[0] = load_le64(p + 48);
-    h.metadata[1] = load_le64(p + 56);
-}
-
-void decode_draft(const std::uint8_t* p, CodifHeader& h) {
-    const std::uint32_t w1 = draft_word(p, 1);
-    const std::uint32_t w2 = draft_word(p, 2);
-    const std::uint32_t w3 = draft_word(p, 3);
-    const std::uint32_t w4 = draft_word(p, 4);
-    const std::uint32_t w5 = draft_word(p, 5);
-    const std::uint32_t w7 = draft_word(p, 7);
-
-    h.layout = CodifLayout::draft;
-    h.frame = draft_word(p, 0);
-    h.seconds = bits32(w1, 0, 0x3FFFFFFFu);
-    h.complex = bits32(w1, 30, 1) != 0;
-    h.invalid = bits32(w1, 31, 1) != 0;
-
-    h.stationid = static_cast<std::uint16_t>(bits32(w2, 0, 0xFFFF));
-    h.representation = static_cast<std::uint8_t>(bits32(w2, 22, 0xF));
-    h.epoch = static_cast<std::uint8_t>(bits32(w2, 26, 0x3F));
-
-    h.framelength8 = bits32(w3, 0, kDraftFramelengthMask);
-    h.nbits = static_cast<std::uint8_t>(bits32(w3, 24, 0x1F));
-    h.version = static_cast<std::uint8_t>(bits32(w3, 29, 0x7));
-
-    h.groupid = static_cast<std::uint16_t>(bits32(w4, 0, 0xFFFF));
-    h.threadid = static_cast<std::uint16_t>(bits32(w4, 16, 0xFFFF));
-
-    // Stored minus one. The wire value 0xFFFF (65536 channels) does not fit the
-    // 16-bit nchan and decodes as 0, which validate_codif() rejects as zero_nchan;
-    // encode_codif() writes nchan 0 as 0xFFFF, so the round trip is exact.
-    h.nchan = static_cast<std::uint16_t>(bits32(w5, 0, 0xFFFF) + 1);
-    h.blocklength = static_cast<std::uint16_t>(bits32(w5, 16, 0xFFFF));
-
-    h.period = static_cast<std::uint16_t>(bits32(w7, 0, 0xFFFF));
-
-    h.totalsamples = load_le64(p + 8 * 4);
 }
 
 void encode_v2(const CodifHeader& h, std::uint8_t* p) {
@@ -218,6 +133,47 @@ void encode_draft(const CodifHeader& h, std::uint8_t* p) {
 
 }  // namespace
 
+namespace codif_detail {
+
+void decode_draft(const std::uint8_t* p, CodifHeader& h) {
+    h = CodifHeader{};  // the fields the draft lacks decode as 0
+    const std::uint32_t w1 = load_le32(p + 4 * 1);
+    const std::uint32_t w2 = load_le32(p + 4 * 2);
+    const std::uint32_t w3 = load_le32(p + 4 * 3);
+    const std::uint32_t w4 = load_le32(p + 4 * 4);
+    const std::uint32_t w5 = load_le32(p + 4 * 5);
+    const std::uint32_t w7 = load_le32(p + 4 * 7);
+
+    h.layout = CodifLayout::draft;
+    h.frame = load_le32(p + 4 * 0);
+    h.seconds = bits32(w1, 0, 0x3FFFFFFFu);
+    h.complex = bits32(w1, 30, 1) != 0;
+    h.invalid = bits32(w1, 31, 1) != 0;
+
+    h.stationid = static_cast<std::uint16_t>(bits32(w2, 0, 0xFFFF));
+    h.representation = static_cast<std::uint8_t>(bits32(w2, 22, 0xF));
+    h.epoch = static_cast<std::uint8_t>(bits32(w2, 26, 0x3F));
+
+    h.framelength8 = bits32(w3, 0, kDraftFramelengthMask);
+    h.nbits = static_cast<std::uint8_t>(bits32(w3, 24, 0x1F));
+    h.version = static_cast<std::uint8_t>(bits32(w3, 29, 0x7));
+
+    h.groupid = static_cast<std::uint16_t>(bits32(w4, 0, 0xFFFF));
+    h.threadid = static_cast<std::uint16_t>(bits32(w4, 16, 0xFFFF));
+
+    // Stored minus one. The wire value 0xFFFF (65536 channels) does not fit the
+    // 16-bit nchan and decodes as 0, which validate_codif() rejects as zero_nchan;
+    // encode_codif() writes nchan 0 as 0xFFFF, so the round trip is exact.
+    h.nchan = static_cast<std::uint16_t>(bits32(w5, 0, 0xFFFF) + 1);
+    h.blocklength = static_cast<std::uint16_t>(bits32(w5, 16, 0xFFFF));
+
+    h.period = static_cast<std::uint16_t>(bits32(w7, 0, 0xFFFF));
+
+    h.totalsamples = load_le64(p + 8 * 4);
+}
+
+}  // namespace codif_detail
+
 std::string_view to_string(CodifLayout layout) {
     switch (layout) {
         case CodifLayout::v2:
@@ -252,39 +208,6 @@ std::string_view to_string(CodifError error) {
             return "frame_beyond_period";
     }
     return "unknown";
-}
-
-// The two sync words sit at different offsets (v2: bytes 40-43, draft: bytes
-// 44-47). A v2 header whose metaid/meta1 happen to spell the draft sync still
-// has the v2 sync at 40, so v2 is tested first.
-std::optional<CodifLayout> detect_codif_layout(Bytes header) {
-    if (header.size() < kCodifHeaderBytes) {
-        return std::nullopt;
-    }
-    if (load_le32(header.data() + kV2SyncOffset) == kCodifSyncV2) {
-        return CodifLayout::v2;
-    }
-    if (load_le32(header.data() + kDraftSyncOffset) == kCodifSyncDraft) {
-        return CodifLayout::draft;
-    }
-    return std::nullopt;
-}
-
-CodifError decode_codif(Bytes header, CodifHeader& out) {
-    if (header.size() < kCodifHeaderBytes) {
-        return CodifError::short_buffer;
-    }
-    const std::optional<CodifLayout> layout = detect_codif_layout(header);
-    if (!layout) {
-        return CodifError::bad_sync;
-    }
-    out = CodifHeader{};
-    if (*layout == CodifLayout::v2) {
-        decode_v2(header.data(), out);
-    } else {
-        decode_draft(header.data(), out);
-    }
-    return CodifError::none;
 }
 
 void encode_codif(const CodifHeader& h, MutableBytes out) {

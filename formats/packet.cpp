@@ -169,8 +169,8 @@ PacketError walk_link(const std::uint8_t* p, std::uint64_t head_bytes, std::uint
 // bytes of `head` past captured_bytes were not received: they are stale, so the
 // smaller of the two is authoritative and the parser looks at
 // min(head.size(), captured_bytes) bytes of `head` only.
-PacketError parse_udp_frame(Bytes head, std::uint64_t captured_bytes, UdpPacket& out,
-                            LinkType link) {
+PacketError parse_udp_frame_general(Bytes head, std::uint64_t captured_bytes, UdpPacket& out,
+                                    LinkType link) {
     const std::uint64_t head_bytes = std::min<std::uint64_t>(head.size(), captured_bytes);
     const std::uint8_t* const p = head.data();
     UdpPacket pkt;

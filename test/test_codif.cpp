@@ -468,6 +468,16 @@ TEST(CodifRoundTrip, DecodeOverwritesEveryFieldOfTheOutput) {
     CodifHeader out = v2_expected();
     ASSERT_EQ(decode_codif(kDraftBytes, out), CodifError::none);
     EXPECT_EQ(out, draft_expected());
+    // A v2 decode assigns every field itself (it does not clear the output
+    // first): whatever the output held, random values included, is replaced.
+    std::mt19937_64 rng(0x0F1E2D);
+    for (int i = 0; i < 100; ++i) {
+        CodifHeader held = random_header(rng, i % 2 == 0 ? CodifLayout::v2 : CodifLayout::draft);
+        held.power = held.cal = true;
+        held.metadata = {~0ull, ~0ull};
+        ASSERT_EQ(decode_codif(kV2Bytes, held), CodifError::none);
+        ASSERT_EQ(held, v2_expected()) << "iteration " << i;
+    }
 }
 
 // ------------------------------------------------------ unaligned buffers

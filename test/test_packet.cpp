@@ -2,6 +2,7 @@
 // untrusted frames and building of multicast UDP headers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <stdexcept>
@@ -202,6 +203,71 @@ TEST(ParseUdpFrame, HandWrittenCodifFrame) {
     EXPECT_EQ(p.payload_bytes, 16u);
     EXPECT_EQ(kFrame[p.payload_offset], 0x00);
     EXPECT_EQ(kFrame[p.payload_offset + p.payload_bytes - 1], 0x0f);
+}
+
+// parse_udp_frame parses the common frame inline and hands every other to
+// parse_udp_frame_general: both must give the same error and, on success,
+// the same fields. Every header byte of the plain frame set to values that
+// break one check at a time (and to random ones), each laid out whole, cut
+// at every length from 0 to past the headers, and split into a head of
+// every size with the rest captured elsewhere.
+TEST(ParseUdpFrame, FastPathAgreesWithTheGeneralParser) {
+    std::uint32_t seed = 12345;
+    const auto next = [&seed] {
+        seed = seed * 1664525u + 1013904223u;
+        return static_cast<std::uint8_t>(seed >> 24);
+    };
+    const auto same = [](const UdpPacket& a, const UdpPacket& b) {
+        return a.vlan_count == b.vlan_count && a.vlan_ids[0] == b.vlan_ids[0] &&
+               a.vlan_ids[1] == b.vlan_ids[1] && a.ip_options == b.ip_options &&
+               a.src_ip == b.src_ip && a.dst_ip == b.dst_ip && a.src_port == b.src_port &&
+               a.dst_port == b.dst_port && a.ip_offset == b.ip_offset &&
+               a.payload_offset == b.payload_offset && a.payload_bytes == b.payload_bytes;
+    };
+    std::size_t fast_hits = 0;
+    std::size_t compared = 0;
+    const auto check = [&](const Frame& f, std::size_t head_size, std::uint64_t captured,
+                           const std::string& what) {
+        const Bytes head(f.data(), std::min(head_size, f.size()));
+        UdpPacket a;
+        UdpPacket b;
+        const PacketError ea = parse_udp_frame(head, captured, a);
+        const PacketError eb = parse_udp_frame_general(head, captured, b);
+        ++compared;
+        ASSERT_EQ(ea, eb) << what << " head " << head_size << " captured " << captured;
+        if (ea == PacketError::none) {
+            ++fast_hits;
+            ASSERT_TRUE(same(a, b)) << what;
+        }
+    };
+    std::vector<Frame> frames = {kFrame, with_tag(kFrame, kEtherTypeVlan, 7),
+                                 with_options(kFrame, kIp, 6)};
+    for (std::size_t at = 0; at < kPlainUdpPayloadOffset; ++at) {
+        for (const std::uint8_t v :
+             {std::uint8_t{0x00}, std::uint8_t{0xFF}, static_cast<std::uint8_t>(kFrame[at] ^ 0x01),
+              static_cast<std::uint8_t>(kFrame[at] ^ 0x20),
+              static_cast<std::uint8_t>(kFrame[at] ^ 0x80), next()}) {
+            frames.push_back(modified(kFrame, [&](Frame& f) { f[at] = v; }));
+        }
+    }
+    // IP total and UDP lengths that agree with each other, short and long.
+    for (std::uint16_t total = 16; total <= 48; ++total) {
+        frames.push_back(modified(kFrame, [&](Frame& f) {
+            set16(f, kIp + 2, total);
+            set16(f, kUdp + 4, static_cast<std::uint16_t>(total - 20));
+        }));
+    }
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+        const Frame& f = frames[i];
+        const std::string what = "frame " + std::to_string(i);
+        for (std::size_t n = 0; n <= f.size() + 2; ++n) {
+            check(f, f.size(), n, what + " cut");  // head past captured: stale bytes
+            check(f, n, f.size(), what + " split");
+        }
+    }
+    // Some took each path: the comparison is not vacuous.
+    EXPECT_GT(fast_hits, 100u);
+    EXPECT_GT(compared, fast_hits * 2);
 }
 
 TEST(ParseUdpFrame, EthernetPaddingAfterTheDatagramIsAccepted) {

@@ -19,7 +19,7 @@ Demux::Demux(DemuxOptions options, Ledger& ledger) : options_(std::move(options)
     stream_lookup_.reserve(options_.max_streams);
     ledger_.streams().reserve(options_.max_streams);
     known_.reserve(options_.max_streams);
-    known_table_.assign(64, 0);
+    known_table_.assign(64, KnownSlot{});
 }
 
 void Demux::add_sink(FrameSink& sink, SinkScope scope) {
@@ -50,27 +50,35 @@ std::size_t known_hash(std::uint32_t dst_ip, std::uint16_t dst_port, std::uint32
 }
 }  // namespace
 
-const Demux::Known* Demux::find_known(const UdpPacket& p, std::uint16_t thread) const {
+std::uint32_t Demux::find_stream(std::uint32_t dst_ip, std::uint16_t dst_port, std::uint32_t src_ip,
+                                 std::uint16_t thread) const {
     const std::size_t mask = known_table_.size() - 1;
-    for (std::size_t i = known_hash(p.dst_ip, p.dst_port, p.src_ip, thread) & mask;;
-         i = (i + 1) & mask) {
-        const std::uint32_t slot = known_table_[i];
-        if (slot == 0) {
-            return nullptr;
+    for (std::size_t i = known_hash(dst_ip, dst_port, src_ip, thread) & mask;; i = (i + 1) & mask) {
+        const KnownSlot& slot = known_table_[i];
+        if (slot.stream_plus1 == 0) {
+            return 0;
         }
-        const Known& k = known_[slot - 1];
-        if (k.dst_ip == p.dst_ip && k.src_ip == p.src_ip && k.dst_port == p.dst_port &&
-            k.thread == thread) {
-            return &k;
+        if (slot.dst_ip == dst_ip && slot.src_ip == src_ip && slot.dst_port == dst_port &&
+            slot.thread == thread) {
+            return slot.stream_plus1;
         }
     }
 }
 
+const Demux::Known* Demux::find_known(const UdpPacket& p, std::uint16_t thread) const {
+    const std::uint32_t s = find_stream(p.dst_ip, p.dst_port, p.src_ip, thread);
+    return s == 0 ? nullptr : &known_[s - 1];
+}
+
 void Demux::add_known(const UdpPacket& p, const CodifHeader& h, std::size_t stream) {
-    if (known_.size() >= options_.max_streams || find_known(p, h.threadid) != nullptr) {
+    if (known_count_ >= options_.max_streams || stream >= options_.max_streams ||
+        find_known(p, h.threadid) != nullptr) {
         return;
     }
-    Known& k = known_.emplace_back();
+    if (known_.size() <= stream) {
+        known_.resize(stream + 1);  // registration time (reserved to max_streams)
+    }
+    Known& k = known_[stream];
     k.dst_ip = p.dst_ip;
     k.src_ip = p.src_ip;
     k.dst_port = p.dst_port;
@@ -84,24 +92,98 @@ void Demux::add_known(const UdpPacket& p, const CodifHeader& h, std::size_t stre
     k.totalsamples = h.totalsamples;
     k.frames_per_period = codif_frames_per_period(h);
     k.stream = stream;
-    if (2 * known_.size() > known_table_.size()) {
+    ++known_count_;
+    const KnownSlot slot{k.dst_ip, k.src_ip, k.dst_port, k.thread,
+                         static_cast<std::uint32_t>(stream + 1)};
+    if (2 * known_count_ > known_table_.size()) {
         // Registration time (a new stream), never per frame: rebuild doubled.
-        known_table_.assign(known_table_.size() * 2, 0);
-        for (std::size_t n = 0; n + 1 < known_.size(); ++n) {
-            place_known(n);
+        std::vector<KnownSlot> old(known_table_.size() * 2);
+        old.swap(known_table_);
+        for (const KnownSlot& o : old) {
+            if (o.stream_plus1 != 0) {
+                place_known(o);
+            }
         }
     }
-    place_known(known_.size() - 1);
+    place_known(slot);
 }
 
-void Demux::place_known(std::size_t n) {
-    const Known& k = known_[n];
+void Demux::place_known(const KnownSlot& slot) {
     const std::size_t mask = known_table_.size() - 1;
-    std::size_t i = known_hash(k.dst_ip, k.dst_port, k.src_ip, k.thread) & mask;
-    while (known_table_[i] != 0) {
+    std::size_t i = known_hash(slot.dst_ip, slot.dst_port, slot.src_ip, slot.thread) & mask;
+    while (known_table_[i].stream_plus1 != 0) {
         i = (i + 1) & mask;
     }
-    known_table_[i] = static_cast<std::uint32_t>(n + 1);
+    known_table_[i] = slot;
+}
+
+namespace {
+// The key fields of a plain frame (untagged Ethernet, IPv4 without options,
+// UDP, a CODIF v2 header): only for the prefetch hints, which need no more
+// than a guess. False when the head is too short or not plain.
+bool peek_key(Bytes head, std::uint32_t& dst_ip, std::uint16_t& dst_port, std::uint32_t& src_ip,
+              std::uint16_t& thread) {
+    constexpr std::size_t kThreadAt = kPlainUdpPayloadOffset + 16;  // v2 word 2, bits 0-15
+    if (head.size() < kThreadAt + 2) {
+        return false;
+    }
+    const std::uint8_t* p = head.data();
+    if (load_be16(p + 12) != kEtherTypeIpv4 || p[14] != 0x45) {
+        return false;
+    }
+    src_ip = load_be32(p + 26);
+    dst_ip = load_be32(p + 30);
+    dst_port = load_be16(p + 36);
+    thread = static_cast<std::uint16_t>(p[kThreadAt] | (p[kThreadAt + 1] << 8));
+    return true;
+}
+}  // namespace
+
+void Demux::prefetch_table(Bytes head) const {
+    std::uint32_t dst_ip = 0, src_ip = 0;
+    std::uint16_t dst_port = 0, thread = 0;
+    if (peek_key(head, dst_ip, dst_port, src_ip, thread)) {
+        const std::size_t mask = known_table_.size() - 1;
+        __builtin_prefetch(&known_table_[known_hash(dst_ip, dst_port, src_ip, thread) & mask]);
+    }
+}
+
+void Demux::prefetch_stream(Bytes head) const {
+    std::uint32_t dst_ip = 0, src_ip = 0;
+    std::uint16_t dst_port = 0, thread = 0;
+    if (!peek_key(head, dst_ip, dst_port, src_ip, thread)) {
+        return;
+    }
+    const std::uint32_t s = find_stream(dst_ip, dst_port, src_ip, thread);
+    if (s == 0) {
+        return;
+    }
+    __builtin_prefetch(&known_[s - 1]);
+    // The stream's fields and the tracker's counters: the first lines of
+    // StreamStats (lib/ledger/ledger.hpp keeps them ahead of the window).
+    const auto* stats = reinterpret_cast<const char*>(&ledger_.streams()[s - 1]);
+    for (std::size_t line = 0; line < 4; ++line) {
+        __builtin_prefetch(stats + line * 64, 1);
+    }
+}
+
+void Demux::on_frames(std::span<const Frame> frames) {
+    const std::size_t n = frames.size();
+    if (!prefetching()) {
+        for (const Frame& f : frames) {
+            on_frame(f);
+        }
+        return;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        if (i + kTableAhead < n) {
+            prefetch_table(frames[i + kTableAhead].head);
+        }
+        if (i + kStreamAhead < n) {
+            prefetch_stream(frames[i + kStreamAhead].head);
+        }
+        on_frame(frames[i]);
+    }
 }
 
 int Demux::group_index(std::uint32_t ip, std::uint16_t port) {
@@ -230,8 +312,16 @@ void Demux::on_frame(const Frame& frame) {
     CodifError derr = CodifError::none;
     const bool decoded = packet.payload_bytes >= kCodifHeaderBytes;
     if (decoded) {
+        // Read in place when the CODIF header lies in the first piece (every
+        // contiguous frame, and a split one whose header slot was sized for
+        // it); gathered across the two pieces otherwise.
         std::array<std::uint8_t, kCodifHeaderBytes> raw_header;
-        if (!frame.gather(packet.payload_offset, raw_header)) {
+        Bytes codif_bytes;
+        if (std::size_t{packet.payload_offset} + kCodifHeaderBytes <= frame.head.size()) {
+            codif_bytes = frame.head.subspan(packet.payload_offset, kCodifHeaderBytes);
+        } else if (frame.gather(packet.payload_offset, raw_header)) {
+            codif_bytes = raw_header;
+        } else {
             // The CODIF header runs into the payload slot, and that is GPU
             // memory: a VLAN tag or IP options the header slot was not sized
             // for (the engine's split_misaligned count and note name
@@ -239,7 +329,7 @@ void Demux::on_frame(const Frame& frame) {
             ledger_.count_reason(Reason::headers_split);
             return;
         }
-        derr = decode_codif(raw_header, header);
+        derr = decode_codif(codif_bytes, header);
         if (derr == CodifError::none) {
             if (const Known* k = find_known(packet, header.threadid);
                 k != nullptr && k->same_parameters(header) &&

@@ -2,7 +2,7 @@
 
 namespace ibvcap {
 
-SequenceTracker::Kind SequenceTracker::observe(std::uint64_t index) {
+SequenceTracker::Kind SequenceTracker::observe_general(std::uint64_t index) {
     ++received_;
     if (!started_) {
         started_ = true;

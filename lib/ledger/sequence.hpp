@@ -45,8 +45,20 @@ class SequenceTracker {
     void set_plausible_jump(std::uint64_t frames) { plausible_jump_ = frames; }
     std::uint64_t plausible_jump() const { return plausible_jump_; }
 
-    // Record one received frame; returns how it was classified.
-    Kind observe(std::uint64_t index);
+    // Record one received frame; returns how it was classified. Inline for
+    // the common case, the stream's next frame (always plausible, moves the
+    // window by one: what place() does for a gap of 0); everything else in
+    // observe_general().
+    Kind observe(std::uint64_t index) {
+        if (started_ && index > newest_ && index - newest_ == 1) {
+            ++received_;
+            run_length_ = 0;
+            newest_ = index;
+            set(index);  // the slot newest_ + 1 reuses, cleared and set at once
+            return Kind::in_order;
+        }
+        return observe_general(index);
+    }
 
     bool started() const { return started_; }
     std::uint64_t lowest() const { return lowest_; }
@@ -71,6 +83,7 @@ class SequenceTracker {
     }
 
   private:
+    Kind observe_general(std::uint64_t index);
     Kind place(std::uint64_t index);
     bool plausible(std::uint64_t index) const {
         const std::uint64_t d = index > newest_ ? index - newest_ : newest_ - index;
@@ -104,9 +117,9 @@ class SequenceTracker {
     std::int64_t last_restart_jump_ = 0;
     std::uint64_t spanned_ = 0;  // frames spanned by the segments before the current one
     std::uint64_t plausible_jump_ = 0;
+    std::size_t run_length_ = 0;  // of run_; with the counters: every frame writes it
     // The run of implausible frames that may be a restart (indices, in arrival order).
     std::array<std::uint64_t, kRestartRun> run_{};
-    std::size_t run_length_ = 0;
     std::array<std::uint64_t, kWindow / 64> seen_{};
 };
 

@@ -13,7 +13,9 @@
 // Checks on success: payload_offset >= 42, payload_offset + payload_bytes <=
 // captured_bytes, the UDP header inside the head, the offsets consistent with
 // the VLAN count and the IP header length, and the same result from the frame
-// laid out contiguously or with the head cut to captured_bytes. On failure:
+// laid out contiguously or with the head cut to captured_bytes, and the same
+// result (error, and fields on success) from the inline fast path and the
+// general parser (parse_udp_frame_general). On failure:
 // headers_split only when the head holds fewer bytes than were captured.
 #include <algorithm>
 #include <cstdint>
@@ -95,6 +97,11 @@ int ibvcap_fuzz_packet(const std::uint8_t* data, std::size_t size) {
     UdpPacket pkt;
     const PacketError err = ibvcap::parse_udp_frame(Bytes(head.data(), head.size()), captured, pkt);
     check_classification(err);
+    // The inline fast path and the general parser give the same answer.
+    UdpPacket general;
+    FUZZ_CHECK(
+        ibvcap::parse_udp_frame_general(Bytes(head.data(), head.size()), captured, general) == err);
+    FUZZ_CHECK(err != PacketError::none || same(general, pkt));
     // Where the frame was going, as the demux asks for a refused frame: read
     // within the head only, and for a well-formed frame the parser's answer.
     const ibvcap::Ipv4Destination dest =

@@ -180,6 +180,12 @@ class VerbsEngine {
     // The receive WR of a slot (SGE0 header slot + SGE1 payload slot, or one SGE).
     verbs::RecvRequest request_for(const Qp& q, std::uint64_t slot) const;
     std::uint8_t* header_slot(const Qp& q, std::uint64_t slot) const;
+    // The poll loop's hints (engine_poll.cpp): a completion's frame head, as
+    // far as its wr_id names a slot (empty otherwise: only a hint), and a
+    // prefetch of its first two cache lines.
+    Bytes head_of(const verbs::Completion& c) const;
+    void prefetch_slot(const verbs::Completion& c) const;
+    static constexpr std::size_t kSlotAhead = 8;
     std::uint64_t payload_offset(std::uint64_t slot) const;
     // What the QP's rules counted, when they carry counters (an ioctl each).
     std::optional<std::uint64_t> rule_matches(Qp& q);

@@ -60,6 +60,40 @@ std::uint8_t* VerbsEngine::header_slot(const Qp& q, std::uint64_t slot) const {
     return header_arena_.get() + (std::size_t{q.index} * q.depth + slot) * header_stride_;
 }
 
+Bytes VerbsEngine::head_of(const verbs::Completion& c) const {
+    const WrId id = WrId::decode(c.wr_id);
+    if (id.qp >= qps_.size() || id.slot >= qps_[id.qp]->depth) {
+        return {};
+    }
+    const Qp& q = *qps_[id.qp];
+    if (options_.split) {
+        return Bytes(header_slot(q, id.slot), std::min(c.byte_len, header_bytes_));
+    }
+    if (q.payload.host_view == nullptr) {
+        return {};
+    }
+    return Bytes(q.payload.host_view + payload_offset(id.slot),
+                 std::min(c.byte_len, payload_bytes_));
+}
+
+void VerbsEngine::prefetch_slot(const verbs::Completion& c) const {
+    const WrId id = WrId::decode(c.wr_id);
+    if (id.qp >= qps_.size() || id.slot >= qps_[id.qp]->depth) {
+        return;
+    }
+    const Qp& q = *qps_[id.qp];
+    const std::uint8_t* at = nullptr;
+    if (options_.split) {
+        at = header_slot(q, id.slot);
+    } else if (q.payload.host_view != nullptr) {
+        at = q.payload.host_view + payload_offset(id.slot);
+    }
+    if (at != nullptr) {
+        __builtin_prefetch(at);
+        __builtin_prefetch(at + 64);
+    }
+}
+
 std::uint64_t VerbsEngine::payload_offset(std::uint64_t slot) const {
     return slot * round_up(payload_bytes_, kSlotAlign);
 }
@@ -301,19 +335,27 @@ std::size_t VerbsEngine::poll_once() {
         if (timestamps_ == verbs::TimestampFormat::none) {
             batch_realtime_ns_ = realtime_ns();
         }
+        // Hints ahead of the frame being handled (only addresses inside a
+        // ring are computed, and a prefetch never faults): its header slot
+        // kSlotAhead frames ahead, both cache lines (the CODIF sync word is
+        // in the second); with many streams, the demux's known-stream table
+        // and stream state a few frames ahead (Demux::prefetch_table,
+        // prefetch_stream), from the slot's bytes, which the first hint
+        // brought in.
+        const bool stream_hints = demux_.prefetching();
+        for (std::size_t i = 0; i < std::min(n, kSlotAhead); ++i) {
+            prefetch_slot(batch_[i]);
+        }
         for (std::size_t i = 0; i < n; ++i) {
-            if (i + 1 < n) {
-                // The next frame's headers: the demux reads them first. (Only
-                // an address inside a ring is computed; prefetch never faults.)
-                const WrId next = WrId::decode(batch_[i + 1].wr_id);
-                if (next.qp < qps_.size() && next.slot < qps_[next.qp]->depth) {
-                    const Qp& nq = *qps_[next.qp];
-                    const std::uint64_t slot = next.slot;
-                    if (options_.split) {
-                        __builtin_prefetch(header_slot(nq, slot));
-                    } else if (nq.payload.host_view != nullptr) {
-                        __builtin_prefetch(nq.payload.host_view + payload_offset(slot));
-                    }
+            if (i + kSlotAhead < n) {
+                prefetch_slot(batch_[i + kSlotAhead]);
+            }
+            if (stream_hints) {
+                if (i + Demux::kTableAhead < n) {
+                    demux_.prefetch_table(head_of(batch_[i + Demux::kTableAhead]));
+                }
+                if (i + Demux::kStreamAhead < n) {
+                    demux_.prefetch_stream(head_of(batch_[i + Demux::kStreamAhead]));
                 }
             }
             handle(batch_[i]);
