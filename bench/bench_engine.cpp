@@ -64,8 +64,10 @@ struct FrameSet {
     std::size_t count = 0;
     std::vector<std::uint8_t> whole;  // count x frame_bytes
 
-    FrameSet() {
-        Generator gen(traffic());
+    std::size_t tag = 0;  // BM_EngineQps: the QP count it was built for
+
+    explicit FrameSet(const GeneratorConfig& config) {
+        Generator gen(config);
         frame_bytes = static_cast<std::size_t>(gen.config().frame_bytes());
         GeneratedFrame f;
         while (gen.next(f)) {
@@ -88,7 +90,7 @@ struct FrameSet {
 };
 
 FrameSet& frame_set() {
-    static FrameSet set;
+    static FrameSet set(traffic());
     return set;
 }
 
@@ -107,33 +109,36 @@ struct SimWire {
     Ledger ledger;
     Demux demux;
 
-    explicit SimWire(const sim::SimConfig& config)
+    explicit SimWire(const sim::SimConfig& config, const GeneratorConfig& t = traffic())
         : nic(provider.add(config)),
           device(provider.open(config.name, config.port)),
-          demux(demux_options(), ledger) {}
-    static DemuxOptions demux_options() {
+          demux(demux_options(t), ledger) {}
+    static DemuxOptions demux_options(const GeneratorConfig& t = traffic()) {
         DemuxOptions d;
-        d.groups = traffic().groups;
+        d.groups = t.groups;
         return d;
     }
-    static EngineOptions engine_options() {
+    static EngineOptions engine_options(const GeneratorConfig& t = traffic()) {
         EngineOptions o;
-        o.groups = traffic().groups;
+        o.groups = t.groups;
         return o;
     }
 };
 
-void BM_Engine(benchmark::State& state) {
-    const bool split = state.range(0) != 0;
-    FrameSet& set = frame_set();
-
+// One run of the engine over `set` (see the top of the file); `ring_depth`
+// 0: the default.
+void run_engine(benchmark::State& state, FrameSet& set, const GeneratorConfig& traffic_config,
+                bool split, std::uint32_t ring_depth = 0) {
     sim::SimConfig config;
     config.skip_payload_dma = true;  // only SGE1 is skipped: without the split all is copied
-    SimWire wire(config);
+    SimWire wire(config, traffic_config);
     auto& [provider, nic, device, ledger, demux] = wire;
     const auto memory = make_host_payload_memory();
-    EngineOptions o = SimWire::engine_options();
+    EngineOptions o = SimWire::engine_options(traffic_config);
     o.split = split;
+    if (ring_depth != 0) {
+        o.ring_depth = ring_depth;
+    }
     VerbsEngine engine(*device, o, demux, ledger, *memory,
                        [](const Endpoint&) { return std::make_unique<NoMembership>(); });
     engine.start();
@@ -197,8 +202,67 @@ void BM_Engine(benchmark::State& state) {
         static_cast<double>(engine.stats().polls) / static_cast<double>(fed);
 }
 
+void BM_Engine(benchmark::State& state) {
+    run_engine(state, frame_set(), traffic(), state.range(0) != 0);
+}
+
+// Scaling (issue 18): 1, 8 or 64 QPs (one per group, each with its flow
+// rule) on the one CQ, 64 streams in each case (1 group x 32 antennas x 2
+// threads, 8 x 4 x 2, 64 x 1 x 1), 96 frames per stream per pass, round-
+// robin over the streams; split; rings of 1,024 WRs in every case (64 QPs
+// x 4,096 default slots would be 2 GiB of payload slots).
+GeneratorConfig qp_traffic(std::size_t qps) {
+    std::uint32_t antennas = 32;
+    std::uint16_t threads = 2;
+    if (qps == 8) {
+        antennas = 4;
+    } else if (qps == 64) {
+        antennas = 1;
+        threads = 1;
+    }
+    GeneratorConfig c = traffic();
+    c.antennas.clear();
+    for (std::uint32_t a = 0; a < antennas; ++a) {
+        c.antennas.push_back(0x0a000000u + 11 + a);
+    }
+    c.groups.clear();
+    for (std::size_t g = 0; g < qps; ++g) {
+        c.groups.push_back(Endpoint{0xef110001u + static_cast<std::uint32_t>(g), 36001});
+    }
+    c.threads = threads;
+    c.frames = 96;
+    c.frames_per_period = 96;
+    return c;
+}
+
+void BM_EngineQps(benchmark::State& state) {
+    const auto qps = static_cast<std::size_t>(state.range(0));
+    static std::vector<std::unique_ptr<FrameSet>> sets;  // built once per QP count
+    const GeneratorConfig t = qp_traffic(qps);
+    FrameSet* set = nullptr;
+    for (const auto& s : sets) {
+        if (s->tag == qps) {
+            set = s.get();
+        }
+    }
+    if (set == nullptr) {
+        sets.push_back(std::make_unique<FrameSet>(t));
+        sets.back()->tag = qps;
+        set = sets.back().get();
+    }
+    run_engine(state, *set, t, true, 1024);
+    state.counters["qps"] = static_cast<double>(qps);
+}
+
 BENCHMARK(BM_Engine)->ArgName("split")->Arg(1)->Arg(0)->UseManualTime()->Unit(
     benchmark::kMicrosecond);
+BENCHMARK(BM_EngineQps)
+    ->ArgName("qps")
+    ->Arg(1)
+    ->Arg(8)
+    ->Arg(64)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // The GPU path on its stand-in (issue 11: copies that keep up): payload slots
 // reachable only as device memory, every CODIF frame held and placed in its

@@ -470,6 +470,35 @@ TEST(Engine, ManyQueuePairsShareOneCompletionQueue) {
     EXPECT_TRUE(rig.ledger.zero_loss());
 }
 
+// With more known streams than Demux::kPrefetchFromStreams the poll loop
+// gives the demux its hints for the frames ahead in each batch (issue 18);
+// they read only range-checked slots (ASan) and change no count. 160
+// antennas x 2 threads on two QPs, raw files byte-exact per antenna.
+TEST(Engine, StreamHintsWithManyStreamsChangeNoCount) {
+    const std::vector<Endpoint> groups = {kG1, kG2};
+    Rig rig(options_for(groups, 128), {OutputFormat::raw});
+    rig.engine->start();
+    GeneratorConfig t = traffic(groups, 6, 256);
+    t.antennas.clear();
+    for (std::uint32_t a = 0; a < 160; ++a) {
+        t.antennas.push_back(0x0a020000u + a);
+    }
+    const auto frames = frames_of(t);
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+        rig.nic->deliver(frames[i]);
+        if (i % 100 == 99) {
+            rig.poll_all();
+        }
+    }
+    rig.poll_all();
+    EXPECT_TRUE(rig.demux->prefetching());
+    rig.finish();
+    EXPECT_EQ(rig.ledger.streams().size(), 160u * 2 * 2);
+    EXPECT_EQ(rig.ledger.totals().codif, frames.size());
+    EXPECT_EQ(rig.ledger.totals().written, frames.size());
+    EXPECT_TRUE(rig.ledger.zero_loss());
+}
+
 TEST(Engine, HardwareDemuxSteersOnlyListedAntennas) {
     auto options = options_for({kG1});
     options.hw_demux = true;

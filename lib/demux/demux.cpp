@@ -148,23 +148,33 @@ void Demux::prefetch_table(Bytes head) const {
     }
 }
 
-void Demux::prefetch_stream(Bytes head) const {
+void Demux::prefetch_window(std::uint32_t stream_plus1) const {
+    if (stream_plus1 != 0 && stream_plus1 <= ledger_.streams().size()) {
+        ledger_.streams()[stream_plus1 - 1].sequence.prefetch_next();
+    }
+}
+
+std::uint32_t Demux::prefetch_stream(Bytes head) const {
     std::uint32_t dst_ip = 0, src_ip = 0;
     std::uint16_t dst_port = 0, thread = 0;
     if (!peek_key(head, dst_ip, dst_port, src_ip, thread)) {
-        return;
+        return 0;
     }
     const std::uint32_t s = find_stream(dst_ip, dst_port, src_ip, thread);
     if (s == 0) {
-        return;
+        return 0;
     }
-    __builtin_prefetch(&known_[s - 1]);
+    // The Known (48 bytes: it may straddle two lines).
+    const auto* known = reinterpret_cast<const char*>(&known_[s - 1]);
+    __builtin_prefetch(known);
+    __builtin_prefetch(known + sizeof(Known) - 1);
     // The stream's fields and the tracker's counters: the first lines of
     // StreamStats (lib/ledger/ledger.hpp keeps them ahead of the window).
     const auto* stats = reinterpret_cast<const char*>(&ledger_.streams()[s - 1]);
     for (std::size_t line = 0; line < 4; ++line) {
         __builtin_prefetch(stats + line * 64, 1);
     }
+    return s;
 }
 
 void Demux::on_frames(std::span<const Frame> frames) {
@@ -175,12 +185,19 @@ void Demux::on_frames(std::span<const Frame> frames) {
         }
         return;
     }
+    // The streams prefetch_stream found, by frame index modulo kStreamAhead + 1,
+    // for prefetch_window a frame ahead.
+    std::array<std::uint32_t, kStreamAhead + 1> ahead{};
     for (std::size_t i = 0; i < n; ++i) {
         if (i + kTableAhead < n) {
             prefetch_table(frames[i + kTableAhead].head);
         }
         if (i + kStreamAhead < n) {
-            prefetch_stream(frames[i + kStreamAhead].head);
+            ahead[(i + kStreamAhead) % ahead.size()] =
+                prefetch_stream(frames[i + kStreamAhead].head);
+        }
+        if (i + 1 < n) {
+            prefetch_window(ahead[(i + 1) % ahead.size()]);
         }
         on_frame(frames[i]);
     }

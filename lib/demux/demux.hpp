@@ -59,7 +59,12 @@ class Demux {
     // v2 thread) and the table, change nothing, and ignore a frame they
     // cannot place: a wrong hint costs a wasted load, never a count.
     void prefetch_table(Bytes head) const;
-    void prefetch_stream(Bytes head) const;
+    // Returns what prefetch_window takes: the stream's index + 1, 0 if none.
+    std::uint32_t prefetch_stream(Bytes head) const;
+    // A frame ahead, once prefetch_stream's lines are in: the word of the
+    // stream's sequence window the frame's bit most likely falls in (that of
+    // the stream's next frame in order).
+    void prefetch_window(std::uint32_t stream_plus1) const;
     // Whether the hints pay: enough known streams that their state is out of
     // the first-level cache (below that, they only cost instructions).
     bool prefetching() const { return known_count_ >= kPrefetchFromStreams; }

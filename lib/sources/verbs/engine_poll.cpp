@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -346,6 +347,8 @@ std::size_t VerbsEngine::poll_once() {
         for (std::size_t i = 0; i < std::min(n, kSlotAhead); ++i) {
             prefetch_slot(batch_[i]);
         }
+        // As Demux::on_frames: the streams found, for prefetch_window a frame ahead.
+        std::array<std::uint32_t, Demux::kStreamAhead + 1> ahead{};
         for (std::size_t i = 0; i < n; ++i) {
             if (i + kSlotAhead < n) {
                 prefetch_slot(batch_[i + kSlotAhead]);
@@ -355,7 +358,11 @@ std::size_t VerbsEngine::poll_once() {
                     demux_.prefetch_table(head_of(batch_[i + Demux::kTableAhead]));
                 }
                 if (i + Demux::kStreamAhead < n) {
-                    demux_.prefetch_stream(head_of(batch_[i + Demux::kStreamAhead]));
+                    ahead[(i + Demux::kStreamAhead) % ahead.size()] =
+                        demux_.prefetch_stream(head_of(batch_[i + Demux::kStreamAhead]));
+                }
+                if (i + 1 < n) {
+                    demux_.prefetch_window(ahead[(i + 1) % ahead.size()]);
                 }
             }
             handle(batch_[i]);
