@@ -27,6 +27,7 @@
 #include "lib/netaddr.hpp"
 #include "lib/sources/igmp.hpp"
 #include "lib/sources/verbs/payload_memory.hpp"
+#include "lib/sources/verbs/divider.hpp"
 #include "lib/sources/verbs/seam.hpp"
 
 namespace ibvcap {
@@ -235,6 +236,7 @@ class VerbsEngine {
     std::uint64_t clock_ticks0_ = 0;
     std::uint64_t clock_ns0_ = 0;
     std::uint64_t clock_khz_ = 0;
+    Divider clock_divider_;  // by clock_khz_ (timestamp_ns, per frame)
     std::uint64_t batch_realtime_ns_ = 0;
     std::chrono::steady_clock::time_point last_clock_sync_{};
 };

@@ -199,7 +199,7 @@ std::uint64_t VerbsEngine::timestamp_ns(const verbs::Completion& c) {
     }
     // Resynced once a second, so the tick delta times 10^6 stays far from overflow.
     const auto delta = static_cast<std::int64_t>(c.hw_timestamp - clock_ticks0_);
-    const std::int64_t ns = delta * 1'000'000 / static_cast<std::int64_t>(clock_khz_);
+    const std::int64_t ns = clock_divider_.divide(delta * 1'000'000);
     return static_cast<std::uint64_t>(static_cast<std::int64_t>(clock_ns0_) + ns);
 }
 
