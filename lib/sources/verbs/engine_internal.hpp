@@ -74,7 +74,8 @@ struct VerbsEngine::Qp {
     std::vector<std::uint16_t> held;                  // per slot: consumers holding it
     std::uint32_t held_count = 0;                     // slots with held > 0
     std::uint32_t outstanding_count = 0;
-    std::vector<verbs::RecvRequest> requests;  // per slot, of this generation (post_all)
+    std::uint32_t header_lkey = 0;   // the header MR's key, read in post_all
+    std::uint32_t payload_lkey = 0;  // the payload MR's key, read in post_all
     std::vector<verbs::RecvRequest> reposts;
     bool needs_recovery = false;
     std::chrono::steady_clock::time_point error_since{};

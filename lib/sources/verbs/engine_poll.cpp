@@ -100,13 +100,18 @@ std::uint64_t VerbsEngine::payload_offset(std::uint64_t slot) const {
 }
 
 verbs::RecvRequest VerbsEngine::request_for(const Qp& q, std::uint64_t slot) const {
+    // Arithmetic only: the memory regions' keys were read once (post_all,
+    // Qp::header_lkey/payload_lkey), not through their virtual lkey() per
+    // WR (issue 18's profile: with request_for, 8% of the engine's share).
+    // A table of ready WRs per slot was tried and dropped: at 64 QPs it is
+    // 3 MB the re-post path reads cold.
     verbs::RecvRequest r;
     r.wr_id = WrId{q.index, q.generation, static_cast<std::uint32_t>(slot)}.encode();
     const verbs::Sge payload{q.payload.nic_address + payload_offset(slot), payload_bytes_,
-                             q.payload.mr->lkey()};
+                             q.payload_lkey};
     if (options_.split) {
         r.sge[0] = {reinterpret_cast<std::uintptr_t>(header_slot(q, slot)), header_bytes_,
-                    header_mr_->lkey()};
+                    q.header_lkey};
         r.sge[1] = payload;
         r.num_sge = 2;
     } else {
@@ -117,20 +122,14 @@ verbs::RecvRequest VerbsEngine::request_for(const Qp& q, std::uint64_t slot) con
 }
 
 void VerbsEngine::post_all(Qp& q) {
-    // Each slot's WR for this generation of the ring, built once here (at
-    // start and after each recovery, which bumps the generation): a re-post
-    // copies it instead of encoding the wr_id and asking the memory regions
-    // for their keys per frame (issue 18's profile: 8% of the engine).
-    q.requests.resize(q.depth);
-    for (std::uint32_t slot = 0; slot < q.depth; ++slot) {
-        q.requests[slot] = request_for(q, slot);
-    }
+    q.payload_lkey = q.payload.mr->lkey();
+    q.header_lkey = header_mr_ ? header_mr_->lkey() : 0;
     // Every slot but those a consumer holds (they are posted on release).
     q.reposts.clear();
     std::fill(q.outstanding.begin(), q.outstanding.end(), std::uint8_t{0});
     for (std::uint32_t slot = 0; slot < q.depth; ++slot) {
         if (q.held[slot] == 0) {
-            q.reposts.push_back(q.requests[slot]);
+            q.reposts.push_back(request_for(q, slot));
             q.outstanding[slot] = 1;
         }
     }
@@ -156,7 +155,7 @@ void VerbsEngine::take_releases() {
             --held_total_;
             // Into the next batch; a QP awaiting recovery posts it in post_all.
             if (!q.needs_recovery) {
-                q.reposts.push_back(q.requests[slot]);
+                q.reposts.push_back(request_for(q, slot));
             }
         }
     }
@@ -259,7 +258,7 @@ void VerbsEngine::handle(const verbs::Completion& c) {
     --q.outstanding_count;
 
     auto repost = [&] {
-        q.reposts.push_back(q.requests[slot]);
+        q.reposts.push_back(request_for(q, slot));
         if (q.reposts.size() >= options_.repost_batch) {
             flush_reposts(q);
         }
