@@ -91,6 +91,7 @@ std::string_view valid_range(std::string_view name) {
         {"ttl", "0 to 255"},
         {"antennas", "1 to 200"},
         {"threads", "1 to 65535"},
+        {"burst", "a whole number of frame slots, 1 or more"},
         {"payload", "a multiple of 8 bytes"},
         {"nchan", "1 to 65535"},
         {"nbits", "1 to 32"},
