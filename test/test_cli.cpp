@@ -172,6 +172,12 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
         {"read -r x.pcap -W 3", "-W needs -G or -C"},
         {"read -r x.pcap --disk-threads 0", "--disk-threads takes 1 to 64"},
         {"read -r x.pcap --disk-cpu -1", "--disk-cpu: bad CPU -1"},
+        {"read -r x.pcap --writer-memory 100M",
+         "--writer-memory 100 MiB is too small: up to 4096 output files need a buffer of at "
+         "least 68 KiB each, with 1 disk thread; give --writer-memory"},
+        {"read -r x.pcap --writer-memory 1x", "bad --writer-memory '1x': expected a size"},
+        {"read -r x.pcap --writer-memory 0", "bad --writer-memory '0'"},
+        {"capture -i lo --writer-memory 600M -i lo2 239.17.0.1:36001", "per interface (2 -i)"},
         {"read -r x.pcap -F pcap --prefix ../x", "without / or .."},
         {"read -r x.pcap -F pcap --prefix a/b", "without / or .."},
         {"read -r x.pcap -F pcap --prefix ''", "must be non-empty"},
@@ -324,6 +330,11 @@ TEST(Cli, GenThenReadReproducesTruthInTheReport) {
     }
     EXPECT_EQ(report["totals"]["written"].get<std::uint64_t>(),
               3 * report["totals"]["packets"].get<std::uint64_t>());
+    // The writers' memory against --writer-memory (default 1 GiB).
+    EXPECT_EQ(report["writer_memory"]["bound_bytes"], std::uint64_t{1} << 30);
+    EXPECT_GT(report["writer_memory"]["peak_bytes"].get<std::uint64_t>(), 0u);
+    EXPECT_LE(report["writer_memory"]["peak_bytes"].get<std::uint64_t>(), std::uint64_t{1} << 30);
+    EXPECT_EQ(report["writer_memory"]["buffer_bytes"], 512 * 1024);
 }
 
 TEST(Cli, CleanTrafficExitsZero) {
