@@ -168,14 +168,14 @@ void Writer::plan_for(std::size_t outputs) {
             }
         }
     }
-    // Parked buffers larger than the new size: offline, sent now (the
-    // producer then waits for them, add_output); live, sent once they hold
-    // the new size, so that the outputs do not all need a buffer at once.
+    // Parked buffers larger than the new size: sent when they hold that
+    // much already; otherwise trimmed to it (the pages past it go back to
+    // the system), and sent once full. Sending them all at once starved the
+    // outputs of buffers (live) or made thousands of small writes (offline).
     for (auto& out : outputs_) {
         if (out.current != nullptr && out.current->capacity > size) {
             Buffer& b = *out.current;
-            if (options_.block_when_full || b.bytes >= size ||
-                b.tokens.size() >= holds_for(size, options_)) {
+            if (b.bytes >= size || b.tokens.size() >= holds_for(size, options_)) {
                 submit(out);
             } else if (b.charged > buffer_cost(size, options_)) {
                 const std::size_t before = b.charged;

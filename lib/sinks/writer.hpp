@@ -26,8 +26,9 @@
 // in 5/6 of the bound; when the outputs pass the plan it plans for a quarter
 // more, and the buffer size shrinks (never below kMinBufferBytes, page-
 // aligned): new buffers are made at the new size, free ones are remade at
-// once, parked partial ones are handed to the disk thread, which remakes each
-// buffer it has written at the new size. The last sixth covers the buffers
+// once, parked partial ones are trimmed to it (their pages past it given back,
+// or sent when they already hold that much), and the disk thread remakes each
+// larger buffer it has written at the new size. The last sixth covers the buffers
 // still on their way; an offline run (block_when_full) also waits for them
 // before it allocates past the bound, and a live one makes the new output's
 // buffer later, once they came back (its records may be dropped and counted
