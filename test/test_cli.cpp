@@ -178,6 +178,7 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
         {"read -r x.pcap --writer-memory 1x", "bad --writer-memory '1x': expected a size"},
         {"read -r x.pcap --writer-memory 0", "bad --writer-memory '0'"},
         {"capture -i lo --writer-memory 600M -i lo2 239.17.0.1:36001", "per interface (2 -i)"},
+        {"capture -i lo --writer-memory 600M -i lo2 239.17.0.1:36001", "give --writer-memory 8"},
         {"read -r x.pcap -F pcap --prefix ../x", "without / or .."},
         {"read -r x.pcap -F pcap --prefix a/b", "without / or .."},
         {"read -r x.pcap -F pcap --prefix ''", "must be non-empty"},
