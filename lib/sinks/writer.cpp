@@ -50,7 +50,9 @@ struct MemoryPlan {
         const std::size_t threads = std::max(1u, o.threads);
         largest = std::max(default_buffer_bytes(o), Writer::kMinBufferBytes);
         steady = o.memory_bytes / 6 * 5;
-        fixed = threads * (largest + 2 * kPage);
+        // (Two with O_DIRECT: one is written behind while the next buffer is
+        // gathered into the other.)
+        fixed = threads * (largest + 2 * kPage) * (o.direct_io ? 2 : 1);
         per_output = output_bytes + 1024 + (o.direct_io ? kPage : 0);
         if (o.buffers != 0) {
             pool = o.buffers;
@@ -223,7 +225,8 @@ Writer::Writer(const Options& options) : options_(options) {
             options_.buffers = std::max<std::size_t>(
                 (std::size_t{256} << 20) / options_.buffer_bytes, 2 * options_.threads);
         }
-        charge(options_.threads * (options_.buffer_bytes + 2 * kPage));
+        charge(options_.threads * (options_.buffer_bytes + 2 * kPage) *
+               (options_.direct_io ? 2 : 1));
     }
     if (options_.buffers < 2 * options_.threads ||
         options_.buffer_bytes < 65536 + kPcapRecordHeaderBytes) {
@@ -246,11 +249,20 @@ Writer::Writer(const Options& options) : options_(options) {
             WriterIo io(options_, *lane);
             for (;;) {
                 Buffer* buffer = nullptr;
-                lane->full.wait_dequeue(buffer);
+                if (!lane->full.try_dequeue(buffer)) {
+                    // Nothing to gather meanwhile: finish the write behind.
+                    const std::uint64_t before = io.drops();
+                    io.complete_pending();
+                    if (const std::uint64_t n = io.drops() - before) {
+                        dropped_.fetch_add(n, std::memory_order_relaxed);
+                    }
+                    lane->full.wait_dequeue(buffer);
+                }
                 if (buffer == nullptr) {
+                    io.complete_pending();
                     return;
                 }
-                const std::uint64_t dropped_before = buffer->output->dropped_by_writer;
+                const std::uint64_t dropped_before = io.drops();
                 try {
                     io.write_buffer(*buffer, *buffer->output);
                 } catch (const std::exception& e) {
@@ -261,7 +273,7 @@ Writer::Writer(const Options& options) : options_(options) {
                         options_.faults->report(fmt::format("disk thread {}", t), e.what());
                     }
                 }
-                if (const std::uint64_t n = buffer->output->dropped_by_writer - dropped_before) {
+                if (const std::uint64_t n = io.drops() - dropped_before) {
                     dropped_.fetch_add(n, std::memory_order_relaxed);
                 }
                 // Written, failed or abandoned: the held frames go back now.

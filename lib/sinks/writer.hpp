@@ -47,10 +47,12 @@
 // as dropped, and the error is reported.
 //
 // O_DIRECT (Options::direct_io): every write is whole 4 KiB pages from an
-// aligned buffer at an aligned offset. The last partial page of each buffer
-// is written padded and rewritten with the next buffer, so every record
-// counted as written is on disk; the file is cut to its true length at close
-// (and at a write error, to the last whole record).
+// aligned buffer at an aligned offset, written behind: each lane gathers a
+// buffer into one of two staging buffers while a helper thread writes the
+// other, and counts the records as written when that write completes. The last partial page of each
+// buffer is written padded and rewritten with the next buffer, so every record counted as written
+// is on disk; the file is cut to its true length at close (and at a write error, to the last whole
+// record).
 //
 // Rotation (tcpdump's -G, -C, -W): the producer decides, per record, that the
 // record starts a new file (its timestamp entered a new period of `seconds`,
