@@ -186,6 +186,7 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
         {"read -r x.pcap --report ''", "--report needs a file name"},
         {"gen", "-w FILE.pcap is required"},
         {"gen -w x.pcap --payload 100", "multiple of 8"},
+        {"gen -w x.pcap --burst 0", "bad --burst 0: expected a whole number of frame slots"},
         {"gen -w x.pcap --codif-layout v3", "valid: v2, draft"},
         {"gen -w x.pcap --loss 0.7 --duplicate 0.7", "must not exceed 1"},
     };
