@@ -11,7 +11,11 @@
 #                     repetition; the figures are indicative only
 #   BENCH_DIR=DIR     where the disk benchmarks write (default /var/tmp/ibvcap-bench);
 #                     a disk filesystem, not tmpfs (O_DIRECT)
-#   BENCH_GB=N        size of the pcap file the disk benchmarks copy (default 2; quick 0.25)
+#   BENCH_GB=N        size of the pcap file the disk benchmarks copy (default 2; quick 0.25);
+#                     also the bytes section 6 reads into 24, 240 and 2,400 files
+#   BENCH_BURST=N     frames of one stream in a row in the second interleave
+#                     pattern of sections 3 and 4 (gen --burst; default 64)
+#   BENCH_SCALE=0     skip section 6 (the file-scaling runs)
 #   BENCH_LIVE_GB=N   volume of the live confirmation trial (default 4; quick 0.2)
 #   BENCH_REPS=N      repetitions of each timed command; the best is kept (default 3; quick 1)
 #   BENCH_LIVE_DIRECT=0  the live ibvcap captures without --direct-io (default: with it,
@@ -23,11 +27,15 @@
 #                    and at 24, 240 and 2,400 streams (goal: 2,400 <= 1.25x 24)
 #   2. bench_engine: verbs engine on the simulated NIC, split (goal >= 20 Mpps) and not;
 #                    1, 8 and 64 QPs on one CQ (for the record)
-#   3. ibvcap read --direct-io of a cached pcap into raw files vs dd oflag=direct (goal >= 0.9)
-#   4. ibvcap read (buffered) of the same pcap vs cp (goal >= 0.8)
+#   3. ibvcap read --direct-io of a cached pcap into raw files vs dd oflag=direct (goal >= 0.9),
+#      for two interleave patterns of the 24 streams: round-robin (one frame of each in
+#      turn) and bursts (BENCH_BURST frames of one stream, then the next)
+#   4. ibvcap read (buffered) of the same pcaps vs cp (goal >= 0.8)
 #   5. live --source pcap on the namespace testbed vs tcpdump (bench/lossless_rate.sh):
 #      zero loss over >= 4 GB at twice tcpdump's highest lossless rate. Needs root
 #      (network namespaces), tcpdump, capinfos, jq; skipped (SKIP) without them.
+#   6. ibvcap read of the same bytes into 24, 240 and 2,400 codif files: throughput
+#      (goal at 2,400 >= 0.8 x at 24) and peak RSS (goal <= --writer-memory, 1 GiB)
 #
 # The last lines are the summary, one per goal: measured, reference, ratio, goal
 # and PASS, MISS (the goal was not met or not proven), SKIP (could not run here),
@@ -78,7 +86,7 @@ failed=0
 # result NAME MEASURED REFERENCE RATIO GOAL STATUS [NOTE]
 result() {
   local line
-  line=$(printf '%-34s %-24s %-28s %-7s %-9s %s' "$1" "$2" "$3" "$4" "$5" "$6${7:+ ($7)}")
+  line=$(printf '%-37s %-24s %-28s %-7s %-9s %s' "$1" "$2" "$3" "$4" "$5" "$6${7:+ ($7)}")
   summary+=("$line")
   echo "=> $line"
   [ "$6" != FAIL ] || failed=1
@@ -204,11 +212,13 @@ fi
 
 # --- 3, 4. disk ----------------------------------------------------------------------
 echo
+burst=${BENCH_BURST:-64}
+case $burst in '' | *[!0-9]* | 0) die "BENCH_BURST is a whole number, 1 or more" ;; esac
 per_stream=$(calc "$gb * 1e9 / ($streams * ($frame_bytes + 16))" %.0f)
 [ "$per_stream" -ge 1 ] || per_stream=1
 frames=$((per_stream * streams))
 pcap=$work/bench.pcap
-echo "== 3, 4. ibvcap read into raw files against dd and cp ($frames frames, about $gb GB; best of $reps)"
+echo "== 3, 4. ibvcap read into raw files against dd and cp ($frames frames, about $gb GB; two interleave patterns; best of $reps)"
 disk_ok=1
 avail=$(df -B1 --output=avail "$dir" | tail -1 | tr -d ' ')
 need=$(calc "$gb * 1e9 * 2.2" %.0f)
@@ -216,13 +226,59 @@ if [ "$avail" -lt "$need" ]; then
   echo "not enough space in $dir: $need bytes needed, $avail free"
   disk_ok=0
 fi
-if [ "$disk_ok" = 1 ]; then
-  if ! "$ibvcap" gen -w "$pcap" -q --antennas 6 --threads 2 -c "$per_stream" "${groups[@]}" >"$work/gen.log" 2>&1; then
-    cat "$work/gen.log"
-    disk_ok=0
+has_direct=0
+# (The help into a variable: grep -q would close the pipe on a long help, and
+# pipefail would then say no.)
+read_help=$("$ibvcap" read --help 2>&1)
+[[ $read_help == *--direct-io* ]] && has_direct=1
+
+# timed VAR CMD...: runs CMD then sync, the pair timed; the page cache is
+# flushed (sync) before the clock starts, so each side pays for its own writes
+# and for nothing left over from the previous run. The input stays cached.
+timed() {
+  local var=$1 t0 rc
+  shift
+  cat "$pcap" >/dev/null
+  sync
+  t0=$(now_us)
+  "$@" >"$work/cmd.log" 2>&1
+  rc=$?
+  sync
+  printf -v "$var" '%s' $(($(now_us) - t0))
+  if [ "$rc" != 0 ]; then
+    cat "$work/cmd.log"
+    echo "failed (exit $rc): $*"
   fi
-fi
-if [ "$disk_ok" = 1 ]; then
+  return "$rc"
+}
+# check_read DIR: the report says zero-loss with every frame written, and the
+# raw files hold exactly the frames' bytes.
+check_read() {
+  local r=$work/report.json got
+  [ "$(jq -r .verdict "$r")" = zero-loss ] || { echo "ibvcap read: verdict $(jq -r .verdict "$r")"; return 1; }
+  [ "$(jq .totals.codif "$r")" = "$frames" ] || { echo "ibvcap read: $(jq .totals.codif "$r") CODIF frames, $frames expected"; return 1; }
+  [ "$(jq .totals.written "$r")" = "$frames" ] || { echo "ibvcap read: $(jq .totals.written "$r") records written, $frames expected"; return 1; }
+  got=$(find "$1" -name '*.raw' -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
+  [ "$got" = "$raw_bytes" ] || { echo "ibvcap read: raw files hold $got bytes, $raw_bytes expected"; return 1; }
+}
+best_of() { printf '%s\n' "$@" | sort -n | head -1; }
+# last TIMES...: the last run's time in seconds, or - when there is none.
+last() { if [ $# -gt 0 ]; then calc "${!#} / 1e6" "%.2f s"; else echo -; fi; }
+mbps() { calc "$size / $1" %.0f; } # bytes per microsecond = MB/s
+
+# disk_pattern LABEL BURST: one interleave pattern: its pcap (gen --burst
+# BURST), then dd, read --direct-io, cp and read, alternated, best of $reps;
+# two summary lines.
+disk_pattern() {
+  local label=$1 b=$2 i dd_t=() id_t=() cp_t=() ib_t=() broken='' t dd_b cp_b ib_b id_b r
+  local dname="read --direct-io vs dd, $label" bname="read (buffered) vs cp, $label"
+  echo "-- $label: gen --burst $b"
+  if ! "$ibvcap" gen -w "$pcap" -q --burst "$b" --antennas 6 --threads 2 -c "$per_stream" "${groups[@]}" >"$work/gen.log" 2>&1; then
+    cat "$work/gen.log"
+    result "$dname" "-" "-" "-" ">= 0.9" FAIL "no test file"
+    result "$bname" "-" "-" "-" ">= 0.8" FAIL "no test file"
+    return
+  fi
   size=$(stat -c %s "$pcap")
   raw_bytes=$((frames * frame_bytes))
   echo "pcap: $pcap, $size bytes; raw output expected: $raw_bytes bytes in 12 files"
@@ -230,45 +286,6 @@ if [ "$disk_ok" = 1 ]; then
     echo "warning: less free memory than twice the file: it may not stay cached"
   fi
   cat "$pcap" >/dev/null
-
-  # timed VAR CMD...: runs CMD then sync, the pair timed; the page cache is
-  # flushed (sync) before the clock starts, so each side pays for its own writes
-  # and for nothing left over from the previous run. The input stays cached.
-  timed() {
-    local var=$1 t0 rc
-    shift
-    cat "$pcap" >/dev/null
-    sync
-    t0=$(now_us)
-    "$@" >"$work/cmd.log" 2>&1
-    rc=$?
-    sync
-    printf -v "$var" '%s' $(($(now_us) - t0))
-    if [ "$rc" != 0 ]; then
-      cat "$work/cmd.log"
-      echo "failed (exit $rc): $*"
-    fi
-    return "$rc"
-  }
-  # check_read DIR: the report says zero-loss with every frame written, and the
-  # raw files hold exactly the frames' bytes.
-  check_read() {
-    local r=$work/report.json got
-    [ "$(jq -r .verdict "$r")" = zero-loss ] || { echo "ibvcap read: verdict $(jq -r .verdict "$r")"; return 1; }
-    [ "$(jq .totals.codif "$r")" = "$frames" ] || { echo "ibvcap read: $(jq .totals.codif "$r") CODIF frames, $frames expected"; return 1; }
-    [ "$(jq .totals.written "$r")" = "$frames" ] || { echo "ibvcap read: $(jq .totals.written "$r") records written, $frames expected"; return 1; }
-    got=$(find "$1" -name '*.raw' -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
-    [ "$got" = "$raw_bytes" ] || { echo "ibvcap read: raw files hold $got bytes, $raw_bytes expected"; return 1; }
-  }
-  best_of() { printf '%s\n' "$@" | sort -n | head -1; }
-  # last TIMES...: the last run's time in seconds, or - when there is none.
-  last() { if [ $# -gt 0 ]; then calc "${!#} / 1e6" "%.2f s"; else echo -; fi; }
-  mbps() { calc "$size / $1" %.0f; } # bytes per microsecond = MB/s
-
-  has_direct=0
-  "$ibvcap" read --help 2>&1 | grep -q -- --direct-io && has_direct=1
-  dd_t=() id_t=() cp_t=() ib_t=()
-  broken=
   for ((i = 0; i < reps && ${#broken} == 0; i++)); do
     if timed t dd if="$pcap" of="$work/dd.out" bs=8M oflag=direct status=none; then dd_t+=("$t"); else broken="dd failed"; fi
     rm -f "$work/dd.out"
@@ -294,27 +311,33 @@ if [ "$disk_ok" = 1 ]; then
   done
   rm -f "$pcap"
   if [ -n "$broken" ]; then
-    result "read --direct-io vs dd oflag=direct" "-" "-" "-" ">= 0.9" FAIL "$broken"
-    result "read (buffered) vs cp" "-" "-" "-" ">= 0.8" FAIL "$broken"
-  else
-    dd_b=$(best_of "${dd_t[@]}")
-    cp_b=$(best_of "${cp_t[@]}")
-    ib_b=$(best_of "${ib_t[@]}")
-    echo "dd oflag=direct: $(mbps "$dd_b") MB/s; cp: $(mbps "$cp_b") MB/s; ibvcap read: $(mbps "$ib_b") MB/s (MB of the pcap per second, sync included)"
-    if [ "$has_direct" = 1 ]; then
-      id_b=$(best_of "${id_t[@]}")
-      echo "ibvcap read --direct-io: $(mbps "$id_b") MB/s"
-      r=$(calc "$dd_b / $id_b")
-      result "read --direct-io vs dd oflag=direct" "$(mbps "$id_b") MB/s" "dd $(mbps "$dd_b") MB/s" "$r" ">= 0.9" "$(verdict "$r" 0.9)"
-    else
-      result "read --direct-io vs dd oflag=direct" "-" "dd $(mbps "$dd_b") MB/s" "-" ">= 0.9" MISS "ibvcap has no --direct-io"
-    fi
-    r=$(calc "$cp_b / $ib_b")
-    result "read (buffered) vs cp" "$(mbps "$ib_b") MB/s" "cp $(mbps "$cp_b") MB/s" "$r" ">= 0.8" "$(verdict "$r" 0.8)"
+    result "$dname" "-" "-" "-" ">= 0.9" FAIL "$broken"
+    result "$bname" "-" "-" "-" ">= 0.8" FAIL "$broken"
+    return
   fi
+  dd_b=$(best_of "${dd_t[@]}")
+  cp_b=$(best_of "${cp_t[@]}")
+  ib_b=$(best_of "${ib_t[@]}")
+  echo "dd oflag=direct: $(mbps "$dd_b") MB/s; cp: $(mbps "$cp_b") MB/s; ibvcap read: $(mbps "$ib_b") MB/s (MB of the pcap per second, sync included)"
+  if [ "$has_direct" = 1 ]; then
+    id_b=$(best_of "${id_t[@]}")
+    echo "ibvcap read --direct-io: $(mbps "$id_b") MB/s"
+    r=$(calc "$dd_b / $id_b")
+    result "$dname" "$(mbps "$id_b") MB/s" "dd $(mbps "$dd_b") MB/s" "$r" ">= 0.9" "$(verdict "$r" 0.9)"
+  else
+    result "$dname" "-" "dd $(mbps "$dd_b") MB/s" "-" ">= 0.9" MISS "ibvcap has no --direct-io"
+  fi
+  r=$(calc "$cp_b / $ib_b")
+  result "$bname" "$(mbps "$ib_b") MB/s" "cp $(mbps "$cp_b") MB/s" "$r" ">= 0.8" "$(verdict "$r" 0.8)"
+}
+if [ "$disk_ok" = 1 ]; then
+  disk_pattern round-robin 1
+  disk_pattern "bursts of $burst" "$burst"
 else
-  result "read --direct-io vs dd oflag=direct" "-" "-" "-" ">= 0.9" FAIL "no test file"
-  result "read (buffered) vs cp" "-" "-" "-" ">= 0.8" FAIL "no test file"
+  for label in round-robin "bursts of $burst"; do
+    result "read --direct-io vs dd, $label" "-" "-" "-" ">= 0.9" FAIL "not enough space"
+    result "read (buffered) vs cp, $label" "-" "-" "-" ">= 0.8" FAIL "not enough space"
+  done
 fi
 
 # --- 5. live -------------------------------------------------------------------------
@@ -332,7 +355,8 @@ elif [ -n "$missing" ]; then
 elif [ "$(df -B1 --output=avail "$dir" | tail -1 | tr -d ' ')" -lt "$(calc "$live_gb * 1.2e9" %.0f)" ]; then
   result "$live_name" "-" "-" "-" "2x, >= 4 GB" SKIP "less than $(calc "$live_gb * 1.2") GB free in $dir"
 else
-  confirm_packets=$(calc "$live_gb * 1e9 / $frame_bytes" %.0f)
+  # Rounded up: the confirmation is at least BENCH_LIVE_GB.
+  confirm_packets=$(awk -v gb="$live_gb" -v f="$frame_bytes" 'BEGIN { n = gb * 1e9 / f; printf "%d", (n == int(n)) ? n : int(n) + 1 }')
   # Every trial, tcpdump's included, is as long as the confirmation: a short
   # trial fits in the page cache's dirty pages and says little about the disk.
   if [ "$quick" = 1 ]; then
@@ -340,7 +364,8 @@ else
   else
     lr=(--packets "$confirm_packets" --bisect 3 --budget 1200)
   fi
-  if [ "${BENCH_LIVE_DIRECT:-1}" = 1 ] && "$ibvcap" capture --help 2>&1 | grep -q -- --direct-io; then
+  capture_help=$("$ibvcap" capture --help 2>&1)
+  if [ "${BENCH_LIVE_DIRECT:-1}" = 1 ] && [[ $capture_help == *--direct-io* ]]; then
     lr+=(--ibvcap-opt --direct-io)
   fi
   if TMPDIR=$work bash bench/lossless_rate.sh "${lr[@]}" --ibvcap "$ibvcap" --confirm-factor 2 \
@@ -353,7 +378,8 @@ else
     c_rate=$(jq .confirm.rate "$j")
     c_sent=$(jq '.confirm.sent_pps // 0' "$j")
     c_bytes=$(jq '.confirm.bytes // 0' "$j")
-    c_gb=$(calc "$c_bytes / 1e9")
+    # Cut, not rounded, to three decimals: a shortfall never prints as the goal.
+    c_gb=$(awk -v b="$c_bytes" 'BEGIN { printf "%.3f", int(b / 1e6) / 1e3 }')
     # ibvcap's lossless rate: the search's, or the confirmation's when higher.
     i_rate=$(jq .ibvcap.rate "$j")
     i_mark=$( [ "$(jq .ibvcap.lower_bound "$j")" = true ] && echo ">=")
@@ -377,7 +403,7 @@ else
       status=MISS note="$note; not proven: tcpdump lost nothing up to $t_rate pps, where the sender or --max stopped"
     elif [ "$c_short" = true ]; then
       status=MISS note="$note; not proven: the sender reached only $c_sent of $c_rate pps"
-    elif [ "$(calc "$c_bytes >= 4e9" %d)" != 1 ]; then
+    elif [ "$(calc "($c_bytes >= 4e9)" %d)" != 1 ]; then
       status=MISS note="$note; only $c_gb GB, the goal is >= 4 GB (BENCH_LIVE_GB)"
     fi
     c_lost=$(jq -r '.confirm.dropped // "-"' "$j")
@@ -387,9 +413,102 @@ else
   fi
 fi
 
+# --- 6. files scaling ----------------------------------------------------------------
+echo
+scale_streams_name="read into 2,400 vs 24 codif files"
+scale_rss_name="read peak RSS, 2,400 codif files"
+if [ "${BENCH_SCALE:-1}" = 0 ]; then
+  result "$scale_streams_name" "-" "-" "-" ">= 0.8" SKIP "BENCH_SCALE=0"
+  result "$scale_rss_name" "-" "-" "-" "<= 1" SKIP "BENCH_SCALE=0"
+elif [ "$(df -B1 --output=avail "$dir" | tail -1 | tr -d ' ')" -lt "$(calc "$gb * 1e9 * ($reps + 1.3)" %.0f)" ]; then
+  result "$scale_streams_name" "-" "-" "-" ">= 0.8" SKIP "less than $(calc "$gb * ($reps + 1.3)") GB free in $dir"
+  result "$scale_rss_name" "-" "-" "-" "<= 1" SKIP "less than $(calc "$gb * ($reps + 1.3)") GB free in $dir"
+elif [ ! -x /usr/bin/time ]; then
+  result "$scale_streams_name" "-" "-" "-" ">= 0.8" SKIP "GNU time not installed (scripts/install-deps.sh)"
+  result "$scale_rss_name" "-" "-" "-" "<= 1" SKIP "GNU time not installed (scripts/install-deps.sh)"
+else
+  echo "== 6. ibvcap read of about $gb GB into 24, 240 and 2,400 codif files (-F codif: one file per group and antenna; 2 threads each); best of $reps"
+  echo "input from stdin (-r - < FILE): libpcap reads it and the writer copies every frame into its buffers, as for a live --source pcap, so its memory shows in the RSS"
+  bound_mib=1024 # --writer-memory's default
+  declare -A scale_mbps scale_rss scale_fixed scale_net
+  scale_broken=
+  for files in 24 240 2400; do
+    case $files in
+      24) ant=6 ngroups=4 ;;
+      240) ant=30 ngroups=8 ;;
+      2400) ant=100 ngroups=24 ;;
+    esac
+    sgroups=()
+    for ((g = 1; g <= ngroups; g++)); do sgroups+=("239.17.1.$g:36001"); done
+    sstreams=$((ant * 2 * ngroups))
+    sper=$(calc "$gb * 1e9 / ($sstreams * ($frame_bytes + 16))" %.0f)
+    [ "$sper" -ge 1 ] || sper=1
+    sframes=$((sper * sstreams))
+    if ! "$ibvcap" gen -w "$pcap" -q --antennas "$ant" --threads 2 -c "$sper" "${sgroups[@]}" >"$work/gen.log" 2>&1; then
+      cat "$work/gen.log"
+      scale_broken="gen failed"
+      break
+    fi
+    # The fixed cost of this many files (creating each and its index): a
+    # run of one frame per stream.
+    "$ibvcap" gen -w "$work/one.pcap" -q --antennas "$ant" --threads 2 -c 1 "${sgroups[@]}" >"$work/gen.log" 2>&1
+    sync
+    t0=$(now_us)
+    "$ibvcap" read -r - -o "$work/one" -F codif -q <"$work/one.pcap" >"$work/cmd.log" 2>&1
+    sync
+    scale_fixed[$files]=$(($(now_us) - t0))
+    rm -rf "$work/one" "$work/one.pcap"
+    size=$(stat -c %s "$pcap")
+    cat "$pcap" >/dev/null
+    best_t='' rss_max=0
+    # Each repetition into a directory of its own, all removed after the
+    # case: ext4 is slow to create files soon after deleting as many
+    # (__ext4_new_inode skips the recently deleted inodes).
+    for ((i = 0; i < reps; i++)); do
+      sync
+      t0=$(now_us)
+      /usr/bin/time -f %M -o "$work/rss" "$ibvcap" read -r - -o "$work/out$i" -F codif -q --report "$work/report.json" <"$pcap" >"$work/cmd.log" 2>&1
+      rc=$?
+      sync
+      t=$(($(now_us) - t0))
+      r=$work/report.json
+      nfiles=$(find "$work/out$i" -name '*.codif' | wc -l)
+      if [ "$rc" != 0 ] || [ "$(jq -r .verdict "$r")" != zero-loss ] || [ "$(jq .totals.written "$r")" != "$sframes" ] || [ "$nfiles" != "$files" ]; then
+        cat "$work/cmd.log"
+        scale_broken="ibvcap read into $files files: exit $rc, $(jq -r .verdict "$r" 2>/dev/null) , $(jq .totals.written "$r" 2>/dev/null) of $sframes written, $nfiles files"
+        break 2
+      fi
+      rss=$(tail -1 "$work/rss")
+      [ "$rss" -gt "$rss_max" ] && rss_max=$rss
+      { [ -z "$best_t" ] || [ "$t" -lt "$best_t" ]; } && best_t=$t
+      echo "$files files ($ant antennas x 2 threads x $ngroups groups, $sframes frames): run $((i + 1)) $(calc "$t / 1e6" "%.2f s"), peak RSS $((rss / 1024)) MiB; writer buffers $(jq '.writer_memory.buffer_bytes / 1024' "$r") KiB each, peak $(jq '.writer_memory.peak_bytes / 1048576 | floor' "$r") MiB"
+      rm -f "$work/report.json"
+    done
+    rm -rf "$work"/out[0-9]*
+    scale_mbps[$files]=$(mbps "$best_t")
+    scale_net[$files]=$(mbps "$((best_t > scale_fixed[$files] ? best_t - scale_fixed[$files] : 1))")
+    echo "$files files: best $(calc "$best_t / 1e6" "%.2f s"), of which $(calc "${scale_fixed[$files]} / 1e6" "%.2f s") the files' creation (a run of one frame per stream)"
+    scale_rss[$files]=$((rss_max / 1024))
+    rm -f "$pcap"
+  done
+  rm -rf "$work"/out[0-9]* "$pcap"
+  if [ -n "$scale_broken" ]; then
+    result "$scale_streams_name" "-" "-" "-" ">= 0.8" FAIL "$scale_broken"
+    result "$scale_rss_name" "-" "-" "-" "<= 1" FAIL "$scale_broken"
+  else
+    echo "throughput (MB of pcap per second, sync included): 24 files ${scale_mbps[24]}, 240 files ${scale_mbps[240]}, 2,400 files ${scale_mbps[2400]}"
+    echo "without the files' creation: 24 files ${scale_net[24]}, 240 files ${scale_net[240]}, 2,400 files ${scale_net[2400]}"
+    echo "peak RSS: 24 files ${scale_rss[24]} MiB, 240 files ${scale_rss[240]} MiB, 2,400 files ${scale_rss[2400]} MiB (--writer-memory $bound_mib MiB)"
+    r=$(calc "${scale_mbps[2400]} / ${scale_mbps[24]}")
+    result "$scale_streams_name" "${scale_mbps[2400]} MB/s" "24 files ${scale_mbps[24]} MB/s" "$r" ">= 0.8" "$(verdict "$r" 0.8)" "240 files: ${scale_mbps[240]} MB/s; without creating the files: $(calc "${scale_net[2400]} / ${scale_net[24]}")x"
+    r=$(calc "${scale_rss[2400]} / $bound_mib")
+    result "$scale_rss_name" "${scale_rss[2400]} MiB" "bound $bound_mib MiB" "$r" "<= 1" "$(verdict "$(calc "$bound_mib / ${scale_rss[2400]}")" 1)" "24 files: ${scale_rss[24]} MiB, 240: ${scale_rss[240]} MiB"
+  fi
+fi
+
 # --- summary -------------------------------------------------------------------------
 echo
 echo "== summary ($( [ "$quick" = 1 ] && echo "QUICK: indicative only" || echo full); $(date -u '+%Y-%m-%d'); $(nproc) cores)"
-printf '%-34s %-24s %-28s %-7s %-9s %s\n' goal measured reference ratio "goal" result
+printf '%-37s %-24s %-28s %-7s %-9s %s\n' goal measured reference ratio "goal" result
 printf '%s\n' "${summary[@]}"
 exit "$failed"

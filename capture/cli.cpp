@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -91,6 +92,7 @@ std::string_view valid_range(std::string_view name) {
         {"ttl", "0 to 255"},
         {"antennas", "1 to 200"},
         {"threads", "1 to 65535"},
+        {"burst", "a whole number of frame slots, 1 or more"},
         {"payload", "a multiple of 8 bytes"},
         {"nchan", "1 to 65535"},
         {"nbits", "1 to 32"},
@@ -234,6 +236,58 @@ cxxopts::ParseResult parse(cxxopts::Options& options, int argc, char** argv) {
     }
 }
 
+std::size_t parse_memory_size(const std::string& text) {
+    std::size_t digits = 0;
+    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') {
+        ++digits;
+    }
+    std::string unit = text.substr(digits);
+    for (auto& ch : unit) {
+        ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    }
+    if (unit.ends_with("IB")) {
+        unit.resize(unit.size() - 2);
+    } else if (unit.size() > 1 && unit.ends_with("B")) {
+        unit.resize(unit.size() - 1);
+    }
+    const int shift = unit.empty()  ? 0
+                      : unit == "K" ? 10
+                      : unit == "M" ? 20
+                      : unit == "G" ? 30
+                      : unit == "T" ? 40
+                                    : -1;
+    std::uint64_t value = 0;
+    bool ok = digits > 0 && digits <= 15 && shift >= 0;
+    if (ok) {
+        value = std::stoull(text.substr(0, digits));
+        ok = value > 0 && value <= (std::uint64_t{1} << (50 - shift));
+    }
+    if (!ok) {
+        throw UsageError(fmt::format(
+            "bad --writer-memory '{}': expected a size such as 1G, 512M or 600MiB (K, M, G, T: "
+            "binary units; a plain number is bytes)",
+            text));
+    }
+    return static_cast<std::size_t>(value << shift);
+}
+
+std::string writer_memory_problem(const Writer::Options& writer, std::size_t lanes) {
+    Writer::Options per_lane = writer;
+    per_lane.memory_bytes /= std::max<std::size_t>(lanes, 1);
+    const std::size_t least = Writer::min_memory_bytes(per_lane);
+    if (least == 0 || per_lane.memory_bytes >= least) {
+        return {};
+    }
+    const std::size_t need_mib = (least * std::max<std::size_t>(lanes, 1) + (1 << 20) - 1) >> 20;
+    return fmt::format(
+        "--writer-memory {} MiB is too small: up to {} output files{} need a buffer of at least "
+        "{} KiB each, with {} disk thread{}{}; give --writer-memory {}M or more",
+        writer.memory_bytes >> 20, per_lane.max_outputs,
+        lanes > 1 ? fmt::format(" per interface ({} -i)", lanes) : std::string(),
+        Writer::kMinBufferBytes >> 10, per_lane.threads, per_lane.threads == 1 ? "" : "s",
+        per_lane.direct_io ? " and --direct-io" : "", need_mib);
+}
+
 void check_positive(const cxxopts::ParseResult& args, const char* name, double value,
                     const char* shown, const char* otherwise) {
     if (args.count(name) && !(std::isfinite(value) && value > 0)) {
@@ -254,6 +308,7 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
         ("direct-io", "write output files with O_DIRECT (bypass the page cache; the filesystem must support it)")
         ("disk-threads", "writer threads; outputs are spread over them", cxxopts::value<unsigned>()->default_value("1"), "N")
         ("disk-cpu", "pin writer thread i to the i-th CPU of LIST (comma-separated)", cxxopts::value<std::vector<int>>(), "LIST")
+        ("writer-memory", "bound on the writers' buffers together (K, M, G: binary units; default 1G, with capture 1G per -i); per-output buffers shrink as outputs are added (docs/performance.md)", cxxopts::value<std::string>()->default_value("1G"), "SIZE")
         ("G,rotate-seconds", "start a new file of each output when a record's time enters a new period of SECONDS (tcpdump -G)", cxxopts::value<std::uint64_t>()->default_value("0"), "SECONDS")
         ("C,file-size", "start a new file of each output before it passes MB million bytes (tcpdump -C)", cxxopts::value<std::uint64_t>()->default_value("0"), "MB")
         ("W,file-count", "with -G or -C: keep N files per output, overwriting the oldest (a ring buffer)", cxxopts::value<std::uint32_t>()->default_value("0"), "N")
@@ -368,6 +423,10 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
                 throw UsageError(fmt::format("--disk-cpu: bad CPU {}", cpu));
             }
         }
+    }
+    c.writer.memory_bytes = parse_memory_size(args["writer-memory"].as<std::string>());
+    if (const std::string problem = writer_memory_problem(c.writer, 1); !problem.empty()) {
+        throw UsageError(problem);
     }
     c.writer.rotation.seconds = args["rotate-seconds"].as<std::uint64_t>();
     check_positive(args, "rotate-seconds", double(c.writer.rotation.seconds),

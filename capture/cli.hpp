@@ -36,6 +36,13 @@ std::string_view valid_range(std::string_view name);
 // An option given explicitly (not its default) must be a finite number > 0;
 // otherwise a UsageError names it (`shown`), its range and `otherwise` (what
 // to do instead: "leave -c out for no frame limit").
+// --writer-memory SIZE: bytes (K, M, G, T binary units); UsageError for a
+// size it cannot read.
+std::size_t parse_memory_size(const std::string& text);
+// Empty, or the line saying why `writer.memory_bytes` cannot hold the
+// writers of `lanes` lanes (one writer each) and what to give instead.
+std::string writer_memory_problem(const Writer::Options& writer, std::size_t lanes);
+
 void check_positive(const cxxopts::ParseResult& args, const char* name, double value,
                     const char* shown, const char* otherwise);
 

@@ -184,6 +184,15 @@ int cmd_capture(int argc, char** argv) {
     if (interfaces.empty()) {
         throw UsageError("-i IF is required (the netdev name or IPv4 address to capture on)");
     }
+    // --writer-memory is shared by the writers of all the -i (one each);
+    // left out, it is 1 GiB per -i.
+    if (!args.count("writer-memory")) {
+        request.writer.memory_bytes *= interfaces.size();
+    }
+    if (const std::string problem = writer_memory_problem(request.writer, interfaces.size());
+        !problem.empty()) {
+        throw UsageError(problem);
+    }
     if (args.count("num-devices") && args["num-devices"].as<unsigned>() != interfaces.size()) {
         throw UsageError(fmt::format("--num-devices {} but {} -i interfaces given",
                                      args["num-devices"].as<unsigned>(), interfaces.size()));

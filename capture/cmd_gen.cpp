@@ -35,6 +35,7 @@ int cmd_gen(int argc, char** argv) {
         ("antennas", "number of antennas when no --antenna is given: 10.0.0.11, .12, ...", cxxopts::value<unsigned>()->default_value("6"), "N")
         ("threads", "CODIF threads per antenna", cxxopts::value<std::uint16_t>()->default_value("2"), "N")
         ("c,count", "frame slots per stream (stream = group, antenna, thread)", cxxopts::value<std::uint64_t>()->default_value("1000"), "N")
+        ("burst", "send N consecutive frame slots of one stream, then N of the next (1: one frame of each stream in turn); the order only, the frames and the truth are the same", cxxopts::value<std::uint64_t>()->default_value("1"), "N")
         ("payload", "payload bytes per frame (multiple of 8)", cxxopts::value<std::uint32_t>()->default_value("8192"), "BYTES")
         ("nchan", "channels", cxxopts::value<std::uint16_t>()->default_value("16"), "N")
         ("nbits", "bits per sample component", cxxopts::value<unsigned>()->default_value("8"), "N")
@@ -125,6 +126,9 @@ int cmd_gen(int argc, char** argv) {
     }
     config.threads = args["threads"].as<std::uint16_t>();
     config.frames = args["count"].as<std::uint64_t>();
+    config.burst = args["burst"].as<std::uint64_t>();
+    check_positive(args, "burst", double(config.burst), "--burst",
+                   "leave it out for one frame of each stream in turn");
     config.payload_bytes = args["payload"].as<std::uint32_t>();
     config.nchan = args["nchan"].as<std::uint16_t>();
     const unsigned nbits = args["nbits"].as<unsigned>();

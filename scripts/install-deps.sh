@@ -17,6 +17,7 @@ packages=(
   wireshark-common  # capinfos (tshark depends on it): test_pcapng opens ibvcap's pcapng with it
   systemtap-sdt-dev bpftrace
   prometheus # promtool: test/e2e/metrics.sh checks the --metrics-file
+  time  # GNU time: bench/run.sh's peak RSS of the file-scaling runs
 )
 
 missing=()

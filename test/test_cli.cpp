@@ -172,6 +172,13 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
         {"read -r x.pcap -W 3", "-W needs -G or -C"},
         {"read -r x.pcap --disk-threads 0", "--disk-threads takes 1 to 64"},
         {"read -r x.pcap --disk-cpu -1", "--disk-cpu: bad CPU -1"},
+        {"read -r x.pcap --writer-memory 100M",
+         "--writer-memory 100 MiB is too small: up to 4096 output files need a buffer of at "
+         "least 68 KiB each, with 1 disk thread; give --writer-memory"},
+        {"read -r x.pcap --writer-memory 1x", "bad --writer-memory '1x': expected a size"},
+        {"read -r x.pcap --writer-memory 0", "bad --writer-memory '0'"},
+        {"capture -i lo --writer-memory 600M -i lo2 239.17.0.1:36001", "per interface (2 -i)"},
+        {"capture -i lo --writer-memory 600M -i lo2 239.17.0.1:36001", "give --writer-memory 8"},
         {"read -r x.pcap -F pcap --prefix ../x", "without / or .."},
         {"read -r x.pcap -F pcap --prefix a/b", "without / or .."},
         {"read -r x.pcap -F pcap --prefix ''", "must be non-empty"},
@@ -179,6 +186,7 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
         {"read -r x.pcap --report ''", "--report needs a file name"},
         {"gen", "-w FILE.pcap is required"},
         {"gen -w x.pcap --payload 100", "multiple of 8"},
+        {"gen -w x.pcap --burst 0", "bad --burst 0: expected a whole number of frame slots"},
         {"gen -w x.pcap --codif-layout v3", "valid: v2, draft"},
         {"gen -w x.pcap --loss 0.7 --duplicate 0.7", "must not exceed 1"},
     };
@@ -324,6 +332,11 @@ TEST(Cli, GenThenReadReproducesTruthInTheReport) {
     }
     EXPECT_EQ(report["totals"]["written"].get<std::uint64_t>(),
               3 * report["totals"]["packets"].get<std::uint64_t>());
+    // The writers' memory against --writer-memory (default 1 GiB).
+    EXPECT_EQ(report["writer_memory"]["bound_bytes"], std::uint64_t{1} << 30);
+    EXPECT_GT(report["writer_memory"]["peak_bytes"].get<std::uint64_t>(), 0u);
+    EXPECT_LE(report["writer_memory"]["peak_bytes"].get<std::uint64_t>(), std::uint64_t{1} << 30);
+    EXPECT_EQ(report["writer_memory"]["buffer_bytes"], 512 * 1024);
 }
 
 TEST(Cli, CleanTrafficExitsZero) {

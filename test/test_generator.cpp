@@ -195,6 +195,7 @@ TEST(GeneratorConfig, RejectsEachBadSetting) {
     expect_rejected([](C& c) { c.groups.clear(); }, "no groups");
     expect_rejected([](C& c) { c.threads = 0; }, "0 threads");
     expect_rejected([](C& c) { c.frames = 0; }, "0 frames");
+    expect_rejected([](C& c) { c.burst = 0; }, "a burst of 0 slots");
     expect_rejected([](C& c) { c.payload_bytes = 0; }, "empty payload");
     expect_rejected([](C& c) { c.payload_bytes = 1028; }, "payload not a multiple of 8");
     expect_rejected([](C& c) { c.payload_bytes = 1000; }, "payload not a multiple of 8");
@@ -557,6 +558,75 @@ TEST(Generator, FaultsOnlyAtTheEdgesOfTinyStreams) {
         EXPECT_EQ(r.truth()[s].sent, 7u);
     }
     EXPECT_EQ(r.total_packets(), swapped.size());
+}
+
+// (stream, slot) of every frame, in the order sent; the slot from the
+// frame's own CODIF time.
+std::vector<std::pair<std::size_t, std::uint64_t>> sent_order(const GeneratorConfig& c,
+                                                              const std::vector<Emitted>& frames) {
+    const CodifTiming timing{c.period, c.frames_per_period};
+    const std::uint64_t first_index = timing.index(c.start_seconds, 0) + c.start_frame;
+    std::vector<std::pair<std::size_t, std::uint64_t>> order;
+    for (const auto& f : frames) {
+        Decoded d;
+        EXPECT_TRUE(decode_frame(f.bytes, d));
+        order.emplace_back(f.stream, timing.index(d.codif.seconds, d.codif.frame) - first_index);
+    }
+    return order;
+}
+
+TEST(Generator, BurstSendsThatManySlotsOfOneStreamThenOfTheNext) {
+    GeneratorConfig c = base_config();  // 8 streams x 20 slots, no faults
+    for (const std::uint64_t burst : {1u, 3u, 20u, 50u}) {
+        SCOPED_TRACE(burst);
+        c.burst = burst;
+        Generator g(c);
+        const auto frames = drain(g);
+        std::vector<std::pair<std::size_t, std::uint64_t>> expected;
+        for (std::uint64_t first = 0; first < c.frames; first += burst) {
+            for (std::size_t s = 0; s < g.truth().size(); ++s) {
+                for (std::uint64_t slot = first; slot < std::min(c.frames, first + burst); ++slot) {
+                    expected.emplace_back(s, slot);
+                }
+            }
+        }
+        EXPECT_EQ(sent_order(c, frames), expected);
+        EXPECT_EQ(g.total_packets(), frames.size());
+    }
+}
+
+TEST(Generator, BurstChangesTheOrderOnlyNotTheFramesOrTheTruth) {
+    GeneratorConfig c = faulty_config(31);
+    c.frames = 1000;
+    Generator round_robin(c);
+    const auto rr = drain(round_robin);
+    c.burst = 7;  // 1000 is not a multiple: the last burst is short
+    Generator bursts(c);
+    const auto b = drain(bursts);
+    ASSERT_EQ(rr.size(), b.size());
+    EXPECT_EQ(round_robin.total_packets(), bursts.total_packets());
+    EXPECT_EQ(round_robin.truth_json(), bursts.truth_json());
+    const auto rr_order = sent_order(c, rr);
+    const auto b_order = sent_order(c, b);
+    EXPECT_NE(rr_order, b_order);
+    // Per stream, the same frames (CODIF header and payload) in the same order.
+    std::vector<std::vector<ByteVec>> per_stream_rr(round_robin.truth().size());
+    std::vector<std::vector<ByteVec>> per_stream_b(bursts.truth().size());
+    for (const auto& f : rr) {
+        per_stream_rr[f.stream].emplace_back(f.bytes.begin() + 42, f.bytes.end());
+    }
+    for (const auto& f : b) {
+        per_stream_b[f.stream].emplace_back(f.bytes.begin() + 42, f.bytes.end());
+    }
+    EXPECT_EQ(per_stream_rr, per_stream_b);
+    // Runs of one stream are at most 7 slots long (a duplicate adds one frame).
+    std::size_t longest = 0;
+    for (std::size_t i = 0, run = 0; i < b.size(); ++i) {
+        run = i > 0 && b[i].stream == b[i - 1].stream ? run + 1 : 1;
+        longest = std::max(longest, run);
+    }
+    EXPECT_GE(longest, 6u);
+    EXPECT_LE(longest, 14u);
 }
 
 ByteVec concatenated(const GeneratorConfig& c, std::vector<std::uint64_t>* timestamps = nullptr) {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
@@ -251,6 +252,123 @@ TEST(WriterDeathTest, SmallestAcceptedBufferSizeIsUsable) {
         ::testing::ExitedWithCode(0), "");
     std::error_code ec;
     EXPECT_EQ(fs::file_size(path, ec), 3 * (65536 + kPcapRecordHeaderBytes)) << ec.message();
+}
+
+// ---------------------------------------------------------------------------
+// The memory bound (Options::memory_bytes, --writer-memory)
+
+// The record `j` of output `i`: 2-5 KB of one byte value.
+Record bounded_record(std::size_t i, std::size_t j) {
+    return fixed_record(2000 + (i * 7 + j * 13) % 3000, static_cast<std::uint8_t>(i * 31 + j));
+}
+
+// 2,400 outputs appear one by one, as streams do, while records go to all
+// the outputs already there in turn: the writer's memory never passes the
+// bound, the buffers shrink as the outputs grow, and every record lands.
+void expect_bound_holds(bool offline) {
+    TempDir dir;
+    constexpr std::size_t kOutputs = 2400;
+    constexpr std::size_t kRecords = 40;  // per output: ~140 KB, two buffers' worth at the end
+    Writer::Options o;
+    o.max_outputs = kOutputs;
+    o.block_when_full = offline;
+    o.memory_bytes = std::size_t{320} << 20;
+    ASSERT_LE(Writer::min_memory_bytes(o), o.memory_bytes);
+    Writer w(o);
+    const std::size_t first_size = w.memory().buffer_bytes;
+    EXPECT_EQ(first_size, std::size_t{512} << 10);  // few outputs: the unbounded size
+    std::vector<Writer::OutputId> outs;
+    std::vector<std::size_t> written(kOutputs, 0);
+    for (std::size_t round = 0; round < kRecords + kOutputs / 60; ++round) {
+        for (std::size_t k = 0; k < 60 && outs.size() < kOutputs; ++k) {
+            const std::size_t i = outs.size();
+            outs.push_back(
+                w.add_output(OutputFormat::raw, dir.file(fmt::format("o{}.raw", i)), "", ""));
+        }
+        for (std::size_t i = 0; i < outs.size(); ++i) {
+            if (written[i] < kRecords) {
+                bounded_record(i, written[i]++).write(w, outs[i]);
+            }
+        }
+        ASSERT_LE(w.memory().peak, o.memory_bytes) << "round " << round;
+        // Live, at the pace of the disk (as a real source's rate is bounded:
+        // this test's producer would outrun any disk).
+        while (!offline && w.backlog_bytes() > 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+    }
+    w.finish();
+    const Writer::Memory m = w.memory();
+    EXPECT_LE(m.peak, o.memory_bytes);
+    EXPECT_LT(m.buffer_bytes, first_size / 4);
+    EXPECT_GE(m.buffer_bytes, Writer::kMinBufferBytes);
+    EXPECT_EQ(m.buffer_bytes % 4096, 0u);
+    const auto stats = w.stats();
+    ASSERT_EQ(stats.size(), kOutputs);
+    std::uint64_t dropped = 0;
+    for (std::size_t i = 0; i < kOutputs; ++i) {
+        ByteVec expected;
+        for (std::size_t j = 0; j < kRecords; ++j) {
+            bounded_record(i, j).append_to(expected);
+        }
+        const ByteVec got = read_file(dir.file(fmt::format("o{}.raw", i)));
+        ASSERT_EQ(stats[i].packets + stats[i].dropped, kRecords) << i;
+        ASSERT_EQ(stats[i].bytes, got.size()) << i;
+        if (offline) {
+            ASSERT_EQ(stats[i].dropped, 0u) << i;
+            ASSERT_EQ(got, expected) << i;
+        }
+        dropped += stats[i].dropped;
+    }
+    // A live source past the bound owes new outputs their buffers for a
+    // while: a record that finds none is dropped and counted, never written
+    // in part.
+    if (!offline) {
+        EXPECT_LT(dropped, kOutputs * kRecords / 100);
+    }
+}
+
+TEST(WriterMemory, OfflineStaysUnderTheBoundWith2400Outputs) {
+    expect_bound_holds(true);
+}
+
+TEST(WriterMemory, LiveStaysUnderTheBoundWith2400Outputs) {
+    expect_bound_holds(false);
+}
+
+TEST(WriterMemory, WithoutABoundItGrowsWithTheOutputs) {
+    TempDir dir;
+    Writer::Options o;
+    o.max_outputs = 2400;
+    Writer w(o);
+    for (std::size_t i = 0; i < 2400; ++i) {
+        w.add_output(OutputFormat::raw, dir.file(fmt::format("o{}.raw", i)), "", "");
+    }
+    EXPECT_GT(w.memory().now, std::size_t{2400} * (512 << 10));
+    w.finish();
+}
+
+TEST(WriterMemory, ABoundTooSmallForTheOutputsIsRefusedNamingWhatIsNeeded) {
+    Writer::Options o;
+    o.memory_bytes = std::size_t{64} << 20;
+    const std::size_t least = Writer::min_memory_bytes(o);
+    EXPECT_GT(least, o.memory_bytes);  // 4096 outputs of 68 KiB do not fit in 64 MiB
+    try {
+        Writer w(o);
+        ADD_FAILURE() << "a 64 MiB bound for 4096 outputs was accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find(
+                      fmt::format("give {} MiB or more", (least + (1 << 20) - 1) >> 20)),
+                  std::string::npos)
+            << e.what();
+    }
+    o.memory_bytes = least;
+    EXPECT_NO_THROW(Writer{o});
+    o.memory_bytes = least - (std::size_t{1} << 20);
+    EXPECT_THROW(Writer{o}, std::invalid_argument);
+    o.max_outputs = 100;  // fewer outputs need less
+    EXPECT_LT(Writer::min_memory_bytes(o), least / 10);
+    EXPECT_NO_THROW(Writer{o});
 }
 
 TEST(Writer, TooManyOutputsThrowsLengthError) {

@@ -281,6 +281,13 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
                            {"uid", p.uid},         {"gid", p.gid},
                            {"threads", p.threads}, {"after", after}};
     }
+    if (run.writer_memory) {
+        const WriterMemory& m = *run.writer_memory;
+        j["writer_memory"] = {{"bound_bytes", m.bound_bytes},
+                              {"peak_bytes", m.peak_bytes},
+                              {"buffer_bytes", m.buffer_bytes},
+                              {"buffers", m.buffers}};
+    }
     j["lines_not_printed"] = {{"stats", run.stats_lines_dropped},
                               {"frames", run.frame_lines_dropped}};
     nlohmann::json xids = nlohmann::json::array();

@@ -90,6 +90,15 @@ struct PrivilegeState {
     std::vector<std::pair<std::string, std::string>> after;
 };
 
+// The writers' memory (lib/sinks/writer.hpp, "Memory bound"), over all of
+// the run's writers (one per lane): the report's "writer_memory".
+struct WriterMemory {
+    std::uint64_t bound_bytes = 0;   // --writer-memory (0: none)
+    std::uint64_t peak_bytes = 0;    // the highest count, summed over the writers
+    std::uint64_t buffer_bytes = 0;  // the per-output buffer size at the end (smallest writer)
+    std::uint64_t buffers = 0;
+};
+
 struct RunInfo {
     std::string command;  // "read", "capture"
     std::string source;   // "verbs", "pcap", "file"
@@ -115,6 +124,8 @@ struct RunInfo {
     std::uint64_t metrics_write_failures = 0;
     // Live captures: the capabilities dropped after setup; absent for the rest.
     std::optional<PrivilegeState> privileges;
+    // Runs that write files: the writers' memory against --writer-memory.
+    std::optional<WriterMemory> writer_memory;
     // The groups' joins and first frames, and the IGMP queriers heard
     // (lib/ledger/mcast_path.hpp): the report's "groups" and "igmp".
     MulticastPath mcast;

@@ -186,6 +186,8 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     source.arm();
     Faults local_faults;
     Writer::Options writer_options = settings.writer;
+    // --writer-memory bounds all the run's writers together: one per lane.
+    writer_options.memory_bytes /= std::max<std::size_t>(lane_count, 1);
     if (writer_options.faults == nullptr) {
         writer_options.faults = &local_faults;
     }
@@ -476,6 +478,15 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         if (l->writer) {
             l->writer->finish();
             l->ledger.set_outputs(l->writer->stats());
+            const Writer::Memory m = l->writer->memory();
+            if (!outcome.info.writer_memory) {
+                outcome.info.writer_memory =
+                    WriterMemory{settings.writer.memory_bytes, 0, m.buffer_bytes, 0};
+            }
+            WriterMemory& total = *outcome.info.writer_memory;
+            total.peak_bytes += m.peak;
+            total.buffers += m.buffers;
+            total.buffer_bytes = std::min<std::uint64_t>(total.buffer_bytes, m.buffer_bytes);
         }
     }
     std::vector<SourceLane> reports;

@@ -11,6 +11,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <system_error>
@@ -26,7 +27,166 @@ namespace {
 // least this many frames, so that buffers stay large.
 constexpr std::size_t kPressureFlushHolds = 32;
 
+using writer_detail::buffer_cost;
+using writer_detail::holds_for;
+using writer_detail::kPage;
+
+std::size_t default_buffer_bytes(const Writer::Options& o) {
+    if (o.buffer_bytes != 0) {
+        return o.buffer_bytes;
+    }
+    return o.direct_io ? std::size_t{4} << 20 : std::size_t{512} << 10;
+}
+
+// The memory bound's arithmetic (writer.hpp, "Memory bound").
+struct MemoryPlan {
+    std::size_t largest = 0;     // buffer bytes before any shrinking
+    std::size_t steady = 0;      // 5/6 of the bound: what the plan fits in
+    std::size_t fixed = 0;       // the disk threads' staging buffers
+    std::size_t per_output = 0;  // an output's own record, besides its buffer
+    std::size_t pool = 0;        // buffers in flight, on top of one per output
+
+    MemoryPlan(const Writer::Options& o, std::size_t output_bytes) {
+        const std::size_t threads = std::max(1u, o.threads);
+        largest = std::max(default_buffer_bytes(o), Writer::kMinBufferBytes);
+        steady = o.memory_bytes / 6 * 5;
+        // (Two with O_DIRECT: one is written behind while the next buffer is
+        // gathered into the other.)
+        fixed = threads * (largest + 2 * kPage) * (o.direct_io ? 2 : 1);
+        per_output = output_bytes + 1024 + (o.direct_io ? kPage : 0);
+        if (o.buffers != 0) {
+            pool = o.buffers;
+            return;
+        }
+        // A quarter of the plan, but never so much that max_outputs would no
+        // longer fit at the smallest size.
+        const std::size_t quarter = steady / 4 / buffer_cost(largest, o);
+        const std::size_t at_floor = o.max_outputs * (per_output + floor_cost(o));
+        const std::size_t left = steady > fixed + at_floor ? steady - fixed - at_floor : 0;
+        pool = std::max<std::size_t>(2 * threads, std::min(quarter, left / floor_cost(o)));
+    }
+    static std::size_t floor_cost(const Writer::Options& o) {
+        return buffer_cost(Writer::kMinBufferBytes, o);
+    }
+    // The buffer size that fits `outputs` outputs and the pool in the plan
+    // (page-aligned, at most `largest`); 0 when even the smallest does not.
+    std::size_t buffer_for(std::size_t outputs, const Writer::Options& o) const {
+        const std::size_t own = fixed + outputs * per_output;
+        if (steady <= own) {
+            return 0;
+        }
+        const std::size_t each = (steady - own) / (outputs + pool);
+        std::size_t lo = Writer::kMinBufferBytes / kPage;  // in pages
+        std::size_t hi = largest / kPage;
+        if (buffer_cost(lo * kPage, o) > each) {
+            return 0;
+        }
+        while (lo < hi) {
+            const std::size_t mid = (lo + hi + 1) / 2;
+            if (buffer_cost(mid * kPage, o) <= each) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        return std::min(lo * kPage, largest);
+    }
+};
+
 }  // namespace
+
+std::size_t Writer::min_memory_bytes(const Options& options) {
+    if (options.memory_bytes == 0) {
+        return 0;
+    }
+    Options o = options;
+    if (o.max_pieces == 0) {
+        o.max_pieces = 1;
+    }
+    const std::size_t threads = std::max(1u, o.threads);
+    const MemoryPlan plan(o, sizeof(Output));
+    const std::size_t pool = o.buffers != 0 ? o.buffers : 2 * threads;
+    const std::size_t steady = plan.fixed + o.max_outputs * plan.per_output +
+                               (o.max_outputs + pool) * MemoryPlan::floor_cost(o);
+    // steady is 5/6 of the bound (rounded down to 6 bytes): round up.
+    return (steady / 5 + 1) * 6;
+}
+
+Writer::Memory Writer::memory() const {
+    Memory m;
+    m.bound = options_.memory_bytes;
+    m.now = allocated_.load(std::memory_order_relaxed);
+    m.peak = peak_.load(std::memory_order_relaxed);
+    m.buffer_bytes = target_bytes_;
+    m.buffers = buffer_count_;
+    return m;
+}
+
+void Writer::charge(std::size_t bytes) {
+    const std::size_t now = allocated_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    std::size_t peak = peak_.load(std::memory_order_relaxed);
+    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+}
+
+Writer::Buffer* Writer::new_buffer(std::size_t bytes) {
+    const std::size_t holds = holds_for(bytes, options_);
+    auto buffer = std::make_unique<Buffer>(bytes, holds);
+    buffer->charged = buffer_cost(bytes, options_);
+    charge(buffer->charged);
+    ++buffer_count_;
+    Buffer* b = buffer.get();
+    Lane& lane = *lanes_[(buffer_count_ - 1) % lanes_.size()];
+    lane.pool.push_back(std::move(buffer));
+    lane.spare.push_back(b);
+    return b;
+}
+
+// The outputs passed the plan: plan for a quarter more, at a smaller buffer
+// size. Free buffers are remade now; parked ones are handed over, and the
+// disk threads remake every buffer larger than the new size once written.
+void Writer::plan_for(std::size_t outputs) {
+    planned_outputs_ = std::min(
+        options_.max_outputs,
+        std::max(outputs, planned_outputs_ + std::max<std::size_t>(4, planned_outputs_ / 4)));
+    const MemoryPlan plan(options_, sizeof(Output));
+    const std::size_t size = plan.buffer_for(planned_outputs_, options_);
+    if (size == 0 || size >= target_bytes_) {
+        return;  // (size 0 cannot happen: the constructor checked max_outputs)
+    }
+    target_bytes_ = size;
+    for (auto& lane : lanes_) {
+        lane->target.store(size, std::memory_order_relaxed);
+        Buffer* b = nullptr;
+        while (lane->free.try_dequeue(b)) {
+            lane->spare.push_back(b);
+        }
+        for (Buffer* spare : lane->spare) {
+            if (spare->capacity > size) {
+                const std::size_t before = spare->charged;
+                spare->remake(size, holds_for(size, options_));
+                spare->charged = buffer_cost(size, options_);
+                allocated_.fetch_sub(before - spare->charged, std::memory_order_relaxed);
+            }
+        }
+    }
+    // Parked buffers larger than the new size: sent when they hold that
+    // much already; otherwise trimmed to it (the pages past it go back to
+    // the system), and sent once full. Sending them all at once starved the
+    // outputs of buffers (live) or made thousands of small writes (offline).
+    for (auto& out : outputs_) {
+        if (out.current != nullptr && out.current->capacity > size) {
+            Buffer& b = *out.current;
+            if (b.bytes >= size || b.tokens.size() >= holds_for(size, options_)) {
+                submit(out);
+            } else if (b.charged > buffer_cost(size, options_)) {
+                const std::size_t before = b.charged;
+                b.trim(size, holds_for(size, options_), buffer_cost(size, options_));
+                allocated_.fetch_sub(before - b.charged, std::memory_order_relaxed);
+            }
+        }
+    }
+}
 
 std::string Writer::rotated_path(const std::string& path, std::uint64_t index) {
     const auto slash = path.find_last_of('/');
@@ -42,30 +202,46 @@ Writer::Writer(const Options& options) : options_(options) {
     if (options_.threads == 0) {
         options_.threads = 1;
     }
-    if (options_.buffer_bytes == 0) {
-        options_.buffer_bytes = options_.direct_io ? std::size_t{4} << 20 : std::size_t{512} << 10;
+    if (options_.max_pieces == 0) {
+        options_.max_pieces = 1;
     }
-    if (options_.buffers == 0) {
-        options_.buffers = std::max<std::size_t>((std::size_t{256} << 20) / options_.buffer_bytes,
-                                                 2 * options_.threads);
+    options_.buffer_bytes = default_buffer_bytes(options_);
+    if (bounded()) {
+        if (const std::size_t least = min_memory_bytes(options_); options_.memory_bytes < least) {
+            throw std::invalid_argument(fmt::format(
+                "a writer memory bound of {} MiB is too small for up to {} output files (each "
+                "needs a buffer of at least {} KiB) and {} disk thread(s): give {} MiB or more",
+                options_.memory_bytes >> 20, options_.max_outputs, kMinBufferBytes >> 10,
+                options_.threads, (least + (1 << 20) - 1) >> 20));
+        }
+        const MemoryPlan plan(options_, sizeof(Output));
+        options_.buffers = plan.pool;
+        planned_outputs_ = std::min<std::size_t>(options_.max_outputs, 16);
+        target_bytes_ = plan.buffer_for(planned_outputs_, options_);
+        charge(plan.fixed);
+    } else {
+        target_bytes_ = options_.buffer_bytes;
+        if (options_.buffers == 0) {
+            options_.buffers = std::max<std::size_t>(
+                (std::size_t{256} << 20) / options_.buffer_bytes, 2 * options_.threads);
+        }
+        charge(options_.threads * (options_.buffer_bytes + 2 * kPage) *
+               (options_.direct_io ? 2 : 1));
     }
     if (options_.buffers < 2 * options_.threads ||
         options_.buffer_bytes < 65536 + kPcapRecordHeaderBytes) {
         throw std::invalid_argument("writer needs at least 2 buffers of 64 KiB per disk thread");
     }
-    if (options_.max_pieces == 0) {
-        options_.max_pieces = 1;
-    }
     const std::size_t per_lane = options_.buffers / options_.threads;
     for (unsigned t = 0; t < options_.threads; ++t) {
         auto lane = std::make_unique<Lane>(per_lane + options_.max_outputs + 1);
-        lane->pool.reserve(per_lane + options_.max_outputs);
-        for (std::size_t i = 0; i < per_lane; ++i) {
-            lane->pool.push_back(
-                std::make_unique<Buffer>(options_.buffer_bytes, options_.max_pieces));
-            lane->free.enqueue(lane->pool.back().get());
-        }
+        lane->pool.reserve(per_lane + options_.max_outputs + 1);
+        lane->spare.reserve(per_lane + options_.max_outputs + 1);
+        lane->allocated = &allocated_;
         lanes_.push_back(std::move(lane));
+    }
+    for (std::size_t i = 0; i < per_lane * options_.threads; ++i) {
+        new_buffer(target_bytes_);
     }
     for (unsigned t = 0; t < options_.threads; ++t) {
         Lane* lane = lanes_[t].get();
@@ -73,11 +249,20 @@ Writer::Writer(const Options& options) : options_(options) {
             WriterIo io(options_, *lane);
             for (;;) {
                 Buffer* buffer = nullptr;
-                lane->full.wait_dequeue(buffer);
+                if (!lane->full.try_dequeue(buffer)) {
+                    // Nothing to gather meanwhile: finish the write behind.
+                    const std::uint64_t before = io.drops();
+                    io.complete_pending();
+                    if (const std::uint64_t n = io.drops() - before) {
+                        dropped_.fetch_add(n, std::memory_order_relaxed);
+                    }
+                    lane->full.wait_dequeue(buffer);
+                }
                 if (buffer == nullptr) {
+                    io.complete_pending();
                     return;
                 }
-                const std::uint64_t dropped_before = buffer->output->dropped_by_writer;
+                const std::uint64_t dropped_before = io.drops();
                 try {
                     io.write_buffer(*buffer, *buffer->output);
                 } catch (const std::exception& e) {
@@ -88,7 +273,7 @@ Writer::Writer(const Options& options) : options_(options) {
                         options_.faults->report(fmt::format("disk thread {}", t), e.what());
                     }
                 }
-                if (const std::uint64_t n = buffer->output->dropped_by_writer - dropped_before) {
+                if (const std::uint64_t n = io.drops() - dropped_before) {
                     dropped_.fetch_add(n, std::memory_order_relaxed);
                 }
                 // Written, failed or abandoned: the held frames go back now.
@@ -104,6 +289,23 @@ Writer::Writer(const Options& options) : options_(options) {
                 held_.fetch_sub(buffer->tokens.size(), std::memory_order_relaxed);
                 backlog_.fetch_sub(buffer->bytes, std::memory_order_relaxed);
                 buffer->reset();
+                // The memory bound shrank the buffers since this one was made.
+                if (const std::size_t size = lane->target.load(std::memory_order_relaxed);
+                    size != 0 && buffer->capacity > size) {
+                    const std::size_t before = buffer->charged;
+                    try {
+                        buffer->remake(size, holds_for(size, options_));
+                        buffer->charged = buffer_cost(size, options_);
+                        lane->allocated->fetch_sub(before - buffer->charged,
+                                                   std::memory_order_relaxed);
+                    } catch (const std::bad_alloc&) {
+                        // Kept as it was (the old bytes are freed only after
+                        // the new ones were had): counted whole again.
+                        buffer->charged = buffer_cost(buffer->capacity, options_);
+                        lane->allocated->fetch_add(buffer->charged - before,
+                                                   std::memory_order_relaxed);
+                    }
+                }
                 lane->free.enqueue(buffer);
             }
         });
@@ -142,8 +344,49 @@ Writer::OutputId Writer::add_output(OutputFormat format, std::string path, std::
         throw std::length_error("too many output files (raise the writer's max_outputs)");
     }
     Lane& lane = *lanes_[outputs_.size() % lanes_.size()];
-    lane.pool.push_back(std::make_unique<Buffer>(options_.buffer_bytes, options_.max_pieces));
-    lane.free.enqueue(lane.pool.back().get());
+    const MemoryPlan plan(options_, sizeof(Output));
+    if (bounded()) {
+        if (outputs_.size() + 1 > planned_outputs_) {
+            plan_for(outputs_.size() + 1);
+        }
+        // Offline: never past the bound; wait for the buffers still larger
+        // than the new size to come back (remade smaller) first. (A live
+        // source cannot wait: the last sixth of the bound covers them.)
+        const std::size_t need = buffer_cost(target_bytes_, options_);
+        const auto start = std::chrono::steady_clock::now();
+        while (options_.block_when_full &&
+               allocated_.load(std::memory_order_relaxed) + need > options_.memory_bytes &&
+               (backlog_.load(std::memory_order_relaxed) > 0 ||
+                std::chrono::steady_clock::now() - start < std::chrono::seconds(1))) {
+            for (auto& l : lanes_) {
+                Buffer* b = nullptr;
+                if (l->free.wait_dequeue_timed(b, std::chrono::milliseconds(1))) {
+                    l->spare.push_back(b);
+                }
+            }
+        }
+    }
+    // The new buffer goes to this output's lane. A live source past the
+    // bound (buffers larger than the new size still on their way) owes it,
+    // and adds it with a later output once they came back smaller.
+    const std::size_t cost = buffer_cost(target_bytes_, options_);
+    ++owed_;
+    for (std::size_t i = 0; owed_ > 0; ++i) {
+        // (Offline it never owes: the producer could wait for a buffer
+        // that every output holds parked.)
+        if (bounded() && !options_.block_when_full &&
+            allocated_.load(std::memory_order_relaxed) + cost > options_.memory_bytes) {
+            break;
+        }
+        Lane& to = i == 0 ? lane : *lanes_[(outputs_.size() + i) % lanes_.size()];
+        to.pool.push_back(
+            std::make_unique<Buffer>(target_bytes_, holds_for(target_bytes_, options_)));
+        to.pool.back()->charged = cost;
+        to.spare.push_back(to.pool.back().get());
+        charge(cost);
+        ++buffer_count_;
+        --owed_;
+    }
     holding_.reserve(options_.max_outputs);
     Output& out = outputs_.emplace_back();
     out.format = format;
@@ -160,6 +403,11 @@ Writer::OutputId Writer::add_output(OutputFormat format, std::string path, std::
 
 Writer::Buffer* Writer::take_free_buffer(Lane& lane) {
     Buffer* buffer = nullptr;
+    if (!lane.spare.empty()) {
+        buffer = lane.spare.back();
+        lane.spare.pop_back();
+        return buffer;
+    }
     if (lane.free.try_dequeue(buffer)) {
         return buffer;
     }
@@ -210,14 +458,14 @@ bool Writer::begin_record(Output& out, std::size_t bytes, std::size_t pieces,
             out.file_period = period;
         }
     }
-    if (out.current != nullptr && !out.current->room(bytes, pieces, options_.max_pieces)) {
+    if (out.current != nullptr && !out.current->room(bytes, pieces)) {
         submit(out);
     }
     if (out.current == nullptr) {
         Buffer* b = take_free_buffer(*out.lane);
         if (b == nullptr || bytes > b->capacity) {
             if (b != nullptr) {
-                out.lane->free.enqueue(b);
+                out.lane->spare.push_back(b);  // (reserved for every buffer: never allocates)
             }
             count_drop(out, probe::no_buffer);
             return false;
@@ -339,7 +587,12 @@ void Writer::finish() {
     }
     for (Output* out : need_buffer) {
         Buffer* buffer = nullptr;
-        out->lane->free.wait_dequeue(buffer);
+        if (!out->lane->spare.empty()) {
+            buffer = out->lane->spare.back();
+            out->lane->spare.pop_back();
+        } else {
+            out->lane->free.wait_dequeue(buffer);
+        }
         buffer->reset();
         buffer->close_after = true;
         out->current = buffer;

@@ -15,7 +15,28 @@
 // they are added, so one output is always written by one thread, in order.
 //
 // The pool of buffers is allocated up front (plus one per output, added when
-// the output is). When it is empty the producer either waits (offline sources:
+// the output is).
+//
+// Memory bound (Options::memory_bytes, --writer-memory): all buffers
+// together, with their piece lists, and the disk threads' staging buffers
+// stay under the bound however many outputs a run opens (each output's own
+// record, about 1.6 KiB, 5.6 with O_DIRECT, is left for in the plan but not
+// counted in memory()). The writer
+// plans for a number of outputs and sizes every buffer so that the plan fits
+// in 5/6 of the bound; when the outputs pass the plan it plans for a quarter
+// more, and the buffer size shrinks (never below kMinBufferBytes, page-
+// aligned): new buffers are made at the new size, free ones are remade at
+// once, parked partial ones are trimmed to it (their pages past it given back,
+// or sent when they already hold that much), and the disk thread remakes each
+// larger buffer it has written at the new size. The last sixth covers the buffers
+// still on their way; an offline run (block_when_full) also waits for them
+// before it allocates past the bound, and a live one makes the new output's
+// buffer later, once they came back (its records may be dropped and counted
+// meanwhile, as with a full queue). A bound too small for max_outputs
+// buffers of the smallest size throws at construction
+// (min_memory_bytes() says how much is needed).
+//
+// When the pool is empty the producer either waits (offline sources:
 // the file will still be there) or drops the record and counts it (live
 // sources: a stalled producer loses packets at the NIC instead, silently).
 // Files are opened by the disk thread, so the producer never blocks on the
@@ -26,10 +47,12 @@
 // as dropped, and the error is reported.
 //
 // O_DIRECT (Options::direct_io): every write is whole 4 KiB pages from an
-// aligned buffer at an aligned offset. The last partial page of each buffer
-// is written padded and rewritten with the next buffer, so every record
-// counted as written is on disk; the file is cut to its true length at close
-// (and at a write error, to the last whole record).
+// aligned buffer at an aligned offset, written behind: each lane gathers a
+// buffer into one of two staging buffers while a helper thread writes the
+// other, and counts the records as written when that write completes. The last partial page of each
+// buffer is written padded and rewritten with the next buffer, so every record counted as written
+// is on disk; the file is cut to its true length at close (and at a write error, to the last whole
+// record).
 //
 // Rotation (tcpdump's -G, -C, -W): the producer decides, per record, that the
 // record starts a new file (its timestamp entered a new period of `seconds`,
@@ -73,8 +96,14 @@ class Writer {
         // still finds the buffer in the CPU cache: with 4 MiB buffers the
         // live pcap source lost frames at 80k packets/s of 8298-byte frames
         // on the development VM, with 512 KiB none at 120k.
+        // With memory_bytes, the largest size: buffers shrink from it as
+        // outputs are added.
         std::size_t buffer_bytes = 0;
-        std::size_t buffers = 0;  // in flight, on top of one parked per output (0: 256 MiB worth)
+        std::size_t buffers = 0;  // in flight, on top of one parked per output (0: 256 MiB worth;
+                                  // with memory_bytes, a quarter of the bound's worth)
+        // The bound on all the writer's memory together (--writer-memory; 0:
+        // none, every buffer buffer_bytes). See "Memory bound" above.
+        std::size_t memory_bytes = 0;
         std::size_t max_outputs = 4096;
         bool block_when_full = true;  // false: drop and count (live sources)
         // When this becomes true (a second Ctrl-C), buffers still queued are
@@ -165,6 +194,25 @@ class Writer {
     // writer witness; stats() has the exact split per output at the end.
     std::uint64_t dropped_so_far() const { return dropped_.load(std::memory_order_relaxed); }
 
+    // The smallest buffer: a 64 KiB record and its pcap record header, in
+    // whole pages (O_DIRECT).
+    static constexpr std::size_t kMinBufferBytes = 69632;
+    // The least memory_bytes these options can run with: max_outputs
+    // outputs with kMinBufferBytes buffers, the buffers in flight, the disk
+    // threads' staging. 0 when options.memory_bytes is 0 (no bound).
+    static std::size_t min_memory_bytes(const Options& options);
+    // The writer's memory now and at its highest (buffers, their piece
+    // lists, staging), and the size of the buffers being made now. Producer
+    // thread, or any after finish().
+    struct Memory {
+        std::size_t bound = 0;  // Options::memory_bytes
+        std::size_t now = 0;
+        std::size_t peak = 0;
+        std::size_t buffer_bytes = 0;
+        std::size_t buffers = 0;  // allocated
+    };
+    Memory memory() const;
+
     // The name of file `index` of a rotated output whose base path is `path`:
     // "dir/a.codif" → "dir/a.000007.codif".
     static std::string rotated_path(const std::string& path, std::uint64_t index);
@@ -174,6 +222,10 @@ class Writer {
 
   private:
     Buffer* take_free_buffer(Lane& lane);
+    bool bounded() const { return options_.memory_bytes > 0; }
+    Buffer* new_buffer(std::size_t bytes);
+    void plan_for(std::size_t outputs);
+    void charge(std::size_t bytes);
     void submit(Output& out);
     void count_drop(Output& out, std::uint8_t why);
     bool begin_record(Output& out, std::size_t bytes, std::size_t pieces,
@@ -188,6 +240,14 @@ class Writer {
     std::atomic<std::uint64_t> backlog_{0};
     std::atomic<std::uint64_t> held_{0};
     std::atomic<std::uint64_t> dropped_{0};
+    // Memory bound: the outputs planned for and the buffer size for them
+    // (producer), the bytes allocated (both sides) and their peak.
+    std::size_t planned_outputs_ = 0;
+    std::size_t target_bytes_ = 0;
+    std::size_t buffer_count_ = 0;
+    std::size_t owed_ = 0;  // outputs' buffers not yet made (live, past the bound)
+    std::atomic<std::size_t> allocated_{0};
+    std::atomic<std::size_t> peak_{0};
 };
 
 }  // namespace ibvcap

@@ -4,17 +4,22 @@
 // work on one output. Include only from lib/sinks/writer*.cpp.
 #pragma once
 
+#include <sys/mman.h>
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lib/sinks/file_index.hpp"
@@ -51,11 +56,33 @@ struct Piece {
 
 }  // namespace writer_detail
 
+namespace writer_detail {
+
+// Held frames a buffer of `bytes` takes before it is sent: as many as
+// slices of min_hold_bytes fit, at most max_pieces (the piece list is made
+// for them, so it grows with the buffer, not with max_pieces alone).
+inline std::size_t holds_for(std::size_t bytes, const Writer::Options& o) {
+    return std::max<std::size_t>(
+        1, std::min(o.max_pieces, bytes / std::max<std::size_t>(o.min_hold_bytes, 1)));
+}
+
+// What a buffer of `bytes` costs in memory: its bytes, its piece list and
+// its held-frame lists (Buffer's constructor reserves them).
+inline std::size_t buffer_cost(std::size_t bytes, const Writer::Options& o) {
+    const std::size_t holds = holds_for(bytes, o);
+    return bytes + (holds * 4 + 8) * sizeof(Piece) + holds * 2 * sizeof(std::uint64_t) + 256;
+}
+
+}  // namespace writer_detail
+
 struct Writer::Buffer {
     writer_detail::PageBuffer data;  // page-aligned: also an O_DIRECT source
     std::size_t capacity = 0;
-    std::size_t used = 0;   // bytes copied into `data`
-    std::size_t bytes = 0;  // record bytes in all pieces (copied and held)
+    std::size_t limit = 0;  // bytes it takes until sent: capacity, or less (the memory bound)
+    std::size_t max_holds = 0;
+    std::size_t charged = 0;  // its bytes in the writer's count (buffer_cost)
+    std::size_t used = 0;     // bytes copied into `data`
+    std::size_t bytes = 0;    // record bytes in all pieces (copied and held)
     std::uint64_t records = 0;
     Output* output = nullptr;  // nullptr: the end-of-stream marker
     bool close_after = false;
@@ -65,13 +92,51 @@ struct Writer::Buffer {
     std::vector<SlotOwner*> owners;
     std::vector<std::uint64_t> tokens;
 
-    Buffer(std::size_t bytes_, std::size_t max_holds)
-        : data(writer_detail::page_alloc(bytes_)), capacity(bytes_) {
+    Buffer(std::size_t bytes_, std::size_t max_holds_)
+        : data(writer_detail::page_alloc(bytes_)),
+          capacity(bytes_),
+          limit(bytes_),
+          max_holds(max_holds_) {
         pieces.reserve(max_holds * 4 + 8);
         owners.reserve(max_holds);
         tokens.reserve(max_holds);
     }
+    // Made again at `bytes` (the memory bound shrank the buffers); empty.
+    // Parked, partly filled, and larger than the memory bound now wants:
+    // takes no more than `size` bytes and `holds` frames, and gives the
+    // pages past `size` back to the system (it is made again at `size` once
+    // written). Its count becomes that of a buffer of `size`.
+    void trim(std::size_t size, std::size_t holds, std::size_t cost) {
+        const std::size_t from =
+            (size + writer_detail::kPage - 1) / writer_detail::kPage * writer_detail::kPage;
+        const std::size_t to = capacity / writer_detail::kPage * writer_detail::kPage;
+        if (to > from) {
+            ::madvise(data.get() + from, to - from, MADV_DONTNEED);
+        }
+        limit = std::min(limit, size);
+        max_holds = std::min(max_holds, holds);
+        charged = cost;
+    }
+    // Throws std::bad_alloc, leaving the buffer as it was.
+    void remake(std::size_t size, std::size_t holds) {
+        writer_detail::PageBuffer fresh(writer_detail::page_alloc(size));
+        std::vector<writer_detail::Piece> fresh_pieces;
+        std::vector<SlotOwner*> fresh_owners;
+        std::vector<std::uint64_t> fresh_tokens;
+        fresh_pieces.reserve(holds * 4 + 8);
+        fresh_owners.reserve(holds);
+        fresh_tokens.reserve(holds);
+        data = std::move(fresh);
+        pieces = std::move(fresh_pieces);
+        owners = std::move(fresh_owners);
+        tokens = std::move(fresh_tokens);
+        capacity = size;
+        max_holds = holds;
+        reset();
+    }
     void reset() {
+        limit = capacity;
+        max_holds = tokens.capacity();  // (as made: trim() may have lowered it)
         used = 0;
         bytes = 0;
         records = 0;
@@ -81,8 +146,8 @@ struct Writer::Buffer {
         owners.clear();
         tokens.clear();
     }
-    bool room(std::size_t record_bytes, std::size_t record_pieces, std::size_t max_holds) const {
-        return bytes + record_bytes <= capacity &&
+    bool room(std::size_t record_bytes, std::size_t record_pieces) const {
+        return bytes + record_bytes <= limit &&
                pieces.size() + record_pieces <= pieces.capacity() && tokens.size() < max_holds;
     }
     void append_copy(Bytes b) {
@@ -111,7 +176,14 @@ struct Writer::Buffer {
 struct Writer::Lane {
     std::vector<std::unique_ptr<Buffer>> pool;
     moodycamel::BlockingReaderWriterQueue<Buffer*> full;
+    // Filled by the disk thread only (a single-producer queue); the
+    // producer keeps the free buffers it holds itself in `spare`.
     moodycamel::BlockingReaderWriterQueue<Buffer*> free;
+    std::vector<Buffer*> spare;  // producer only
+    // Memory bound: the size the disk thread remakes larger buffers at
+    // after writing them (0: none), and the writer's count of bytes.
+    std::atomic<std::size_t> target{0};
+    std::atomic<std::size_t>* allocated = nullptr;
     std::thread thread;
     // The disk thread's own: O_DIRECT gathering and the device bounce.
     writer_detail::PageBuffer staging;
@@ -191,17 +263,72 @@ struct Writer::Output {
     std::string index_error;  // the first one
 };
 
+namespace writer_detail {
+
+// One O_DIRECT write at a time on a thread of its own, so that the disk
+// thread gathers the next buffer while the last one is written
+// (writer_io.cpp).
+class AsyncPwrite {
+  public:
+    AsyncPwrite();
+    ~AsyncPwrite();
+    AsyncPwrite(const AsyncPwrite&) = delete;
+    AsyncPwrite& operator=(const AsyncPwrite&) = delete;
+    void issue(int fd, const std::uint8_t* bytes, std::size_t size, std::uint64_t offset);
+    int wait();  // 0 or an errno, of the write issued last
+
+  private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool job_ = false;
+    bool done_ = false;
+    bool quit_ = false;
+    int fd_ = -1;
+    const std::uint8_t* bytes_ = nullptr;
+    std::size_t size_ = 0;
+    std::uint64_t offset_ = 0;
+    int err_ = 0;
+    std::thread thread_;
+};
+
+}  // namespace writer_detail
+
 // The disk thread's work on one output; a friend in all but name
 // (writer_io.cpp).
+//
+// With O_DIRECT a buffer's records are written behind: gathered into the
+// staging buffer, handed to the lane's AsyncPwrite, and counted as written
+// (or failed, the file cut back) when that write completes, which is waited
+// for before the next buffer's write is issued, before any other write or
+// close, and before the disk thread waits for work (complete_pending).
 class WriterIo {
   public:
     WriterIo(const Writer::Options& options, Writer::Lane& lane) : options_(options), lane_(lane) {}
+    ~WriterIo() { complete_pending(); }
+    WriterIo(const WriterIo&) = delete;
+    WriterIo& operator=(const WriterIo&) = delete;
 
     void write_buffer(Writer::Buffer& buffer, Writer::Output& out);
     void fail_on_exception(Writer::Buffer& buffer, Writer::Output& out, const char* what);
+    // The write issued last, waited for and counted (written, or the output
+    // failed and its records dropped).
+    void complete_pending();
+    // Records this disk thread has counted as not written, all outputs.
+    std::uint64_t drops() const { return drops_; }
 
   private:
     using Piece = writer_detail::Piece;
+    static constexpr int kDeferred = -1;  // write_pieces: issued, counted when it completes
+    struct Pending {
+        Writer::Output* out = nullptr;
+        std::uint64_t records = 0;
+        std::size_t bytes = 0;
+        std::uint64_t offset_before = 0;
+    };
+    void drop(Writer::Output& out, std::uint64_t records) {
+        out.dropped_by_writer += records;
+        drops_ += records;
+    }
 
     std::string file_path(const Writer::Output& out) const;
     void fail(Writer::Output& out, const std::string& what, int err);
@@ -212,13 +339,23 @@ class WriterIo {
     void write_index(Writer::Output& out);
     template <class Place>
     void copy_device_pieces(std::span<const Piece> pieces, Place place);
-    int write_pieces(Writer::Output& out, std::span<const Piece> pieces, std::size_t bytes);
+    // records > 0: the records of a buffer, which O_DIRECT may write
+    // behind (kDeferred).
+    int write_pieces(Writer::Output& out, std::span<const Piece> pieces, std::size_t bytes,
+                     std::uint64_t records = 0);
     void ensure_staging(std::size_t bytes);
     int write_buffered(Writer::Output& out, std::span<const Piece> pieces, std::size_t bytes);
-    int write_direct(Writer::Output& out, std::span<const Piece> pieces, std::size_t bytes);
+    int write_direct(Writer::Output& out, std::span<const Piece> pieces, std::size_t bytes,
+                     std::uint64_t records);
 
     const Writer::Options& options_;
     Writer::Lane& lane_;
+    std::unique_ptr<writer_detail::AsyncPwrite> async_;
+    Pending pending_;
+    FileChecksum pending_checksum_before_;
+    writer_detail::PageBuffer other_staging_;  // the one being written behind
+    std::size_t other_staging_bytes_ = 0;
+    std::uint64_t drops_ = 0;
 };
 
 }  // namespace ibvcap

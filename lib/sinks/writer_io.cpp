@@ -14,6 +14,8 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "lib/probes.hpp"
 #include "lib/sinks/writer_detail.hpp"
@@ -103,12 +105,88 @@ bool is_regular(int fd) {
 
 }  // namespace
 
+namespace writer_detail {
+
+AsyncPwrite::AsyncPwrite() {
+    thread_ = std::thread([this] {
+        std::unique_lock lock(mu_);
+        for (;;) {
+            cv_.wait(lock, [this] { return job_ || quit_; });
+            if (quit_) {
+                return;
+            }
+            lock.unlock();
+            const int err = pwrite_direct_all(fd_, bytes_, size_, offset_);
+            lock.lock();
+            err_ = err;
+            job_ = false;
+            done_ = true;
+            cv_.notify_all();
+        }
+    });
+}
+
+AsyncPwrite::~AsyncPwrite() {
+    {
+        const std::lock_guard lock(mu_);
+        quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+}
+
+void AsyncPwrite::issue(int fd, const std::uint8_t* bytes, std::size_t size, std::uint64_t offset) {
+    {
+        const std::lock_guard lock(mu_);
+        fd_ = fd;
+        bytes_ = bytes;
+        size_ = size;
+        offset_ = offset;
+        done_ = false;
+        job_ = true;
+    }
+    cv_.notify_all();
+}
+
+int AsyncPwrite::wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return done_; });
+    return err_;
+}
+
+}  // namespace writer_detail
+
+void WriterIo::complete_pending() {
+    if (pending_.out == nullptr) {
+        return;
+    }
+    Writer::Output& out = *pending_.out;
+    const Pending p = pending_;
+    pending_ = Pending{};
+    if (const int err = async_->wait()) {
+        // The file holds what it held before this write: its offset and
+        // checksum go back (also past a buffer of the same output gathered
+        // meanwhile, which is then not written), and the file is cut back.
+        out.offset = p.offset_before;
+        out.checksum.copy_from(pending_checksum_before_);
+        fail(out, "write failed", err);
+        drop(out, p.records);
+        IBVCAP_PROBE3(write_drop, to_string(out.format).data(), p.records,
+                      std::uint8_t{probe::output_failed});
+        return;
+    }
+    out.written_records += p.records;
+    out.on_disk[out.on_disk_current].packets += p.records;
+    IBVCAP_PROBE4(write, to_string(out.format).data(), p.records, p.bytes,
+                  out.current_path.c_str());
+}
+
 void WriterIo::write_buffer(Writer::Buffer& buffer, Writer::Output& out) {
     bool abandoned = false;  // records of this buffer (so of the file it goes to) not written
     if (options_.abandon != nullptr && options_.abandon->load(std::memory_order_relaxed)) {
         // Asked to stop at once: not written, counted. The file is still
         // created with its header and closed below, so it is valid.
-        out.dropped_by_writer += buffer.records;
+        drop(out, buffer.records);
         if (buffer.records > 0) {
             abandoned = true;
             IBVCAP_PROBE3(write_drop, to_string(out.format).data(), buffer.records,
@@ -128,9 +206,12 @@ void WriterIo::write_buffer(Writer::Buffer& buffer, Writer::Output& out) {
     out.abandoned = out.abandoned || abandoned;
     if (!out.failed && buffer.records > 0) {
         // (A buffer of empty records writes nothing but still counts them.)
-        if (const int err = write_pieces(out, buffer.pieces, buffer.bytes)) {
+        const int err = write_pieces(out, buffer.pieces, buffer.bytes, buffer.records);
+        if (err == kDeferred) {
+            // Counted when the write completes (complete_pending).
+        } else if (err != 0) {
             fail(out, "write failed", err);
-        } else {
+        } else if (!out.failed) {  // (failed: the write behind of its last buffer failed)
             out.written_records += buffer.records;
             out.on_disk[out.on_disk_current].packets += buffer.records;
             IBVCAP_PROBE4(write, to_string(out.format).data(), buffer.records, buffer.bytes,
@@ -138,7 +219,7 @@ void WriterIo::write_buffer(Writer::Buffer& buffer, Writer::Output& out) {
         }
     }
     if (out.failed) {
-        out.dropped_by_writer += buffer.records;
+        drop(out, buffer.records);
         if (buffer.records > 0) {
             IBVCAP_PROBE3(write_drop, to_string(out.format).data(), buffer.records,
                           std::uint8_t{probe::output_failed});
@@ -152,11 +233,12 @@ void WriterIo::write_buffer(Writer::Buffer& buffer, Writer::Output& out) {
 // An exception escaped write_buffer: the output fails with its cause and
 // this buffer's records are counted as not written.
 void WriterIo::fail_on_exception(Writer::Buffer& buffer, Writer::Output& out, const char* what) {
+    complete_pending();
     if (!out.failed) {
         out.failed = true;
         out.error = fmt::format("write failed: {}", what);
     }
-    out.dropped_by_writer += buffer.records;
+    drop(out, buffer.records);
     if (buffer.records > 0) {
         IBVCAP_PROBE3(write_drop, to_string(out.format).data(), buffer.records,
                       std::uint8_t{probe::thread_failed});
@@ -266,6 +348,7 @@ void WriterIo::note_file_on_disk(Writer::Output& out) {
 }
 
 void WriterIo::close_file(Writer::Output& out) {
+    complete_pending();
     write_trailer(out);
     // O_DIRECT wrote the last page padded: cut the file to its length.
     const bool regular = is_regular(out.fd);
@@ -370,12 +453,16 @@ void WriterIo::copy_device_pieces(std::span<const Piece> pieces, Place place) {
 // 0 or an errno. On success out.offset has moved past them.
 // The file's checksum takes the bytes just before they are written (after
 // any device copy), and is put back when the write fails.
-int WriterIo::write_pieces(Writer::Output& out, std::span<const Piece> pieces, std::size_t bytes) {
+int WriterIo::write_pieces(Writer::Output& out, std::span<const Piece> pieces, std::size_t bytes,
+                           std::uint64_t records) {
+    if (records == 0 || !options_.direct_io) {
+        complete_pending();  // (a preamble, a trailer: in order, after it)
+    }
     ensure_staging(bytes);
     lane_.checksum_before.copy_from(out.checksum);
-    const int err =
-        options_.direct_io ? write_direct(out, pieces, bytes) : write_buffered(out, pieces, bytes);
-    if (err != 0) {
+    const int err = options_.direct_io ? write_direct(out, pieces, bytes, records)
+                                       : write_buffered(out, pieces, bytes);
+    if (err != 0 && err != kDeferred && !out.failed) {
         out.checksum.copy_from(lane_.checksum_before);
     }
     return err;
@@ -425,7 +512,8 @@ int WriterIo::write_buffered(Writer::Output& out, std::span<const Piece> pieces,
     return 0;
 }
 
-int WriterIo::write_direct(Writer::Output& out, std::span<const Piece> pieces, std::size_t bytes) {
+int WriterIo::write_direct(Writer::Output& out, std::span<const Piece> pieces, std::size_t bytes,
+                           std::uint64_t records) {
     if (!out.carry) {
         out.carry.reset(page_alloc(kPage));
     }
@@ -445,14 +533,42 @@ int WriterIo::write_direct(Writer::Output& out, std::span<const Piece> pieces, s
     out.checksum.update(staging + out.carry_len, pos - out.carry_len);
     const std::size_t padded = (pos + kPage - 1) / kPage * kPage;
     std::memset(staging + pos, 0, padded - pos);
-    if (const int err = pwrite_direct_all(out.fd, staging, padded, base)) {
-        return err;
+    // Written behind: a buffer's records, while no device memory is pinned
+    // to the staging buffers (the two take turns).
+    const bool behind = records > 0 && lane_.pinned_by.empty();
+    if (!behind) {
+        complete_pending();
+        if (out.failed) {
+            return 0;  // its last buffer's write failed: this one is not written
+        }
+        if (const int err = pwrite_direct_all(out.fd, staging, padded, base)) {
+            return err;
+        }
     }
+    const std::uint64_t offset_before = out.offset;
     out.offset += bytes;
     const std::uint64_t new_base = out.offset / kPage * kPage;
     out.carry_len = static_cast<std::size_t>(out.offset - new_base);
     std::memcpy(out.carry.get(), staging + (new_base - base), out.carry_len);
-    return 0;
+    if (!behind) {
+        return 0;
+    }
+    // The last write first (a failure of this output's last buffer fails
+    // this one too: complete_pending put its offset and checksum back).
+    complete_pending();
+    if (out.failed) {
+        return 0;  // counted as not written by write_buffer
+    }
+    if (!async_) {
+        async_ = std::make_unique<writer_detail::AsyncPwrite>();
+    }
+    pending_ = Pending{&out, records, bytes, offset_before};
+    pending_checksum_before_.copy_from(lane_.checksum_before);
+    async_->issue(out.fd, staging, padded, base);
+    // The next gather goes into the other staging buffer.
+    std::swap(lane_.staging, other_staging_);
+    std::swap(lane_.staging_bytes, other_staging_bytes_);
+    return kDeferred;
 }
 
 }  // namespace ibvcap

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -60,6 +61,8 @@ void GeneratorConfig::validate() const {
         bad("--threads must be at least 1");
     if (frames == 0)
         bad("--count must be at least 1");
+    if (burst == 0)
+        bad("--burst must be at least 1 (1: one frame of each stream in turn)");
     if (payload_bytes == 0 || payload_bytes % 8 != 0)
         bad(fmt::format("--payload {} must be a positive multiple of 8 bytes", payload_bytes));
     if (frame_bytes() - 14 - (vlan_id >= 0 ? 4 : 0) > 65535)
@@ -180,39 +183,45 @@ std::uint64_t Generator::total_packets() const {
     return n;
 }
 
+// Plans the next `burst` slots (fewer at the end): stream by stream, each
+// stream's slots in order, so that a stream's frames leave in a row.
 void Generator::plan_slot() {
-    const std::uint64_t slot = slot_++;
+    const std::uint64_t first = slot_;
+    const std::uint64_t end = std::min(config_.frames, first + config_.burst);
+    slot_ = end;
     for (std::size_t s = 0; s < truth_.size(); ++s) {
         StreamTruth& t = truth_[s];
-        if (pending_swap_[s]) {
-            pending_swap_[s] = 0;
-            queue_.emplace_back(s, slot - 1);
-            ++t.sent;
-            continue;
-        }
-        switch (fate(s, slot)) {
-            case Fate::skip:
-                ++t.skipped;
-                break;
-            case Fate::twice:
-                queue_.emplace_back(s, slot);
-                queue_.emplace_back(s, slot);
+        for (std::uint64_t slot = first; slot < end; ++slot) {
+            if (pending_swap_[s]) {
+                pending_swap_[s] = 0;
+                queue_.emplace_back(s, slot - 1);
                 ++t.sent;
-                ++t.duplicated;
-                covered_[s] = slot + 1;
-                break;
-            case Fate::swap:
-                queue_.emplace_back(s, slot + 1);
-                pending_swap_[s] = 1;
-                ++t.sent;
-                ++t.reordered;
-                covered_[s] = slot + 2;
-                break;
-            case Fate::send:
-                queue_.emplace_back(s, slot);
-                ++t.sent;
-                covered_[s] = slot + 1;
-                break;
+                continue;
+            }
+            switch (fate(s, slot)) {
+                case Fate::skip:
+                    ++t.skipped;
+                    break;
+                case Fate::twice:
+                    queue_.emplace_back(s, slot);
+                    queue_.emplace_back(s, slot);
+                    ++t.sent;
+                    ++t.duplicated;
+                    covered_[s] = slot + 1;
+                    break;
+                case Fate::swap:
+                    queue_.emplace_back(s, slot + 1);
+                    pending_swap_[s] = 1;
+                    ++t.sent;
+                    ++t.reordered;
+                    covered_[s] = slot + 2;
+                    break;
+                case Fate::send:
+                    queue_.emplace_back(s, slot);
+                    ++t.sent;
+                    covered_[s] = slot + 1;
+                    break;
+            }
         }
     }
 }

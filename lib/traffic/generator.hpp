@@ -1,7 +1,10 @@
 // Synthetic CODIF traffic for tests, demos and benchmarks.
 //
 // Streams are (group, antenna, thread); every stream walks frame slots
-// 0..frames-1 in step, interleaved in the order group, antenna, thread. Each
+// 0..frames-1 in step, interleaved in the order group, antenna, thread: one
+// frame of each stream in turn, or with `burst` N, N consecutive slots of one
+// stream, then N of the next (the order only: the frames and the ground truth
+// are the same for every N). Each
 // slot is sent as is, or (chosen by a seeded hash, so a run is reproducible)
 // skipped, sent twice, or swapped with the next slot. The first and last slots
 // of a stream are always sent as is, so every injected fault is observable.
@@ -38,6 +41,9 @@ struct GeneratorConfig {
     double duplicate = 0;           // probability per slot
     double reorder = 0;             // probability per slot
     std::uint64_t seed = 1;
+    // Slots of one stream sent in a row before the next stream's (gen
+    // --burst): 1 is round-robin over the streams, slot by slot.
+    std::uint64_t burst = 1;
     int vlan_id = -1;  // < 0: untagged
     std::uint16_t src_port = 50000;
 
@@ -76,7 +82,8 @@ class Generator {
     // the run was ended early and the last planned frame was returned).
     bool next(GeneratedFrame& out);
 
-    // True between slots: every frame of the slots planned so far has been
+    // True between slots (with a burst, between bursts of slots): every
+    // frame of the slots planned so far has been
     // returned by next(), so truth() (which counts a slot's fates when the
     // slot is planned) describes exactly the frames returned. A swap may still
     // be open (slot i+1 returned in slot i's place, slot i not yet).
