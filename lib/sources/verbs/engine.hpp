@@ -26,8 +26,8 @@
 #include "lib/ledger/report.hpp"
 #include "lib/netaddr.hpp"
 #include "lib/sources/igmp.hpp"
-#include "lib/sources/verbs/payload_memory.hpp"
 #include "lib/sources/verbs/divider.hpp"
+#include "lib/sources/verbs/payload_memory.hpp"
 #include "lib/sources/verbs/seam.hpp"
 
 namespace ibvcap {
