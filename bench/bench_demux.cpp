@@ -19,12 +19,11 @@
 // CODIF; anything else is an error (the benchmark reports it and fails).
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -54,7 +53,6 @@ struct FrameSet {
     std::vector<std::uint8_t> heads;   // count x kHeadStride (split layout)
     std::vector<std::uint8_t> tail;    // one payload, shared by every split frame
     std::vector<std::uint64_t> stamp;  // timestamps
-    std::size_t tag = 0;               // BM_DemuxStreams: the stream count it was built for
 
     explicit FrameSet(const GeneratorConfig& config, bool keep_whole = true) {
         Generator gen(config);
@@ -158,23 +156,16 @@ void run_split(benchmark::State& state, FrameSet& set, const DemuxOptions& optio
     Demux demux(options, ledger);
     std::uint64_t fed = 0;
     const Bytes tail(set.tail.data(), set.tail.size());
-    // The frames as a source hands them over, in batches of the verbs
-    // engine's poll batch (EngineOptions::poll_batch) through on_frames,
-    // which prefetches a few frames ahead when there are many streams.
-    std::vector<Frame> frames(set.count);
-    for (std::size_t i = 0; i < set.count; ++i) {
-        frames[i].head = Bytes(&set.heads[i * kHeadStride], kHeadBytes);
-        frames[i].tail = tail;
-        frames[i].wire_bytes = static_cast<std::uint32_t>(set.frame_bytes);
-        frames[i].timestamp_ns = set.stamp[i];
-    }
-    constexpr std::size_t kBatch = 64;
     for (auto _ : state) {
         set.advance_heads();
         const auto t0 = std::chrono::steady_clock::now();
-        for (std::size_t i = 0; i < set.count; i += kBatch) {
-            demux.on_frames(
-                std::span<const Frame>(frames).subspan(i, std::min(kBatch, set.count - i)));
+        for (std::size_t i = 0; i < set.count; ++i) {
+            Frame f;
+            f.head = Bytes(&set.heads[i * kHeadStride], kHeadBytes);
+            f.tail = tail;
+            f.wire_bytes = static_cast<std::uint32_t>(set.frame_bytes);
+            f.timestamp_ns = set.stamp[i];
+            demux.on_frame(f);
         }
         const auto t1 = std::chrono::steady_clock::now();
         state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
@@ -224,19 +215,13 @@ GeneratorConfig scaling_traffic(std::size_t streams) {
 
 void BM_DemuxStreams(benchmark::State& state) {
     const auto streams = static_cast<std::size_t>(state.range(0));
-    static std::vector<std::unique_ptr<FrameSet>> sets;  // built once per stream count
-    FrameSet* set = nullptr;
-    for (const auto& s : sets) {
-        if (s->tag == streams) {
-            set = s.get();
-        }
-    }
+    static std::map<std::size_t, std::unique_ptr<FrameSet>> sets;  // built once per stream count
     const GeneratorConfig config = scaling_traffic(streams);
-    if (set == nullptr) {
-        sets.push_back(std::make_unique<FrameSet>(config, false));
-        sets.back()->tag = streams;
-        set = sets.back().get();
+    auto& built = sets[streams];
+    if (!built) {
+        built = std::make_unique<FrameSet>(config, false);
     }
+    FrameSet* set = built.get();
     if (set->count != kScalingFrames) {
         state.SkipWithError(("the traffic has " + std::to_string(set->count) + " frames, " +
                              std::to_string(kScalingFrames) + " wanted")

@@ -32,6 +32,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -63,8 +64,6 @@ struct FrameSet {
     std::size_t frame_bytes = 0;
     std::size_t count = 0;
     std::vector<std::uint8_t> whole;  // count x frame_bytes
-
-    std::size_t tag = 0;  // BM_EngineQps: the QP count it was built for
 
     explicit FrameSet(const GeneratorConfig& config) {
         Generator gen(config);
@@ -237,19 +236,13 @@ GeneratorConfig qp_traffic(std::size_t qps) {
 
 void BM_EngineQps(benchmark::State& state) {
     const auto qps = static_cast<std::size_t>(state.range(0));
-    static std::vector<std::unique_ptr<FrameSet>> sets;  // built once per QP count
+    static std::map<std::size_t, std::unique_ptr<FrameSet>> sets;  // built once per QP count
     const GeneratorConfig t = qp_traffic(qps);
-    FrameSet* set = nullptr;
-    for (const auto& s : sets) {
-        if (s->tag == qps) {
-            set = s.get();
-        }
+    auto& built = sets[qps];
+    if (!built) {
+        built = std::make_unique<FrameSet>(t);
     }
-    if (set == nullptr) {
-        sets.push_back(std::make_unique<FrameSet>(t));
-        sets.back()->tag = qps;
-        set = sets.back().get();
-    }
+    FrameSet* set = built.get();
     run_engine(state, *set, t, true, 1024);
     state.counters["qps"] = static_cast<double>(qps);
 }

@@ -50,39 +50,29 @@ std::size_t known_hash(std::uint32_t dst_ip, std::uint16_t dst_port, std::uint32
 }
 }  // namespace
 
-std::uint32_t Demux::find_stream(std::uint32_t dst_ip, std::uint16_t dst_port, std::uint32_t src_ip,
-                                 std::uint16_t thread) const {
+std::uint32_t Demux::find_stream(const UdpPacket& p, std::uint16_t thread) const {
     const std::size_t mask = known_table_.size() - 1;
-    for (std::size_t i = known_hash(dst_ip, dst_port, src_ip, thread) & mask;; i = (i + 1) & mask) {
+    for (std::size_t i = known_hash(p.dst_ip, p.dst_port, p.src_ip, thread) & mask;;
+         i = (i + 1) & mask) {
         const KnownSlot& slot = known_table_[i];
         if (slot.stream_plus1 == 0) {
             return 0;
         }
-        if (slot.dst_ip == dst_ip && slot.src_ip == src_ip && slot.dst_port == dst_port &&
+        if (slot.dst_ip == p.dst_ip && slot.src_ip == p.src_ip && slot.dst_port == p.dst_port &&
             slot.thread == thread) {
             return slot.stream_plus1;
         }
     }
 }
 
-const Demux::Known* Demux::find_known(const UdpPacket& p, std::uint16_t thread) const {
-    const std::uint32_t s = find_stream(p.dst_ip, p.dst_port, p.src_ip, thread);
-    return s == 0 ? nullptr : &known_[s - 1];
-}
-
 void Demux::add_known(const UdpPacket& p, const CodifHeader& h, std::size_t stream) {
-    if (known_count_ >= options_.max_streams || stream >= options_.max_streams ||
-        find_known(p, h.threadid) != nullptr) {
+    if (stream >= options_.max_streams || find_stream(p, h.threadid) != 0) {
         return;
     }
     if (known_.size() <= stream) {
         known_.resize(stream + 1);  // registration time (reserved to max_streams)
     }
     Known& k = known_[stream];
-    k.dst_ip = p.dst_ip;
-    k.src_ip = p.src_ip;
-    k.dst_port = p.dst_port;
-    k.thread = h.threadid;
     k.period = h.period;
     k.nchan = h.nchan;
     k.nbits = h.nbits;
@@ -91,10 +81,7 @@ void Demux::add_known(const UdpPacket& p, const CodifHeader& h, std::size_t stre
     k.framelength8 = h.framelength8;
     k.totalsamples = h.totalsamples;
     k.frames_per_period = codif_frames_per_period(h);
-    k.stream = stream;
     ++known_count_;
-    const KnownSlot slot{k.dst_ip, k.src_ip, k.dst_port, k.thread,
-                         static_cast<std::uint32_t>(stream + 1)};
     if (2 * known_count_ > known_table_.size()) {
         // Registration time (a new stream), never per frame: rebuild doubled.
         std::vector<KnownSlot> old(known_table_.size() * 2);
@@ -105,7 +92,8 @@ void Demux::add_known(const UdpPacket& p, const CodifHeader& h, std::size_t stre
             }
         }
     }
-    place_known(slot);
+    place_known(KnownSlot{p.dst_ip, p.src_ip, p.dst_port, h.threadid,
+                          static_cast<std::uint32_t>(stream + 1)});
 }
 
 void Demux::place_known(const KnownSlot& slot) {
@@ -115,92 +103,6 @@ void Demux::place_known(const KnownSlot& slot) {
         i = (i + 1) & mask;
     }
     known_table_[i] = slot;
-}
-
-namespace {
-// The key fields of a plain frame (untagged Ethernet, IPv4 without options,
-// UDP, a CODIF v2 header): only for the prefetch hints, which need no more
-// than a guess. False when the head is too short or not plain.
-bool peek_key(Bytes head, std::uint32_t& dst_ip, std::uint16_t& dst_port, std::uint32_t& src_ip,
-              std::uint16_t& thread) {
-    constexpr std::size_t kThreadAt = kPlainUdpPayloadOffset + 16;  // v2 word 2, bits 0-15
-    if (head.size() < kThreadAt + 2) {
-        return false;
-    }
-    const std::uint8_t* p = head.data();
-    if (load_be16(p + 12) != kEtherTypeIpv4 || p[14] != 0x45) {
-        return false;
-    }
-    src_ip = load_be32(p + 26);
-    dst_ip = load_be32(p + 30);
-    dst_port = load_be16(p + 36);
-    thread = static_cast<std::uint16_t>(p[kThreadAt] | (p[kThreadAt + 1] << 8));
-    return true;
-}
-}  // namespace
-
-void Demux::prefetch_table(Bytes head) const {
-    std::uint32_t dst_ip = 0, src_ip = 0;
-    std::uint16_t dst_port = 0, thread = 0;
-    if (peek_key(head, dst_ip, dst_port, src_ip, thread)) {
-        const std::size_t mask = known_table_.size() - 1;
-        __builtin_prefetch(&known_table_[known_hash(dst_ip, dst_port, src_ip, thread) & mask]);
-    }
-}
-
-void Demux::prefetch_window(std::uint32_t stream_plus1) const {
-    if (stream_plus1 != 0 && stream_plus1 <= ledger_.streams().size()) {
-        ledger_.streams()[stream_plus1 - 1].sequence.prefetch_next();
-    }
-}
-
-std::uint32_t Demux::prefetch_stream(Bytes head) const {
-    std::uint32_t dst_ip = 0, src_ip = 0;
-    std::uint16_t dst_port = 0, thread = 0;
-    if (!peek_key(head, dst_ip, dst_port, src_ip, thread)) {
-        return 0;
-    }
-    const std::uint32_t s = find_stream(dst_ip, dst_port, src_ip, thread);
-    if (s == 0) {
-        return 0;
-    }
-    // The Known (48 bytes: it may straddle two lines).
-    const auto* known = reinterpret_cast<const char*>(&known_[s - 1]);
-    __builtin_prefetch(known);
-    __builtin_prefetch(known + sizeof(Known) - 1);
-    // The stream's fields and the tracker's counters: the first lines of
-    // StreamStats (lib/ledger/ledger.hpp keeps them ahead of the window).
-    const auto* stats = reinterpret_cast<const char*>(&ledger_.streams()[s - 1]);
-    for (std::size_t line = 0; line < 4; ++line) {
-        __builtin_prefetch(stats + line * 64, 1);
-    }
-    return s;
-}
-
-void Demux::on_frames(std::span<const Frame> frames) {
-    const std::size_t n = frames.size();
-    if (!prefetching()) {
-        for (const Frame& f : frames) {
-            on_frame(f);
-        }
-        return;
-    }
-    // The streams prefetch_stream found, by frame index modulo kStreamAhead + 1,
-    // for prefetch_window a frame ahead.
-    std::array<std::uint32_t, kStreamAhead + 1> ahead{};
-    for (std::size_t i = 0; i < n; ++i) {
-        if (i + kTableAhead < n) {
-            prefetch_table(frames[i + kTableAhead].head);
-        }
-        if (i + kStreamAhead < n) {
-            ahead[(i + kStreamAhead) % ahead.size()] =
-                prefetch_stream(frames[i + kStreamAhead].head);
-        }
-        if (i + 1 < n) {
-            prefetch_window(ahead[(i + 1) % ahead.size()]);
-        }
-        on_frame(frames[i]);
-    }
 }
 
 int Demux::group_index(std::uint32_t ip, std::uint16_t port) {
@@ -348,12 +250,13 @@ void Demux::on_frame(const Frame& frame) {
         }
         derr = decode_codif(codif_bytes, header);
         if (derr == CodifError::none) {
-            if (const Known* k = find_known(packet, header.threadid);
-                k != nullptr && k->same_parameters(header) &&
-                header.frame_bytes() == packet.payload_bytes &&
-                header.frame < k->frames_per_period) {
-                accept(k->stream, frame, packet, header, payload_absent);
-                return;
+            if (const std::uint32_t known = find_stream(packet, header.threadid); known != 0) {
+                const Known& k = known_[known - 1];
+                if (k.same_parameters(header) && header.frame_bytes() == packet.payload_bytes &&
+                    header.frame < k.frames_per_period) {
+                    accept(known - 1, frame, packet, header, payload_absent);
+                    return;
+                }
             }
         }
     }

@@ -43,36 +43,6 @@ class Demux {
     Demux(DemuxOptions options, Ledger& ledger);
 
     void on_frame(const Frame& frame);
-    // Frames in the order they arrived, as on_frame one by one; with many
-    // streams (prefetching()) each frame's stream is prefetched a few frames
-    // ahead (prefetch_table, prefetch_stream), as the verbs engine does for
-    // its poll batches.
-    void on_frames(std::span<const Frame> frames);
-
-    // Hints for a frame that comes soon (issue 18, thousands of streams: the
-    // per-stream state no longer fits in the CPU's caches, and a frame of
-    // another stream than the last is a cache miss, taken in the shadow of
-    // the frames before it if asked for early). prefetch_table: a few frames
-    // ahead, loads the frame's slot of the known-stream table;
-    // prefetch_stream: a frame or two ahead, loads its stream's state. Both
-    // read only `head`'s fixed fields (plain Ethernet/IPv4/UDP and the CODIF
-    // v2 thread) and the table, change nothing, and ignore a frame they
-    // cannot place: a wrong hint costs a wasted load, never a count.
-    void prefetch_table(Bytes head) const;
-    // Returns what prefetch_window takes: the stream's index + 1, 0 if none.
-    std::uint32_t prefetch_stream(Bytes head) const;
-    // A frame ahead, once prefetch_stream's lines are in: the word of the
-    // stream's sequence window the frame's bit most likely falls in (that of
-    // the stream's next frame in order).
-    void prefetch_window(std::uint32_t stream_plus1) const;
-    // Whether the hints pay: enough known streams that their state is out of
-    // the first-level cache (below that, they only cost instructions).
-    bool prefetching() const { return known_count_ >= kPrefetchFromStreams; }
-    static constexpr std::size_t kPrefetchFromStreams = 128;
-    // How far ahead the hints go (frames): tuned on bench_demux's
-    // BM_DemuxStreams (docs/performance.md).
-    static constexpr std::size_t kTableAhead = 6;
-    static constexpr std::size_t kStreamAhead = 3;
     // Sinks are called in the order added; add them before the first frame.
     // The demux does not own them.
     void add_sink(FrameSink& sink, SinkScope scope = SinkScope::streams);
@@ -114,10 +84,6 @@ class Demux {
     // streams, keyed by (destination, source, CODIF thread),
     // filled by the slow path.
     struct Known {
-        std::uint32_t dst_ip = 0;
-        std::uint32_t src_ip = 0;
-        std::uint16_t dst_port = 0;
-        std::uint16_t thread = 0;
         // The parameter fields of the stream's first frame.
         std::uint16_t period = 0;
         std::uint16_t nchan = 0;
@@ -127,16 +93,15 @@ class Demux {
         std::uint32_t framelength8 = 0;
         std::uint64_t totalsamples = 0;
         std::uint64_t frames_per_period = 0;
-        std::size_t stream = 0;  // index in ledger_.streams() (and in known_)
         bool same_parameters(const CodifHeader& h) const {
             return h.framelength8 == framelength8 && h.totalsamples == totalsamples &&
                    h.period == period && h.nchan == nchan && h.nbits == nbits &&
                    h.complex == complex && h.layout == layout;
         }
     };
-    // A slot of the table: the key, compared in place (no load of the
-    // Known to reject a collision), and the stream's index + 1 (0: empty),
-    // which is also its Known's index + 1 in known_.
+    // A slot of the table: the key, compared in place (no load of a Known
+    // to reject a collision), and the stream's index + 1 (0: empty), which
+    // is also its Known's index in known_.
     struct KnownSlot {
         std::uint32_t dst_ip = 0;
         std::uint32_t src_ip = 0;
@@ -144,10 +109,8 @@ class Demux {
         std::uint16_t thread = 0;
         std::uint32_t stream_plus1 = 0;
     };
-    const Known* find_known(const UdpPacket& p, std::uint16_t thread) const;
-    // The stream index + 1 of a key, 0 when unknown.
-    std::uint32_t find_stream(std::uint32_t dst_ip, std::uint16_t dst_port, std::uint32_t src_ip,
-                              std::uint16_t thread) const;
+    // The stream index + 1 of a known stream's key, 0 when unknown.
+    std::uint32_t find_stream(const UdpPacket& p, std::uint16_t thread) const;
     void add_known(const UdpPacket& p, const CodifHeader& h, std::size_t stream);
     void place_known(const KnownSlot& slot);
 
@@ -164,7 +127,7 @@ class Demux {
     std::vector<std::uint32_t> antennas_;
     std::unordered_map<std::uint32_t, int> antenna_lookup_;
     std::unordered_map<std::uint64_t, std::size_t> stream_lookup_;  // (group, antenna, thread)
-    std::vector<Known> known_;  // by stream index; those with stream_plus1 0 are not in the table
+    std::vector<Known> known_;     // by stream index (one not in the table is never read)
     std::size_t known_count_ = 0;  // streams in the table
     std::vector<KnownSlot> known_table_;
 };

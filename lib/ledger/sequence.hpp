@@ -60,10 +60,6 @@ class SequenceTracker {
         return observe_general(index);
     }
 
-    // A hint (Demux::prefetch_window): loads the window's word of the frame
-    // that would come next in order. Reads newest_ only.
-    void prefetch_next() const { __builtin_prefetch(&seen_[((newest_ + 1) % kWindow) / 64], 1); }
-
     bool started() const { return started_; }
     std::uint64_t lowest() const { return lowest_; }
     std::uint64_t newest() const { return newest_; }

@@ -29,8 +29,6 @@ class Divider {
         : d_(d < 1 ? 1 : d),
           reciprocal_(d_ < 2 ? 0 : static_cast<std::uint64_t>(~std::uint64_t{0} / d_)) {}
 
-    std::uint64_t divisor() const { return d_; }
-
     std::int64_t divide(std::int64_t x) const {
         const bool negative = x < 0;
         // |x| as unsigned (INT64_MIN included).
@@ -46,9 +44,9 @@ class Divider {
         if (d_ == 1) {
             return a;
         }
-        // floor(2^64 - 1 / d) is floor(2^64 / d) unless d divides 2^64
-        // (a power of two), where it is one less: the estimate is then still
-        // at most one short, and the correction below covers it.
+        // The reciprocal floor((2^64 - 1) / d) is floor(2^64 / d) unless d
+        // divides 2^64 (a power of two), where it is one less: the estimate
+        // is then still at most one short, and the correction covers it.
         std::uint64_t q = static_cast<std::uint64_t>((static_cast<Uint128>(a) * reciprocal_) >> 64);
         if (a - q * d_ >= d_) {
             ++q;

@@ -213,8 +213,7 @@ void VerbsEngine::create_queues(std::uint32_t cq_depth) {
     }
     switch (timestamps_) {
         case TimestampFormat::device_ticks:
-            clock_khz_ = caps.hca_core_clock_khz;
-            clock_divider_ = Divider(clock_khz_);
+            clock_khz_ = Divider(caps.hca_core_clock_khz);
             clock_ticks0_ = pair->first;
             clock_ns0_ = pair->second;
             last_clock_sync_ = std::chrono::steady_clock::now();

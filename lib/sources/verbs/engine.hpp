@@ -181,10 +181,8 @@ class VerbsEngine {
     // The receive WR of a slot (SGE0 header slot + SGE1 payload slot, or one SGE).
     verbs::RecvRequest request_for(const Qp& q, std::uint64_t slot) const;
     std::uint8_t* header_slot(const Qp& q, std::uint64_t slot) const;
-    // The poll loop's hints (engine_poll.cpp): a completion's frame head, as
-    // far as its wr_id names a slot (empty otherwise: only a hint), and a
-    // prefetch of its first two cache lines.
-    Bytes head_of(const verbs::Completion& c) const;
+    // The poll loop's hint (engine_poll.cpp): a prefetch of the first two
+    // cache lines of a completion's frame, as far as its wr_id names a slot.
     void prefetch_slot(const verbs::Completion& c) const;
     static constexpr std::size_t kSlotAhead = 8;
     std::uint64_t payload_offset(std::uint64_t slot) const;
@@ -235,8 +233,7 @@ class VerbsEngine {
     verbs::TimestampFormat timestamps_ = verbs::TimestampFormat::none;
     std::uint64_t clock_ticks0_ = 0;
     std::uint64_t clock_ns0_ = 0;
-    std::uint64_t clock_khz_ = 0;
-    Divider clock_divider_;  // by clock_khz_ (timestamp_ns, per frame)
+    Divider clock_khz_;  // by the device clock's kHz (timestamp_ns, per frame)
     std::uint64_t batch_realtime_ns_ = 0;
     std::chrono::steady_clock::time_point last_clock_sync_{};
 };

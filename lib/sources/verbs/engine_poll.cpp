@@ -9,7 +9,6 @@
 #include <time.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -61,28 +60,13 @@ std::uint8_t* VerbsEngine::header_slot(const Qp& q, std::uint64_t slot) const {
     return header_arena_.get() + (std::size_t{q.index} * q.depth + slot) * header_stride_;
 }
 
-Bytes VerbsEngine::head_of(const verbs::Completion& c) const {
-    const WrId id = WrId::decode(c.wr_id);
-    if (id.qp >= qps_.size() || id.slot >= qps_[id.qp]->depth) {
-        return {};
-    }
-    const Qp& q = *qps_[id.qp];
-    if (options_.split) {
-        return Bytes(header_slot(q, id.slot), std::min(c.byte_len, header_bytes_));
-    }
-    if (q.payload.host_view == nullptr) {
-        return {};
-    }
-    return Bytes(q.payload.host_view + payload_offset(id.slot),
-                 std::min(c.byte_len, payload_bytes_));
-}
-
 void VerbsEngine::prefetch_slot(const verbs::Completion& c) const {
     const WrId id = WrId::decode(c.wr_id);
     if (id.qp >= qps_.size() || id.slot >= qps_[id.qp]->depth) {
         return;
     }
     const Qp& q = *qps_[id.qp];
+    // Only an address inside a ring is computed; a prefetch never faults.
     const std::uint8_t* at = nullptr;
     if (options_.split) {
         at = header_slot(q, id.slot);
@@ -198,7 +182,7 @@ std::uint64_t VerbsEngine::timestamp_ns(const verbs::Completion& c) {
     }
     // Resynced once a second, so the tick delta times 10^6 stays far from overflow.
     const auto delta = static_cast<std::int64_t>(c.hw_timestamp - clock_ticks0_);
-    const std::int64_t ns = clock_divider_.divide(delta * 1'000'000);
+    const std::int64_t ns = clock_khz_.divide(delta * 1'000'000);
     return static_cast<std::uint64_t>(static_cast<std::int64_t>(clock_ns0_) + ns);
 }
 
@@ -343,34 +327,14 @@ std::size_t VerbsEngine::poll_once() {
         if (timestamps_ == verbs::TimestampFormat::none) {
             batch_realtime_ns_ = realtime_ns();
         }
-        // Hints ahead of the frame being handled (only addresses inside a
-        // ring are computed, and a prefetch never faults): its header slot
-        // kSlotAhead frames ahead, both cache lines (the CODIF sync word is
-        // in the second); with many streams, the demux's known-stream table
-        // and stream state a few frames ahead (Demux::prefetch_table,
-        // prefetch_stream), from the slot's bytes, which the first hint
-        // brought in.
-        const bool stream_hints = demux_.prefetching();
+        // The header slot kSlotAhead frames ahead, both cache lines (the
+        // CODIF sync word is in the second): the demux reads them first.
         for (std::size_t i = 0; i < std::min(n, kSlotAhead); ++i) {
             prefetch_slot(batch_[i]);
         }
-        // As Demux::on_frames: the streams found, for prefetch_window a frame ahead.
-        std::array<std::uint32_t, Demux::kStreamAhead + 1> ahead{};
         for (std::size_t i = 0; i < n; ++i) {
             if (i + kSlotAhead < n) {
                 prefetch_slot(batch_[i + kSlotAhead]);
-            }
-            if (stream_hints) {
-                if (i + Demux::kTableAhead < n) {
-                    demux_.prefetch_table(head_of(batch_[i + Demux::kTableAhead]));
-                }
-                if (i + Demux::kStreamAhead < n) {
-                    ahead[(i + Demux::kStreamAhead) % ahead.size()] =
-                        demux_.prefetch_stream(head_of(batch_[i + Demux::kStreamAhead]));
-                }
-                if (i + 1 < n) {
-                    demux_.prefetch_window(ahead[(i + 1) % ahead.size()]);
-                }
             }
             handle(batch_[i]);
         }
