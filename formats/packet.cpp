@@ -88,10 +88,6 @@ bool is_malformed(PacketError error) {
 
 namespace {
 
-constexpr std::uint16_t kIpMoreFragments = 0x2000;
-constexpr std::uint16_t kIpFragmentOffsetMask = 0x1FFF;
-constexpr std::uint16_t kIpDontFragment = 0x4000;
-
 // Whether the bytes [0, end) can be read: `truncated` when they were not even
 // captured, headers_split when they were captured but lie (partly) outside the
 // first piece, none when they are all in `head`.

@@ -30,6 +30,10 @@ inline constexpr std::uint16_t kEtherTypeIpv4 = 0x0800;
 inline constexpr std::uint16_t kEtherTypeVlan = 0x8100;  // 802.1Q
 inline constexpr std::uint16_t kEtherTypeQinQ = 0x88A8;  // 802.1ad outer tag
 inline constexpr std::uint8_t kIpProtoUdp = 17;
+// IPv4 flags and fragment offset (the 16 bits at header offset 6).
+inline constexpr std::uint16_t kIpMoreFragments = 0x2000;
+inline constexpr std::uint16_t kIpFragmentOffsetMask = 0x1FFF;
+inline constexpr std::uint16_t kIpDontFragment = 0x4000;
 
 // The link-layer header a frame starts with: Ethernet from the NIC and from
 // most capture files; the others only from capture files (ibvcap read).
@@ -112,8 +116,8 @@ PacketError parse_udp_frame_general(Bytes head, std::uint64_t captured_bytes, Ud
         p[kIp] == 0x45 /* version 4, IHL 5 */ && p[kIp + 9] == kIpProtoUdp) {
         const std::size_t ip_total = load_be16(p + kIp + 2);
         const std::size_t udp_length = load_be16(p + kUdp + 4);
-        // More fragments (0x2000) or a fragment offset (0x1FFF): a fragment.
-        const bool fragment = (load_be16(p + kIp + 6) & 0x3FFFu) != 0;
+        const bool fragment =
+            (load_be16(p + kIp + 6) & (kIpMoreFragments | kIpFragmentOffsetMask)) != 0;
         // IP total length: the header and a UDP header at least, all captured;
         // the UDP length is exactly the IP payload.
         if (ip_total >= kIpv4MinHeaderBytes + kUdpHeaderBytes && kIp + ip_total <= captured_bytes &&
