@@ -343,14 +343,12 @@ class DeviceBlockMemory final : public BlockMemory {
             const std::size_t n = std::min(bytes, kChunkBytes - chunk->used);
             std::uint8_t* stage = bytes_of(chunk->host) + chunk->used;
             std::memcpy(stage, src, n);
-            if (pending_.bytes != 0 && pending_.dst + pending_.bytes == dst &&
-                pending_.src + pending_.bytes == stage && pending_.block.holds(dst, n)) {
-                pending_.bytes += n;  // adjacent in both, in the same block: one copy
-            } else {
+            // Adjacent in both, in the same block: one copy. Never across
+            // blocks: two cudaMalloc blocks may be adjacent, and one copy over
+            // both fails (gpu_logic.hpp, AddressRange).
+            if (!pending_.extend(dst, stage, n)) {
                 issue();
-                // Never across blocks: two cudaMalloc blocks may be adjacent, and
-                // one copy over both fails (gpu_logic.hpp, AddressRange).
-                pending_ = Pending{dst, stage, n, block_ranges_.range_of(dst)};
+                pending_ = PendingCopy{dst, stage, n, block_ranges_.range_of(dst)};
             }
             chunk->used += n;
             if (pending_.bytes >= kIssueBytes) {
@@ -419,13 +417,6 @@ class DeviceBlockMemory final : public BlockMemory {
         std::size_t used = 0;
         bool in_flight = false;
     };
-    struct Pending {
-        std::uint8_t* dst = nullptr;
-        const std::uint8_t* src = nullptr;
-        std::size_t bytes = 0;
-        AddressRange block;  // the ring block that holds dst
-    };
-
     void issue() {
         if (pending_.bytes == 0) {
             return;
@@ -434,7 +425,7 @@ class DeviceBlockMemory final : public BlockMemory {
         check(cudaMemcpyAsync(pending_.dst, pending_.src, pending_.bytes, cudaMemcpyHostToDevice,
                               stream_.get()),
               "cudaMemcpyAsync (host to ring block)");
-        pending_ = Pending{};
+        pending_ = PendingCopy{};
         issued_ = true;
     }
 
@@ -488,7 +479,7 @@ class DeviceBlockMemory final : public BlockMemory {
     StreamPtr stream_;  // destroyed last
     std::array<Chunk, kChunks> chunks_;
     std::size_t current_ = 0;
-    Pending pending_;
+    PendingCopy pending_;
     PinnedPtr gather_host_;
     std::uint8_t* gather_device_ = nullptr;
     std::vector<detail::GatherCopy> gather_;
@@ -568,9 +559,11 @@ class SlotReader final : public DeviceMemory {
     }
 
   private:
-    // The cudaMalloc allocation holding a device address (cuMemGetAddressRange),
-    // AddressRange{} (no bound) when the driver cannot say: then every copy is
-    // its own, as merging needs a known bound.
+    // The cudaMalloc allocation holding a device address: cuMemGetAddressRange
+    // gives the base and size of the allocation that contains a device pointer
+    // (CUDA Driver API reference, Memory Management). When the driver cannot
+    // say, the bound [p, p]: then every copy is its own, as merging needs a
+    // known bound.
     AddressRange allocation_of(const void* p) const {
         CUdeviceptr base = 0;
         std::size_t size = 0;

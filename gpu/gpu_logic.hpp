@@ -168,30 +168,14 @@ std::string describe_choice(const ModeChoice& choice);
 // or run without --gpu ...".
 std::string no_gpu_message(int id, std::string_view cuda_error, std::string_view fix = {});
 std::string gpu_id_message(int id, int count);
-// Copies out of receive slots in batches: a run of copies of equal size whose
-// sources and destinations each advance by a constant pitch (consecutive
-// slots into consecutive places) becomes one strided copy (cudaMemcpy2DAsync:
-// `rows` rows of `width` bytes, `src_pitch` / `dst_pitch` apart). Order is
-// kept; a copy that fits no run starts a new one. No pitch of a run exceeds
-// `max_pitch` (cudaDevAttrMaxPitch; 0 means no bound): a copy that would
-// need a larger one starts a new run, and a copy wider than `max_pitch` is
-// split into pieces of at most `max_pitch` bytes.
-struct StridedCopy {
-    std::uint8_t* dst = nullptr;
-    const std::uint8_t* src = nullptr;
-    std::size_t width = 0;
-    std::size_t rows = 0;
-    std::size_t dst_pitch = 0;  // >= width
-    std::size_t src_pitch = 0;  // >= width
-};
 // ---- copies that stay inside one allocation ---------------------------------
 // cudaMalloc may hand out adjacent allocations (NVIDIA/gdrcopy README.md,
-// "Known issues": two cudaMalloc'd regions may be contiguous), and a copy
-// whose range spans two of them fails with cudaErrorInvalidValue. Seen on an
-// H100 (driver 580.159.04, CUDA 13.0): eight 2 MiB cudaMalloc blocks came back
-// back to back, and one cudaMemcpyAsync over the end of one into the next
-// failed while the same copy inside one succeeded (docs/gpu.md, "What ran on
-// a GPU"). So copies are merged only inside one allocation.
+// "Restrictions and known issues": two cudaMalloc'd memory regions may be
+// contiguous), and a copy whose range spans two of them fails with
+// cudaErrorInvalidValue. Seen on an H100 (driver 580.159.04, CUDA 13.0): eight 2 MiB cudaMalloc
+// blocks came back back to back, and one cudaMemcpyAsync over the end of one into the next failed
+// while the same copy inside one succeeded (docs/gpu.md, "What ran on a GPU"). So copies are merged
+// only inside one allocation.
 struct AddressRange {
     std::uintptr_t begin = 0;
     std::uintptr_t end = std::numeric_limits<std::uintptr_t>::max();  // default: no bound known
@@ -215,6 +199,41 @@ class AllocationMap {
     std::vector<AddressRange> sorted_;  // by begin, disjoint
 };
 
+// One host-to-device copy gathered from copies adjacent in both source and
+// destination (the block rings' staged copy_in): a copy extends it only
+// inside the allocation that holds its destination (`block`).
+struct PendingCopy {
+    std::uint8_t* dst = nullptr;
+    const std::uint8_t* src = nullptr;
+    std::size_t bytes = 0;
+    AddressRange block;
+    // Appends (next_dst, next_src, n) when it continues this copy in `block`.
+    bool extend(std::uint8_t* next_dst, const std::uint8_t* next_src, std::size_t n) {
+        if (bytes == 0 || dst + bytes != next_dst || src + bytes != next_src ||
+            !block.holds(next_dst, n)) {
+            return false;
+        }
+        bytes += n;
+        return true;
+    }
+};
+
+// Copies out of receive slots in batches: a run of copies of equal size whose
+// sources and destinations each advance by a constant pitch (consecutive
+// slots into consecutive places) becomes one strided copy (cudaMemcpy2DAsync:
+// `rows` rows of `width` bytes, `src_pitch` / `dst_pitch` apart). Order is
+// kept; a copy that fits no run starts a new one. No pitch of a run exceeds
+// `max_pitch` (cudaDevAttrMaxPitch; 0 means no bound): a copy that would
+// need a larger one starts a new run, and a copy wider than `max_pitch` is
+// split into pieces of at most `max_pitch` bytes.
+struct StridedCopy {
+    std::uint8_t* dst = nullptr;
+    const std::uint8_t* src = nullptr;
+    std::size_t width = 0;
+    std::size_t rows = 0;
+    std::size_t dst_pitch = 0;  // >= width
+    std::size_t src_pitch = 0;  // >= width
+};
 // `src_range` / `dst_range` (when given) bound every run: a copy joins a run
 // only when it lies in the allocations that hold the run's first copy.
 std::vector<StridedCopy> plan_strided_copies(

@@ -13,7 +13,8 @@
 //     them (createCODIFHeader and the setters, transcribed in
 //     test/codifio_transcript.hpp), not by ibvcap's encoder, in both layouts,
 //     with a frame number 4 (WireGuard's "Transport Data" type byte), a gap and a
-//     repeat; written with libpcap's pcap_dump, not ibvcap's writer.
+//     repeat, a header-only frame and a draft frame of 65536 channels; written
+//     with libpcap's pcap_dump, not ibvcap's writer.
 #include <pcap/pcap.h>
 
 #include <cstdint>
@@ -195,6 +196,19 @@ int write_independent(const char* path) {
         dh.threadid = 7;
         cio::draft::setCODIFFrameInvalid(dh, 1);
         put(&dh, 512, src + 1, group + 1, 36002);
+    }
+    // Headers codifio builds that define no sequence position: a header-only
+    // frame (createCODIFHeader takes a dataarraylength of 0: no samples per
+    // frame, nothing to divide by), and a draft frame of 65536 channels
+    // (setCODIFNumChannels stores 65535, which ibvcap reads as 0 channels).
+    {
+        cio::v2::Header v;
+        cio::v2::createCODIFHeader(v, 0, 5, 2, 8, 2, 1, 1, 100, 0, "Hd", 0);
+        put(&v, 0, src + 2, group + 2, 36003);
+        cio::draft::Header dh;
+        cio::draft::createCODIFHeader(dh, 64, 6, 2, 8, 1, 1, 1, 100, 0, "Wd");
+        cio::draft::setCODIFNumChannels(dh, 65536);
+        put(&dh, 64, src + 3, group + 2, 36003);
     }
     pcap_dump_close(d);
     pcap_close(dead);

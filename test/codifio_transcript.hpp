@@ -10,12 +10,18 @@
 //     FramesPerPeriod", 2019; the word order is that of 2acba4a11 "Don't offset
 //     nchan by 1", the last draft revision before the 2022 switch to v2);
 //   - v2 (sync 0xFEEDCAFE): libraries/codifio/src/codifio.h and codifio.c at
-//     difx/difx master ("#define CODIFV2", commit dacf99364 and later).
+//     difx/difx master ("#define CODIFV2", commit dacf99364 and later; the
+//     same at 902730147).
 // The structs keep codifio's bitfield declarations in codifio's order: GCC and
 // Clang allocate bitfields from the least significant bit of each unit on
 // little-endian targets, which is what codifio relies on, so memcpy of 64
 // bytes into them reads a frame exactly as DiFX does. Names of the functions
 // are codifio's; the bodies are one-line restatements of what each does.
+// Where they differ, on purpose: v2 getCODIFFrameBytes and
+// getCODIFFrameperperiod compute in 64 bits (codifio's int arithmetic overflows
+// for frames of 256 MiB and more; no datagram is that large), and
+// createCODIFHeader leaves out the range checks its uint16_t arguments cannot
+// fail.
 #pragma once
 
 #include <cstddef>

@@ -656,7 +656,10 @@ TEST(StagingBatches, NoPitchExceedsTheDevicesMaximum) {
 // Two cudaMalloc allocations may lie back to back, and one copy over both
 // fails (cudaErrorInvalidValue; seen on an H100: gpu_logic.hpp, AddressRange).
 // Slots at the end of one region and the start of the next, a pitch apart,
-// must not become one strided copy when the regions' bounds are known.
+// must not become one strided copy when the regions' bounds are known. Host
+// vectors stand in for the allocations, and AllocationMap::range_of for
+// cuMemGetAddressRange (the base and size of the allocation that contains a
+// pointer: CUDA Driver API reference; SlotReader::allocation_of).
 TEST(StagingBatches, NoRunSpansTwoAllocations) {
     std::vector<std::uint8_t> src(8 * 1024);
     std::vector<std::uint8_t> dst(8 * 1024);
@@ -695,6 +698,30 @@ TEST(StagingBatches, NoRunSpansTwoAllocations) {
         return AddressRange{a, a};
     };
     EXPECT_EQ(plan_strided_copies(slots, 0, unknown).size(), slots.size());
+}
+
+// The block rings' staged copies (DeviceBlockMemory::copy_in) join into one
+// cudaMemcpyAsync only while adjacent in source and destination and inside
+// the ring block of the first: two blocks may be back to back.
+TEST(StagingBatches, PendingCopyNeverExtendsIntoTheNextBlock) {
+    std::vector<std::uint8_t> blocks(2 * 4096);  // two adjacent "ring blocks"
+    std::vector<std::uint8_t> stage(8192);
+    AllocationMap rings;
+    rings.add(blocks.data(), 4096);
+    rings.add(blocks.data() + 4096, 4096);
+    std::uint8_t* dst = blocks.data() + 2048;
+    PendingCopy p{dst, stage.data(), 512, rings.range_of(dst)};
+    EXPECT_TRUE(p.extend(dst + 512, stage.data() + 512, 512));
+    EXPECT_FALSE(p.extend(dst + 1024, stage.data() + 1000, 24));   // not adjacent in source
+    EXPECT_FALSE(p.extend(dst + 1000, stage.data() + 1024, 24));   // nor in destination
+    EXPECT_TRUE(p.extend(dst + 1024, stage.data() + 1024, 1024));  // to the block's end
+    EXPECT_FALSE(p.extend(dst + 2048, stage.data() + 2048, 512));  // the next block
+    EXPECT_EQ(p.bytes, 2048u);
+    PendingCopy none;  // nothing pending: nothing to extend
+    EXPECT_FALSE(none.extend(dst, stage.data(), 8));
+    // Without a known bound (AddressRange{}) adjacency alone decides.
+    PendingCopy unbounded{dst, stage.data(), 1024, AddressRange{}};
+    EXPECT_TRUE(unbounded.extend(dst + 1024, stage.data() + 1024, 512));
 }
 
 TEST(StagingBatches, AllocationMapFindsTheAllocationOfAnAddress) {

@@ -59,6 +59,10 @@ compare() {
   bad=$(grep -cv ':codif$' "$WORK/$name.protocols" || true)
   expect_eq "$name: UDP frames not ending in codif (first: $(grep -v ':codif$' "$WORK/$name.protocols" | head -n 1))" "$bad" 0
   ! grep -q ':wg' "$WORK/$name.protocols" || fail "$name: a frame dissected as WireGuard"
+  # A Lua error in the dissector shows only in the tree, after the fields it added.
+  tshark_codif "$file" -V >"$WORK/$name.verbose"
+  ! grep -q 'Lua Error' "$WORK/$name.verbose" ||
+    fail "$name: codif.lua raised an error: $(grep -m 1 'Lua Error' "$WORK/$name.verbose")"
   say "$name: $frames frames, every field equal"
 }
 
@@ -79,8 +83,8 @@ done
 
 "$CODIF_FIELDS" write-independent "$WORK/independent.pcap" || fail "codif_fields write-independent failed"
 compare independent "$WORK/independent.pcap"
-# The sequence position: two frames missing before v2 frame 8, a repeat, a late draft frame.
-tshark_codif "$WORK/independent.pcap" -V >"$WORK/independent.verbose"
+# The sequence position: two frames missing before v2 frame 8, a repeat, a late draft frame
+# (independent.verbose: compare's tshark -V).
 grep -q 'missing 2 frames before this one' "$WORK/independent.verbose" ||
   fail "independent: no expert info 'missing 2 frames before this one'"
 grep -q 'a repeat of the previous frame' "$WORK/independent.verbose" ||

@@ -210,7 +210,9 @@ local function sequence(h)
         return nil
     end
     local payload_bits = h.framelength8.value * 64
-    if payload_bits % divisor ~= 0 then
+    -- A header-only frame (framelength 0) has no samples: nil, as ibvcap's 0,
+    -- and never a UInt64 modulo by zero below (a Lua error in the tree).
+    if payload_bits == 0 or payload_bits % divisor ~= 0 then
         return nil
     end
     local spf = UInt64(payload_bits / divisor)
