@@ -28,6 +28,7 @@
 #include "codifio_transcript.hpp"
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
+#include "test/frames.hpp"
 
 namespace {
 
@@ -124,16 +125,14 @@ int dump(const char* path) {
 std::vector<std::uint8_t> ethernet_frame(const std::uint8_t* header, std::uint32_t payload,
                                          std::uint32_t src, std::uint32_t group, std::uint16_t port,
                                          std::uint16_t ip_id) {
-    std::vector<std::uint8_t> f(46 + kCodifHeaderBytes + payload);
     UdpHeaderSpec spec;
     spec.src_ip = src;
     spec.dst_ip = group;
     spec.src_port = 50000;
     spec.dst_port = port;
     spec.ip_id = ip_id;
-    const std::size_t off =
-        build_udp_headers(spec, static_cast<std::uint32_t>(kCodifHeaderBytes + payload), f);
-    f.resize(off + kCodifHeaderBytes + payload);
+    std::vector<std::uint8_t> f = test::udp_frame(spec, kCodifHeaderBytes + payload);
+    const std::size_t off = f.size() - kCodifHeaderBytes - payload;
     std::memcpy(f.data() + off, header, kCodifHeaderBytes);
     for (std::uint32_t i = 0; i < payload; ++i) {
         f[off + kCodifHeaderBytes + i] = static_cast<std::uint8_t>(i * 7 + ip_id);

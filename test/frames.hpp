@@ -38,6 +38,16 @@ inline CodifHeader make_header(std::uint32_t seconds, std::uint32_t frame, std::
     return h;
 }
 
+// Ethernet (+ the spec's VLAN tag) + IPv4 + UDP headers for a datagram of
+// `udp_payload` bytes, which follow them zeroed: the UDP payload is the
+// frame's last `udp_payload` bytes.
+inline std::vector<std::uint8_t> udp_frame(const UdpHeaderSpec& spec, std::size_t udp_payload) {
+    std::vector<std::uint8_t> f(kPlainUdpPayloadOffset + kVlanTagBytes + udp_payload);
+    const std::size_t off = build_udp_headers(spec, static_cast<std::uint32_t>(udp_payload), f);
+    f.resize(off + udp_payload);
+    return f;
+}
+
 // Ethernet + IPv4 + UDP + CODIF header + patterned payload.
 inline std::vector<std::uint8_t> make_frame(std::uint32_t src, std::uint32_t group,
                                             std::uint16_t port, const CodifHeader& h,
@@ -49,10 +59,8 @@ inline std::vector<std::uint8_t> make_frame(std::uint32_t src, std::uint32_t gro
     spec.dst_port = port;
     spec.vlan_id = vlan;
     const std::size_t payload = static_cast<std::size_t>(h.payload_bytes());
-    std::vector<std::uint8_t> f(46 + kCodifHeaderBytes + payload);
-    const std::size_t off =
-        build_udp_headers(spec, static_cast<std::uint32_t>(kCodifHeaderBytes + payload), f);
-    f.resize(off + kCodifHeaderBytes + payload);
+    std::vector<std::uint8_t> f = udp_frame(spec, kCodifHeaderBytes + payload);
+    const std::size_t off = f.size() - kCodifHeaderBytes - payload;
     encode_codif(h, MutableBytes(f).subspan(off, kCodifHeaderBytes));
     const CodifTiming timing{h.period, codif_frames_per_period(h)};
     fill_pattern(pattern_key(src, h.threadid, timing.index(h.seconds, h.frame)),

@@ -49,9 +49,8 @@ std::vector<std::uint8_t> udp_frame(std::uint32_t src, std::uint32_t group, std:
     spec.src_port = 5000;
     spec.dst_port = port;
     spec.vlan_id = vlan;
-    std::vector<std::uint8_t> f(kPlainUdpPayloadOffset + kVlanTagBytes + payload);
-    const std::size_t off = build_udp_headers(spec, static_cast<std::uint32_t>(payload), f);
-    f.resize(off + payload);
+    std::vector<std::uint8_t> f = test::udp_frame(spec, payload);
+    const std::size_t off = f.size() - payload;
     for (std::size_t i = 0; i < payload; ++i) {
         f[off + i] = static_cast<std::uint8_t>(seed + i * 7);
     }
