@@ -160,6 +160,9 @@ void Ledger::merge(const Ledger& other) {
     source_counters_.insert(source_counters_.end(), other.source_counters_.begin(),
                             other.source_counters_.end());
     notes_.insert(notes_.end(), other.notes_.begin(), other.notes_.end());
+    if (write_drops_why_.empty()) {
+        write_drops_why_ = other.write_drops_why_;
+    }
     gpu_xids_.insert(gpu_xids_.end(), other.gpu_xids_.begin(), other.gpu_xids_.end());
     gpu_xids_lost_ += other.gpu_xids_lost_;
     for (const auto& a : other.group_arrivals_) {
@@ -306,7 +309,8 @@ std::vector<std::string> Ledger::loss_reasons() const {
                                   t.payload_mismatches));
     }
     if (t.write_drops > 0) {
-        why.push_back(fmt::format("{} records not written", t.write_drops));
+        why.push_back(fmt::format("{} records not written{}{}", t.write_drops,
+                                  write_drops_why_.empty() ? "" : ": ", write_drops_why_));
     }
     if (t.block_misses > 0) {
         why.push_back(fmt::format("{} frames are in no block of the block rings", t.block_misses));

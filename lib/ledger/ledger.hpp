@@ -225,6 +225,9 @@ class Ledger {
     // Frames the block rings could not place (lib/sinks/block_sink.cpp report_to).
     void add_block_misses(std::uint64_t frames) { block_misses_ += frames; }
     void add_note(std::string note) { notes_.push_back(std::move(note)); }
+    // Why records were not written, appended to the verdict's "N records not
+    // written" (the writers' memory bound that was reached).
+    void explain_write_drops(std::string why) { write_drops_why_ = std::move(why); }
     // The demux, at a group's first frame (once per group; merge keeps the earliest).
     void note_group_arrival(const Endpoint& group, std::uint64_t ns);
     const std::vector<GroupArrival>& group_arrivals() const { return group_arrivals_; }
@@ -270,6 +273,7 @@ class Ledger {
     std::vector<OutputStats> outputs_;
     std::vector<SourceCounter> source_counters_;
     std::vector<std::string> notes_;
+    std::string write_drops_why_;
     std::vector<GroupArrival> group_arrivals_;
     std::vector<GpuXid> gpu_xids_;
     std::uint64_t gpu_xids_lost_ = 0;

@@ -286,7 +286,14 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
         j["writer_memory"] = {{"bound_bytes", m.bound_bytes},
                               {"peak_bytes", m.peak_bytes},
                               {"buffer_bytes", m.buffer_bytes},
-                              {"buffers", m.buffers}};
+                              {"buffers", m.buffers},
+                              {"backlog_peak_bytes", m.backlog_peak_bytes},
+                              {"backlog_peak_share", m.backlog_peak_share},
+                              {"drops_at_bound", m.drops_at_bound},
+                              {"drops_below_bound", m.drops_below_bound}};
+        if (m.requested_bytes > 0) {
+            j["writer_memory"]["requested_bytes"] = m.requested_bytes;
+        }
     }
     j["lines_not_printed"] = {{"stats", run.stats_lines_dropped},
                               {"frames", run.frame_lines_dropped}};

@@ -93,10 +93,19 @@ struct PrivilegeState {
 // The writers' memory (lib/sinks/writer.hpp, "Memory bound"), over all of
 // the run's writers (one per lane): the report's "writer_memory".
 struct WriterMemory {
-    std::uint64_t bound_bytes = 0;   // --writer-memory (0: none)
-    std::uint64_t peak_bytes = 0;    // the highest count, summed over the writers
-    std::uint64_t buffer_bytes = 0;  // the per-output buffer size at the end (smallest writer)
-    std::uint64_t buffers = 0;
+    std::uint64_t bound_bytes = 0;      // --writer-memory as used (0: none)
+    std::uint64_t requested_bytes = 0;  // as given, when the host's memory capped it (else 0)
+    std::uint64_t peak_bytes = 0;       // the highest count, summed over the writers
+    std::uint64_t buffer_bytes = 0;     // the per-output buffer size at the end (smallest writer)
+    std::uint64_t buffers = 0;          // buffers made
+    // The most bytes waiting for the disk at once (summed over the writers),
+    // and that as a share of the bound: how much of it absorbed a stall.
+    std::uint64_t backlog_peak_bytes = 0;
+    double backlog_peak_share = 0;
+    // Records dropped for want of a buffer with the memory at its bound, and
+    // with room left (the buffer stock lagged: should be 0).
+    std::uint64_t drops_at_bound = 0;
+    std::uint64_t drops_below_bound = 0;
 };
 
 struct RunInfo {

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <utility>
 
@@ -265,6 +266,32 @@ void check_direct_io(const std::string& dir) {
     }
     ::close(fd);
     ::unlink(probe.c_str());
+}
+
+WriterMemoryCap cap_writer_memory(std::size_t requested, const std::string& meminfo) {
+    WriterMemoryCap cap{requested, {}};
+    std::ifstream in(meminfo);
+    std::uint64_t available_kib = 0;
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("MemAvailable:", 0) == 0) {
+            available_kib = std::strtoull(line.c_str() + 13, nullptr, 10);
+            break;
+        }
+    }
+    if (requested == 0 || available_kib == 0) {
+        return cap;  // no bound, or nothing known to cap it with
+    }
+    const std::uint64_t most = available_kib / 4 * 3 * 1024;
+    if (requested > most) {
+        cap.bytes = static_cast<std::size_t>(most);
+        cap.note = fmt::format(
+            "--writer-memory {:.1f} GiB is more than this host can give its writers ({:.1f} GiB "
+            "available, MemAvailable in {}): capped at {:.1f} GiB, three quarters of it",
+            static_cast<double>(requested) / (1 << 30),
+            static_cast<double>(available_kib) / (1 << 20), meminfo,
+            static_cast<double>(most) / (1 << 30));
+    }
+    return cap;
 }
 
 std::unique_ptr<Writer> make_run_writer(const OutputOptions& outputs, Writer::Options options,

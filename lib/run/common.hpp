@@ -89,6 +89,19 @@ void check_direct_io(const std::string& dir);
 // The writer for a run's outputs, or null when the run writes none. A live
 // source never waits for the disk (a full queue is a counted drop); a file
 // source does.
+// --writer-memory against what this host can give: three quarters of the
+// memory the kernel says is available (MemAvailable in `meminfo`, proc(5)),
+// leaving the rest to the receive rings, the page cache and the host. The
+// writers' buffers are not locked (no mlock), so RLIMIT_MEMLOCK does not
+// bound them. `bytes` is the bound to use; `note`, when it was capped, the
+// line that says so.
+struct WriterMemoryCap {
+    std::size_t bytes = 0;
+    std::string note;
+};
+WriterMemoryCap cap_writer_memory(std::size_t requested,
+                                  const std::string& meminfo = "/proc/meminfo");
+
 std::unique_ptr<Writer> make_run_writer(const OutputOptions& outputs, Writer::Options options,
                                         bool live);
 

@@ -186,6 +186,13 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     source.arm();
     Faults local_faults;
     Writer::Options writer_options = settings.writer;
+    // Never more than the host can give: capped, saying so.
+    const WriterMemoryCap memory_cap = cap_writer_memory(writer_options.memory_bytes);
+    if (!memory_cap.note.empty() && settings.notices != nullptr) {
+        settings.notices->write_within(fmt::format("ibvcap: {}\n", memory_cap.note),
+                                       std::chrono::seconds(1));
+    }
+    writer_options.memory_bytes = memory_cap.bytes;
     // --writer-memory bounds all the run's writers together: one per lane.
     writer_options.memory_bytes /= std::max<std::size_t>(lane_count, 1);
     if (writer_options.faults == nullptr) {
@@ -213,6 +220,29 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         }
     } holders_finish{lanes, settings.blocks};
 
+    // The per-antenna files the options name (--antenna with the groups, an
+    // --expect manifest's antennas), made before the first frame. Only with
+    // one lane: with several, a stream comes to one of them, unknown ahead.
+    std::vector<std::pair<Endpoint, std::uint32_t>> planned;
+    if (lane_count == 1) {
+        const auto add = [&planned](const Endpoint& g, std::uint32_t a) {
+            if (std::find(planned.begin(), planned.end(), std::pair{g, a}) == planned.end()) {
+                planned.emplace_back(g, a);
+            }
+        };
+        for (const Endpoint& g : settings.demux.groups) {
+            for (const std::uint32_t a : settings.demux.antennas) {
+                add(g, a);
+            }
+        }
+        if (settings.expect && !settings.expect->shorthand) {
+            for (const auto& g : settings.expect->groups) {
+                for (const auto& a : g.antennas) {
+                    add(g.group, a.ip);
+                }
+            }
+        }
+    }
     std::vector<SourceLane> targets;
     for (std::size_t i = 0; i < lane_count; ++i) {
         auto lane = std::make_unique<Lane>();
@@ -223,6 +253,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             fmt::format("ibvcap {}, {} source", settings.command, source.kind());
         lane->writer = make_run_writer(outputs, writer_options, source.live());
         lane->files = std::make_unique<FileSinks>(outputs, lane->writer.get());
+        lane->files->plan_streams(planned);
         lane->demux = std::make_unique<Demux>(settings.demux, lane->ledger);
         lane->demux->add_sinks(lane->files->entries());
         if (settings.observer) {
@@ -240,6 +271,12 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             // Every ring the options let us foresee, with its blocks, made
             // here: no device memory or CUDA stream is made once frames flow.
             settings.blocks->prepare(plan.expected, plan.max_payload_bytes);
+        }
+    }
+    // The planned outputs' buffers, and the stock, made before the first frame.
+    for (auto& l : lanes) {
+        if (l->writer) {
+            l->writer->prepare();
         }
     }
     IBVCAP_PROBE2(run_start, settings.command.c_str(), outcome.info.source.c_str());
@@ -480,13 +517,19 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             l->ledger.set_outputs(l->writer->stats());
             const Writer::Memory m = l->writer->memory();
             if (!outcome.info.writer_memory) {
-                outcome.info.writer_memory =
-                    WriterMemory{settings.writer.memory_bytes, 0, m.buffer_bytes, 0};
+                WriterMemory first;
+                first.bound_bytes = memory_cap.bytes;
+                first.requested_bytes = memory_cap.note.empty() ? 0 : settings.writer.memory_bytes;
+                first.buffer_bytes = m.buffer_bytes;
+                outcome.info.writer_memory = first;
             }
             WriterMemory& total = *outcome.info.writer_memory;
             total.peak_bytes += m.peak;
             total.buffers += m.buffers;
             total.buffer_bytes = std::min<std::uint64_t>(total.buffer_bytes, m.buffer_bytes);
+            total.backlog_peak_bytes += m.backlog_peak;
+            total.drops_at_bound += m.drops_at_bound;
+            total.drops_below_bound += m.drops_below_bound;
         }
     }
     std::vector<SourceLane> reports;
@@ -514,6 +557,29 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     } else {
         for (auto& l : lanes) {
             outcome.ledger.merge(l->ledger);
+        }
+    }
+    if (outcome.info.writer_memory) {
+        WriterMemory& m = *outcome.info.writer_memory;
+        if (m.bound_bytes > 0) {
+            m.backlog_peak_share =
+                static_cast<double>(m.backlog_peak_bytes) / static_cast<double>(m.bound_bytes);
+        }
+        if (!memory_cap.note.empty()) {
+            outcome.ledger.add_note(memory_cap.note);
+        }
+        if (m.drops_at_bound + m.drops_below_bound > 0) {
+            // Which bound was reached, and the option that raises it.
+            outcome.ledger.explain_write_drops(fmt::format(
+                "{} of them because the writers' memory was at its bound, --writer-memory {} "
+                "MiB{} (backlog up to {} MiB): the disk was slower than the capture for longer "
+                "than the bound absorbs; raise --writer-memory, or write to a faster disk",
+                m.drops_at_bound + m.drops_below_bound, m.bound_bytes >> 20,
+                m.drops_below_bound > 0
+                    ? fmt::format(", {} while it had room (the buffer stock lagged)",
+                                  m.drops_below_bound)
+                    : std::string(),
+                m.backlog_peak_bytes >> 20));
         }
     }
     if (settings.expect) {

@@ -203,18 +203,22 @@ StreamFileSink::StreamFileSink(const OutputOptions& options, Writer& writer)
 }
 
 SinkRoute StreamFileSink::open_stream(const StreamStats& s) {
-    // One set of files per (group, antenna): the antenna's CODIF threads
-    // share them, in arrival order.
+    return route_for(s.group, s.antenna);
+}
+
+// One set of files per (group, antenna): the antenna's CODIF threads share
+// them, in arrival order.
+StreamFileSink::Route* StreamFileSink::route_for(const Endpoint& group, std::uint32_t antenna) {
     const std::uint64_t key =
-        (std::uint64_t{s.group.ip} << 48 ^ std::uint64_t{s.group.port} << 32) | s.antenna;
+        (std::uint64_t{group.ip} << 48 ^ std::uint64_t{group.port} << 32) | antenna;
     auto& slot = routes_[key];
     if (!slot) {
         slot = std::make_unique<Route>();
         for (const auto f : {OutputFormat::raw, OutputFormat::codif, OutputFormat::codifhdr}) {
             if (formats_[format_slot(f)]) {
                 slot->outputs[format_slot(f)] =
-                    writer_.add_output(f, output_path(options_, f, s.group, s.antenna),
-                                       s.group.to_string(), format_ipv4(s.antenna));
+                    writer_.add_output(f, output_path(options_, f, group, antenna),
+                                       group.to_string(), format_ipv4(antenna));
             }
         }
     }
@@ -245,6 +249,14 @@ void StreamFileSink::on_frame(const SinkFrame& f, SinkRoute route) {
     }
     if (r.outputs[2] != nullptr) {
         writer_.write_frame(r.outputs[2], {}, f.frame, packet.payload_offset, kCodifHeaderBytes);
+    }
+}
+
+void FileSinks::plan_streams(std::span<const std::pair<Endpoint, std::uint32_t>> streams) {
+    if (streams_) {
+        for (const auto& [group, antenna] : streams) {
+            streams_->plan(group, antenna);
+        }
     }
 }
 

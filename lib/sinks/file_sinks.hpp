@@ -9,8 +9,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "formats/output.hpp"
@@ -133,8 +135,14 @@ class StreamFileSink final : public FrameSink {
     StreamFileSink(const OutputOptions& options, Writer& writer);
     SinkRoute open_stream(const StreamStats& stream) override;
     void on_frame(const SinkFrame& f, SinkRoute route) override;
+    // Before the first frame: the files of a (group, antenna) the run knows
+    // it will have, added now (their buffers made before the source starts:
+    // Writer::prepare) rather than at its first frame.
+    void plan(const Endpoint& group, std::uint32_t antenna) { route_for(group, antenna); }
 
   private:
+    struct Route;
+    Route* route_for(const Endpoint& group, std::uint32_t antenna);
     struct Route {
         Writer::OutputId outputs[3] = {nullptr, nullptr, nullptr};  // raw, codif, codifhdr
     };
@@ -151,6 +159,9 @@ class FileSinks {
     // `writer` may be null only when `options.formats` is empty.
     FileSinks(const OutputOptions& options, Writer* writer);
     const std::vector<SinkEntry>& entries() const { return entries_; }
+    // The per-antenna files of these (group, antenna) pairs, added before
+    // the first frame (nothing without a per-antenna format).
+    void plan_streams(std::span<const std::pair<Endpoint, std::uint32_t>> streams);
     // Where the run publishes its counts for the pcapng file (null: none).
     InterfaceCountsBox* interface_counts() { return pcapng_ ? &pcapng_->counts() : nullptr; }
 

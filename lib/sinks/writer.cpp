@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +19,7 @@
 
 #include "lib/probes.hpp"
 #include "lib/sinks/writer_detail.hpp"
+#include "lib/sinks/writer_memory.hpp"
 
 namespace ibvcap {
 
@@ -28,70 +30,22 @@ namespace {
 constexpr std::size_t kPressureFlushHolds = 32;
 
 using writer_detail::buffer_cost;
+using writer_detail::BufferStock;
 using writer_detail::holds_for;
 using writer_detail::kPage;
+using writer_detail::MemoryCount;
+using writer_detail::MemoryPlan;
 
-std::size_t default_buffer_bytes(const Writer::Options& o) {
-    if (o.buffer_bytes != 0) {
-        return o.buffer_bytes;
+// The buffers kept made ahead under a bound: a sixteenth of it, at most
+// 256 MiB (at 100 GbE, 20 ms of the wire while the stock makes more), at
+// least the least pool.
+std::size_t stock_bytes(const Writer::Options& o, std::size_t target) {
+    if (o.stock_bytes != 0) {
+        return std::min(o.stock_bytes, o.memory_bytes);
     }
-    return o.direct_io ? std::size_t{4} << 20 : std::size_t{512} << 10;
+    const std::size_t least = MemoryPlan(o, 0).least_pool * buffer_cost(target, o);
+    return std::max(least, std::min(o.memory_bytes / 16, std::size_t{256} << 20));
 }
-
-// The memory bound's arithmetic (writer.hpp, "Memory bound").
-struct MemoryPlan {
-    std::size_t largest = 0;     // buffer bytes before any shrinking
-    std::size_t steady = 0;      // 5/6 of the bound: what the plan fits in
-    std::size_t fixed = 0;       // the disk threads' staging buffers
-    std::size_t per_output = 0;  // an output's own record, besides its buffer
-    std::size_t pool = 0;        // buffers in flight, on top of one per output
-
-    MemoryPlan(const Writer::Options& o, std::size_t output_bytes) {
-        const std::size_t threads = std::max(1u, o.threads);
-        largest = std::max(default_buffer_bytes(o), Writer::kMinBufferBytes);
-        steady = o.memory_bytes / 6 * 5;
-        // (Two with O_DIRECT: one is written behind while the next buffer is
-        // gathered into the other.)
-        fixed = threads * (largest + 2 * kPage) * (o.direct_io ? 2 : 1);
-        per_output = output_bytes + 1024 + (o.direct_io ? kPage : 0);
-        if (o.buffers != 0) {
-            pool = o.buffers;
-            return;
-        }
-        // A quarter of the plan, but never so much that max_outputs would no
-        // longer fit at the smallest size.
-        const std::size_t quarter = steady / 4 / buffer_cost(largest, o);
-        const std::size_t at_floor = o.max_outputs * (per_output + floor_cost(o));
-        const std::size_t left = steady > fixed + at_floor ? steady - fixed - at_floor : 0;
-        pool = std::max<std::size_t>(2 * threads, std::min(quarter, left / floor_cost(o)));
-    }
-    static std::size_t floor_cost(const Writer::Options& o) {
-        return buffer_cost(Writer::kMinBufferBytes, o);
-    }
-    // The buffer size that fits `outputs` outputs and the pool in the plan
-    // (page-aligned, at most `largest`); 0 when even the smallest does not.
-    std::size_t buffer_for(std::size_t outputs, const Writer::Options& o) const {
-        const std::size_t own = fixed + outputs * per_output;
-        if (steady <= own) {
-            return 0;
-        }
-        const std::size_t each = (steady - own) / (outputs + pool);
-        std::size_t lo = Writer::kMinBufferBytes / kPage;  // in pages
-        std::size_t hi = largest / kPage;
-        if (buffer_cost(lo * kPage, o) > each) {
-            return 0;
-        }
-        while (lo < hi) {
-            const std::size_t mid = (lo + hi + 1) / 2;
-            if (buffer_cost(mid * kPage, o) <= each) {
-                lo = mid;
-            } else {
-                hi = mid - 1;
-            }
-        }
-        return std::min(lo * kPage, largest);
-    }
-};
 
 }  // namespace
 
@@ -103,72 +57,49 @@ std::size_t Writer::min_memory_bytes(const Options& options) {
     if (o.max_pieces == 0) {
         o.max_pieces = 1;
     }
-    const std::size_t threads = std::max(1u, o.threads);
-    const MemoryPlan plan(o, sizeof(Output));
-    const std::size_t pool = o.buffers != 0 ? o.buffers : 2 * threads;
-    const std::size_t steady = plan.fixed + o.max_outputs * plan.per_output +
-                               (o.max_outputs + pool) * MemoryPlan::floor_cost(o);
-    // steady is 5/6 of the bound (rounded down to 6 bytes): round up.
-    return (steady / 5 + 1) * 6;
+    return MemoryPlan(o, sizeof(Output)).least_bound(o);
 }
 
 Writer::Memory Writer::memory() const {
     Memory m;
     m.bound = options_.memory_bytes;
-    m.now = allocated_.load(std::memory_order_relaxed);
-    m.peak = peak_.load(std::memory_order_relaxed);
+    m.now = count_->now();
+    m.peak = count_->peak.load(std::memory_order_relaxed);
     m.buffer_bytes = target_bytes_;
-    m.buffers = buffer_count_;
+    m.buffers = stock_->made();
+    m.backlog_peak = backlog_peak_.load(std::memory_order_relaxed);
+    m.drops_at_bound = drops_at_bound_;
+    m.drops_below_bound = drops_below_bound_;
     return m;
 }
 
-void Writer::charge(std::size_t bytes) {
-    const std::size_t now = allocated_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    std::size_t peak = peak_.load(std::memory_order_relaxed);
-    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-    }
-}
-
-Writer::Buffer* Writer::new_buffer(std::size_t bytes) {
-    const std::size_t holds = holds_for(bytes, options_);
-    auto buffer = std::make_unique<Buffer>(bytes, holds);
+// Without a bound: a buffer made on this thread, up front or with an output.
+Writer::Buffer* Writer::new_buffer(Lane& lane, std::size_t bytes) {
+    auto buffer = std::make_unique<Buffer>(bytes, holds_for(bytes, options_));
     buffer->charged = buffer_cost(bytes, options_);
-    charge(buffer->charged);
-    ++buffer_count_;
-    Buffer* b = buffer.get();
-    Lane& lane = *lanes_[(buffer_count_ - 1) % lanes_.size()];
-    lane.pool.push_back(std::move(buffer));
+    count_->charge(buffer->charged);
+    Buffer* b = stock_->adopt(std::move(buffer));
     lane.spare.push_back(b);
     return b;
 }
 
 // The outputs passed the plan: plan for a quarter more, at a smaller buffer
-// size. Free buffers are remade now; parked ones are handed over, and the
-// disk threads remake every buffer larger than the new size once written.
+// size. Buffers are made at the new size from now on; larger ones in use
+// take no more than it and are remade at it by the disk thread once written;
+// parked ones are trimmed to it (their pages past it given back) or sent.
 void Writer::plan_for(std::size_t outputs) {
     planned_outputs_ = std::min(
         options_.max_outputs,
         std::max(outputs, planned_outputs_ + std::max<std::size_t>(4, planned_outputs_ / 4)));
     const MemoryPlan plan(options_, sizeof(Output));
     const std::size_t size = plan.buffer_for(planned_outputs_, options_);
-    if (size == 0 || size >= target_bytes_) {
-        return;  // (size 0 cannot happen: the constructor checked max_outputs)
+    if (size >= target_bytes_) {
+        return;
     }
     target_bytes_ = size;
+    stock_->set_target(size);
     for (auto& lane : lanes_) {
         lane->target.store(size, std::memory_order_relaxed);
-        Buffer* b = nullptr;
-        while (lane->free.try_dequeue(b)) {
-            lane->spare.push_back(b);
-        }
-        for (Buffer* spare : lane->spare) {
-            if (spare->capacity > size) {
-                const std::size_t before = spare->charged;
-                spare->remake(size, holds_for(size, options_));
-                spare->charged = buffer_cost(size, options_);
-                allocated_.fetch_sub(before - spare->charged, std::memory_order_relaxed);
-            }
-        }
     }
     // Parked buffers larger than the new size: sent when they hold that
     // much already; otherwise trimmed to it (the pages past it go back to
@@ -182,7 +113,7 @@ void Writer::plan_for(std::size_t outputs) {
             } else if (b.charged > buffer_cost(size, options_)) {
                 const std::size_t before = b.charged;
                 b.trim(size, holds_for(size, options_), buffer_cost(size, options_));
-                allocated_.fetch_sub(before - b.charged, std::memory_order_relaxed);
+                count_->release(before - b.charged);
             }
         }
     }
@@ -205,8 +136,20 @@ Writer::Writer(const Options& options) : options_(options) {
     if (options_.max_pieces == 0) {
         options_.max_pieces = 1;
     }
-    options_.buffer_bytes = default_buffer_bytes(options_);
+    options_.buffer_bytes = MemoryPlan::default_buffer_bytes(options_);
+    count_ = std::make_unique<MemoryCount>();
+    std::size_t capacity = 0;  // the most buffers there can ever be
     if (bounded()) {
+        // Never more than the host has (the run caps it first, saying so:
+        // writer_memory_cap in lib/run/common.hpp); this only keeps the
+        // queues' size sane for a library caller.
+        const long pages = ::sysconf(_SC_PHYS_PAGES);
+        const long page = ::sysconf(_SC_PAGESIZE);
+        if (pages > 0 && page > 0) {
+            options_.memory_bytes =
+                std::min(options_.memory_bytes,
+                         static_cast<std::size_t>(pages) * static_cast<std::size_t>(page));
+        }
         if (const std::size_t least = min_memory_bytes(options_); options_.memory_bytes < least) {
             throw std::invalid_argument(fmt::format(
                 "a writer memory bound of {} MiB is too small for up to {} output files (each "
@@ -215,33 +158,41 @@ Writer::Writer(const Options& options) : options_(options) {
                 options_.threads, (least + (1 << 20) - 1) >> 20));
         }
         const MemoryPlan plan(options_, sizeof(Output));
-        options_.buffers = plan.pool;
+        options_.buffers = plan.least_pool;
         planned_outputs_ = std::min<std::size_t>(options_.max_outputs, 16);
         target_bytes_ = plan.buffer_for(planned_outputs_, options_);
-        charge(plan.fixed);
+        count_->charge(plan.fixed);
+        capacity = options_.memory_bytes / MemoryPlan::floor_cost(options_) + 2;
     } else {
         target_bytes_ = options_.buffer_bytes;
         if (options_.buffers == 0) {
             options_.buffers = std::max<std::size_t>(
                 (std::size_t{256} << 20) / options_.buffer_bytes, 2 * options_.threads);
         }
-        charge(options_.threads * (options_.buffer_bytes + 2 * kPage) *
-               (options_.direct_io ? 2 : 1));
+        count_->charge(options_.threads * (options_.buffer_bytes + 2 * kPage) *
+                       (options_.direct_io ? 2 : 1));
+        capacity = options_.buffers + options_.max_outputs + 1;
     }
     if (options_.buffers < 2 * options_.threads ||
         options_.buffer_bytes < 65536 + kPcapRecordHeaderBytes) {
         throw std::invalid_argument("writer needs at least 2 buffers of 64 KiB per disk thread");
     }
-    const std::size_t per_lane = options_.buffers / options_.threads;
+    stock_ = std::make_unique<BufferStock>(options_, *count_, capacity);
     for (unsigned t = 0; t < options_.threads; ++t) {
-        auto lane = std::make_unique<Lane>(per_lane + options_.max_outputs + 1);
-        lane->pool.reserve(per_lane + options_.max_outputs + 1);
-        lane->spare.reserve(per_lane + options_.max_outputs + 1);
-        lane->allocated = &allocated_;
+        // Any buffer may go to any lane: each queue can hold them all.
+        auto lane = std::make_unique<Lane>(capacity);
+        lane->spare.reserve(capacity);
+        lane->count = count_.get();
         lanes_.push_back(std::move(lane));
     }
-    for (std::size_t i = 0; i < per_lane * options_.threads; ++i) {
-        new_buffer(target_bytes_);
+    if (bounded()) {
+        // Memory is taken as the run needs it: the stock makes buffers ahead.
+        stock_->start(target_bytes_, stock_bytes(options_, target_bytes_));
+    } else {
+        const std::size_t per_lane = options_.buffers / options_.threads;
+        for (std::size_t i = 0; i < per_lane * options_.threads; ++i) {
+            new_buffer(*lanes_[i % lanes_.size()], target_bytes_);
+        }
     }
     for (unsigned t = 0; t < options_.threads; ++t) {
         Lane* lane = lanes_[t].get();
@@ -296,14 +247,12 @@ Writer::Writer(const Options& options) : options_(options) {
                     try {
                         buffer->remake(size, holds_for(size, options_));
                         buffer->charged = buffer_cost(size, options_);
-                        lane->allocated->fetch_sub(before - buffer->charged,
-                                                   std::memory_order_relaxed);
+                        lane->count->release(before - buffer->charged);
                     } catch (const std::bad_alloc&) {
                         // Kept as it was (the old bytes are freed only after
                         // the new ones were had): counted whole again.
                         buffer->charged = buffer_cost(buffer->capacity, options_);
-                        lane->allocated->fetch_add(buffer->charged - before,
-                                                   std::memory_order_relaxed);
+                        lane->count->charge(buffer->charged - before);
                     }
                 }
                 lane->free.enqueue(buffer);
@@ -344,48 +293,15 @@ Writer::OutputId Writer::add_output(OutputFormat format, std::string path, std::
         throw std::length_error("too many output files (raise the writer's max_outputs)");
     }
     Lane& lane = *lanes_[outputs_.size() % lanes_.size()];
-    const MemoryPlan plan(options_, sizeof(Output));
     if (bounded()) {
+        // No buffer is made for it: it takes one from the stock or from
+        // those written, as every output does.
         if (outputs_.size() + 1 > planned_outputs_) {
             plan_for(outputs_.size() + 1);
+            want_stock();
         }
-        // Offline: never past the bound; wait for the buffers still larger
-        // than the new size to come back (remade smaller) first. (A live
-        // source cannot wait: the last sixth of the bound covers them.)
-        const std::size_t need = buffer_cost(target_bytes_, options_);
-        const auto start = std::chrono::steady_clock::now();
-        while (options_.block_when_full &&
-               allocated_.load(std::memory_order_relaxed) + need > options_.memory_bytes &&
-               (backlog_.load(std::memory_order_relaxed) > 0 ||
-                std::chrono::steady_clock::now() - start < std::chrono::seconds(1))) {
-            for (auto& l : lanes_) {
-                Buffer* b = nullptr;
-                if (l->free.wait_dequeue_timed(b, std::chrono::milliseconds(1))) {
-                    l->spare.push_back(b);
-                }
-            }
-        }
-    }
-    // The new buffer goes to this output's lane. A live source past the
-    // bound (buffers larger than the new size still on their way) owes it,
-    // and adds it with a later output once they came back smaller.
-    const std::size_t cost = buffer_cost(target_bytes_, options_);
-    ++owed_;
-    for (std::size_t i = 0; owed_ > 0; ++i) {
-        // (Offline it never owes: the producer could wait for a buffer
-        // that every output holds parked.)
-        if (bounded() && !options_.block_when_full &&
-            allocated_.load(std::memory_order_relaxed) + cost > options_.memory_bytes) {
-            break;
-        }
-        Lane& to = i == 0 ? lane : *lanes_[(outputs_.size() + i) % lanes_.size()];
-        to.pool.push_back(
-            std::make_unique<Buffer>(target_bytes_, holds_for(target_bytes_, options_)));
-        to.pool.back()->charged = cost;
-        to.spare.push_back(to.pool.back().get());
-        charge(cost);
-        ++buffer_count_;
-        --owed_;
+    } else {
+        new_buffer(lane, target_bytes_);  // one parked per output
     }
     holding_.reserve(options_.max_outputs);
     Output& out = outputs_.emplace_back();
@@ -401,21 +317,69 @@ Writer::OutputId Writer::add_output(OutputFormat format, std::string path, std::
     return &out;
 }
 
-Writer::Buffer* Writer::take_free_buffer(Lane& lane) {
-    Buffer* buffer = nullptr;
-    if (!lane.spare.empty()) {
-        buffer = lane.spare.back();
-        lane.spare.pop_back();
-        return buffer;
+// What the stock keeps made: its share of the bound, and a buffer for each
+// prepared output not yet served and each output the plan foresees but has
+// not seen (they come in bursts: a new group's antennas all at once).
+void Writer::want_stock() {
+    const std::size_t foreseen =
+        planned_outputs_ > outputs_.size() ? planned_outputs_ - outputs_.size() : 0;
+    stock_->want(std::max(stock_bytes(options_, target_bytes_),
+                          (unserved_ + foreseen) * buffer_cost(target_bytes_, options_)));
+}
+
+void Writer::prepare(std::chrono::milliseconds patience) {
+    if (!bounded()) {
+        return;
     }
-    if (lane.free.try_dequeue(buffer)) {
-        return buffer;
+    for (auto& out : outputs_) {
+        if (!out.prepared && out.current == nullptr) {
+            out.prepared = true;
+            ++unserved_;
+        }
     }
-    if (!options_.block_when_full) {
-        return nullptr;
+    want_stock();
+    stock_->wait_stocked(patience);
+}
+
+// A free buffer, first of this lane's, then of any lane's (a buffer goes to
+// whichever lane its output is on), then a new one from the stock; nullptr
+// when there is none. Never allocates, never waits.
+Writer::Buffer* Writer::try_take_buffer(Lane& lane) {
+    const auto from = [](Lane& l) {
+        Buffer* b = nullptr;
+        if (!l.spare.empty()) {
+            b = l.spare.back();
+            l.spare.pop_back();
+        } else if (!l.free.try_dequeue(b)) {
+            b = nullptr;
+        }
+        return b;
+    };
+    if (Buffer* b = from(lane)) {
+        return b;
     }
-    lane.free.wait_dequeue(buffer);
-    return buffer;
+    for (auto& l : lanes_) {
+        if (l.get() != &lane) {
+            if (Buffer* b = from(*l)) {
+                return b;
+            }
+        }
+    }
+    return stock_->take();
+}
+
+// Offline (and at the end): waits until a buffer comes back from a disk
+// thread or is made.
+Writer::Buffer* Writer::wait_for_buffer(Lane& lane) {
+    for (;;) {
+        if (Buffer* b = try_take_buffer(lane)) {
+            return b;
+        }
+        Buffer* b = nullptr;
+        if (lane.free.wait_dequeue_timed(b, std::chrono::microseconds(500))) {
+            return b;
+        }
+    }
 }
 
 void Writer::submit(Output& out) {
@@ -427,7 +391,11 @@ void Writer::submit(Output& out) {
         holding_.erase(std::find(holding_.begin(), holding_.end(), &out));
     }
     buffer->output = &out;
-    backlog_.fetch_add(buffer->bytes, std::memory_order_relaxed);
+    const std::uint64_t backlog =
+        backlog_.fetch_add(buffer->bytes, std::memory_order_relaxed) + buffer->bytes;
+    if (backlog > backlog_peak_.load(std::memory_order_relaxed)) {
+        backlog_peak_.store(backlog, std::memory_order_relaxed);  // (the producer's alone)
+    }
     out.lane->full.enqueue(buffer);  // capacity covers the whole pool: never allocates
 }
 
@@ -462,15 +430,36 @@ bool Writer::begin_record(Output& out, std::size_t bytes, std::size_t pieces,
         submit(out);
     }
     if (out.current == nullptr) {
-        Buffer* b = take_free_buffer(*out.lane);
-        if (b == nullptr || bytes > b->capacity) {
+        Buffer* b =
+            options_.block_when_full ? wait_for_buffer(*out.lane) : try_take_buffer(*out.lane);
+        if (b != nullptr && out.prepared) {
+            // Its buffer made ahead is taken: the stock need not keep it.
+            out.prepared = false;
+            --unserved_;
+            want_stock();
+        }
+        if (b != nullptr) {
+            b->reset();
+            // (A buffer made before the plan shrank takes no more than the
+            // plan's size: the disk thread remakes it once written.)
+            b->limit = std::min(b->limit, target_bytes_);
+            b->max_holds = std::min(b->max_holds, holds_for(target_bytes_, options_));
+        }
+        if (b == nullptr || bytes > b->limit) {
             if (b != nullptr) {
                 out.lane->spare.push_back(b);  // (reserved for every buffer: never allocates)
+            } else if (bounded()) {
+                // Whether the memory really was at the bound, or the stock
+                // had not made the next buffer yet (it should never lag).
+                if (count_->now() + buffer_cost(target_bytes_, options_) > options_.memory_bytes) {
+                    ++drops_at_bound_;
+                } else {
+                    ++drops_below_bound_;
+                }
             }
             count_drop(out, probe::no_buffer);
             return false;
         }
-        b->reset();
         b->rotate_before = out.rotate_pending;
         out.rotate_pending = false;
         out.current = b;
@@ -586,13 +575,7 @@ void Writer::finish() {
         }
     }
     for (Output* out : need_buffer) {
-        Buffer* buffer = nullptr;
-        if (!out->lane->spare.empty()) {
-            buffer = out->lane->spare.back();
-            out->lane->spare.pop_back();
-        } else {
-            out->lane->free.wait_dequeue(buffer);
-        }
+        Buffer* buffer = wait_for_buffer(*out->lane);
         buffer->reset();
         buffer->close_after = true;
         out->current = buffer;
@@ -606,6 +589,7 @@ void Writer::finish() {
             lane->thread.join();
         }
     }
+    stock_->stop();
 }
 
 std::vector<OutputStats> Writer::stats() const {

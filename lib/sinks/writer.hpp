@@ -14,31 +14,39 @@
 // of buffers and queues; outputs are spread over the lanes round-robin as
 // they are added, so one output is always written by one thread, in order.
 //
-// The pool of buffers is allocated up front (plus one per output, added when
-// the output is).
+// Memory bound (Options::memory_bytes, --writer-memory): a ceiling on all
+// buffers together, with their piece lists, and the disk threads' staging
+// buffers (each output's own record, about 1.6 KiB, 5.6 with O_DIRECT, is
+// left for in the plan but not counted in memory()). Nothing is allocated up
+// front but the staging: a thread of the writer's (the stock,
+// writer_memory.hpp) keeps a few buffers made ahead (a sixteenth of the
+// bound, at most 256 MiB) and makes more as they are taken, until the
+// memory reaches the bound. So a stalled disk is absorbed by the whole
+// bound, and memory an output never needed is lent to the backlog: a buffer
+// goes to whichever output needs one, and comes back free once written.
+// The producer never allocates a buffer.
 //
-// Memory bound (Options::memory_bytes, --writer-memory): all buffers
-// together, with their piece lists, and the disk threads' staging buffers
-// stay under the bound however many outputs a run opens (each output's own
-// record, about 1.6 KiB, 5.6 with O_DIRECT, is left for in the plan but not
-// counted in memory()). The writer
-// plans for a number of outputs and sizes every buffer so that the plan fits
-// in 5/6 of the bound; when the outputs pass the plan it plans for a quarter
-// more, and the buffer size shrinks (never below kMinBufferBytes, page-
-// aligned): new buffers are made at the new size, free ones are remade at
-// once, parked partial ones are trimmed to it (their pages past it given back,
-// or sent when they already hold that much), and the disk thread remakes each
-// larger buffer it has written at the new size. The last sixth covers the buffers
-// still on their way; an offline run (block_when_full) also waits for them
-// before it allocates past the bound, and a live one makes the new output's
-// buffer later, once they came back (its records may be dropped and counted
-// meanwhile, as with a full queue). A bound too small for max_outputs
-// buffers of the smallest size throws at construction
-// (min_memory_bytes() says how much is needed).
+// Buffer size: the writer plans for a number of outputs, and sizes buffers
+// so that the outputs' parked buffers (one partly filled buffer each) take
+// at most two thirds of the bound left after the staging and the outputs'
+// records (writer_memory.hpp, MemoryPlan); when the outputs pass the plan it
+// plans for a quarter more and the size shrinks (never below
+// kMinBufferBytes, page-aligned): new buffers are made at the new size,
+// larger ones take no more than it and are remade at it by the disk thread
+// once written, and parked partial ones are trimmed to it (their pages past
+// it given back) or sent. A bound too small for max_outputs buffers of the
+// smallest size throws at construction (min_memory_bytes() says how much is
+// needed).
 //
-// When the pool is empty the producer either waits (offline sources:
-// the file will still be there) or drops the record and counts it (live
-// sources: a stalled producer loses packets at the NIC instead, silently).
+// Without a bound, the pool is allocated up front (plus one buffer per
+// output, made when the output is added).
+//
+// When no buffer is free and none can be made (the memory is at its bound)
+// the producer either waits (offline sources: the file will still be there)
+// or drops the record and counts it (live sources: a stalled producer loses
+// packets at the NIC instead, silently); memory() says whether each such
+// drop met the bound (drops_at_bound) or found the stock behind
+// (drops_below_bound, which should stay 0).
 // Files are opened by the disk thread, so the producer never blocks on the
 // filesystem.
 //
@@ -65,6 +73,7 @@
 #include <readerwriterqueue/readerwriterqueue.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -81,6 +90,11 @@
 #include "lib/ledger/ledger.hpp"
 
 namespace ibvcap {
+
+namespace writer_detail {
+struct MemoryCount;
+class BufferStock;
+}  // namespace writer_detail
 
 class Writer {
   public:
@@ -99,12 +113,17 @@ class Writer {
         // With memory_bytes, the largest size: buffers shrink from it as
         // outputs are added.
         std::size_t buffer_bytes = 0;
-        std::size_t buffers = 0;  // in flight, on top of one parked per output (0: 256 MiB worth;
-                                  // with memory_bytes, a quarter of the bound's worth)
+        // Without memory_bytes: buffers in flight, on top of one parked per
+        // output (0: 256 MiB worth). With it: the least number in flight the
+        // bound must leave room for (0: two per disk thread).
+        std::size_t buffers = 0;
         // The bound on all the writer's memory together (--writer-memory; 0:
         // none, every buffer buffer_bytes). See "Memory bound" above.
         std::size_t memory_bytes = 0;
         std::size_t max_outputs = 4096;
+        // With memory_bytes: the buffers kept made ahead of the producer (0:
+        // a sixteenth of the bound, at most 256 MiB).
+        std::size_t stock_bytes = 0;
         bool block_when_full = true;  // false: drop and count (live sources)
         // When this becomes true (a second Ctrl-C), buffers still queued are
         // not written but counted as dropped; the write in progress finishes,
@@ -155,6 +174,13 @@ class Writer {
     // max_outputs.
     OutputId add_output(OutputFormat format, std::string path, std::string group,
                         std::string antenna, Bytes preamble = {}, Trailer trailer = {});
+
+    // Producer, before the first record (the run calls it before its
+    // source starts): the outputs added so far are the ones planned, and a
+    // buffer is made ahead for each of them besides the stock, so that no
+    // planned output waits for one at its first record. Waits until they are
+    // made, at most `patience`. Without a bound, nothing to do.
+    void prepare(std::chrono::milliseconds patience = std::chrono::seconds(10));
 
     // Append one record made of up to four pieces, all copied. Never
     // allocates; may wait for a free buffer only in block_when_full mode.
@@ -209,7 +235,10 @@ class Writer {
         std::size_t now = 0;
         std::size_t peak = 0;
         std::size_t buffer_bytes = 0;
-        std::size_t buffers = 0;  // allocated
+        std::size_t buffers = 0;              // made (allocated at some time)
+        std::uint64_t backlog_peak = 0;       // the most bytes handed to the disk threads at once
+        std::uint64_t drops_at_bound = 0;     // records dropped (live) with the memory at the bound
+        std::uint64_t drops_below_bound = 0;  // records dropped with room left (the stock lagged)
     };
     Memory memory() const;
 
@@ -221,11 +250,12 @@ class Writer {
     struct Lane;
 
   private:
-    Buffer* take_free_buffer(Lane& lane);
+    Buffer* try_take_buffer(Lane& lane);
+    Buffer* wait_for_buffer(Lane& lane);
     bool bounded() const { return options_.memory_bytes > 0; }
-    Buffer* new_buffer(std::size_t bytes);
+    Buffer* new_buffer(Lane& lane, std::size_t bytes);
     void plan_for(std::size_t outputs);
-    void charge(std::size_t bytes);
+    void want_stock();
     void submit(Output& out);
     void count_drop(Output& out, std::uint8_t why);
     bool begin_record(Output& out, std::size_t bytes, std::size_t pieces,
@@ -233,6 +263,10 @@ class Writer {
     void flush_held(std::size_t min_holds);
 
     Options options_;
+    // The bytes the writer has, and the stock that owns (and, with a bound,
+    // makes) every buffer: before the lanes, so it outlives their threads.
+    std::unique_ptr<writer_detail::MemoryCount> count_;
+    std::unique_ptr<writer_detail::BufferStock> stock_;
     std::vector<std::unique_ptr<Lane>> lanes_;
     std::deque<Output> outputs_;    // stable addresses; grown by the producer only
     std::vector<Output*> holding_;  // outputs whose current buffer holds frames
@@ -240,14 +274,15 @@ class Writer {
     std::atomic<std::uint64_t> backlog_{0};
     std::atomic<std::uint64_t> held_{0};
     std::atomic<std::uint64_t> dropped_{0};
+    std::atomic<std::uint64_t> backlog_peak_{0};  // written by the producer only
     // Memory bound: the outputs planned for and the buffer size for them
-    // (producer), the bytes allocated (both sides) and their peak.
+    // (producer); the producer's drops for want of a buffer, by whether the
+    // bound was reached.
     std::size_t planned_outputs_ = 0;
     std::size_t target_bytes_ = 0;
-    std::size_t buffer_count_ = 0;
-    std::size_t owed_ = 0;  // outputs' buffers not yet made (live, past the bound)
-    std::atomic<std::size_t> allocated_{0};
-    std::atomic<std::size_t> peak_{0};
+    std::uint64_t drops_at_bound_ = 0;
+    std::uint64_t drops_below_bound_ = 0;
+    std::size_t unserved_ = 0;  // prepared outputs that have not taken their first buffer
 };
 
 }  // namespace ibvcap

@@ -29,6 +29,7 @@ namespace ibvcap {
 
 namespace writer_detail {
 
+struct MemoryCount;                         // writer_memory.hpp
 inline constexpr std::size_t kPage = 4096;  // O_DIRECT alignment (covers 512-byte sector devices)
 
 inline std::uint8_t* page_alloc(std::size_t bytes) {
@@ -174,7 +175,8 @@ struct Writer::Buffer {
 };
 
 struct Writer::Lane {
-    std::vector<std::unique_ptr<Buffer>> pool;
+    // Buffers are owned by the writer's stock (writer_memory.hpp); a lane
+    // only passes them around.
     moodycamel::BlockingReaderWriterQueue<Buffer*> full;
     // Filled by the disk thread only (a single-producer queue); the
     // producer keeps the free buffers it holds itself in `spare`.
@@ -183,7 +185,7 @@ struct Writer::Lane {
     // Memory bound: the size the disk thread remakes larger buffers at
     // after writing them (0: none), and the writer's count of bytes.
     std::atomic<std::size_t> target{0};
-    std::atomic<std::size_t>* allocated = nullptr;
+    writer_detail::MemoryCount* count = nullptr;
     std::thread thread;
     // The disk thread's own: O_DIRECT gathering and the device bounce.
     writer_detail::PageBuffer staging;
@@ -236,6 +238,7 @@ struct Writer::Output {
     std::uint64_t file_period = 0;
     bool rotate_pending = false;
     bool in_holding = false;  // listed in Writer::holding_
+    bool prepared = false;    // a buffer was made ahead for it (Writer::prepare)
     // Disk-thread side; read by the producer only after the thread is joined.
     int fd = -1;
     bool failed = false;

@@ -1,0 +1,230 @@
+// The writer's memory bound as a ceiling (lib/sinks/writer.hpp, "Memory
+// bound"; lib/sinks/writer_memory.hpp): memory taken as the run needs it, a
+// stalled disk absorbed until the bound is reached and never a record dropped
+// before, planned outputs served before the first record, and a bound above
+// what the host can give capped with one line.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "formats/output.hpp"
+#include "frames.hpp"
+#include "lib/run/common.hpp"
+#include "lib/sinks/writer.hpp"
+
+namespace ibvcap {
+namespace {
+
+using ByteVec = std::vector<std::uint8_t>;
+using test::TempDir;
+
+void write_record(Writer& w, Writer::OutputId out, std::size_t bytes, std::uint8_t fill) {
+    const ByteVec record(bytes, fill);
+    const Bytes pieces[1] = {Bytes(record.data(), record.size())};
+    w.write(out, pieces);
+}
+
+ByteVec read_all(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return ByteVec(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The latch: a disk thread opening a FIFO blocks in open() until a reader
+// comes (fifo(7)), so everything queued behind that output waits, as behind a
+// stalled disk. (pwrite on the FIFO then fails with ESPIPE: the FIFO's own
+// records are dropped by the writer, the others are written.)
+struct Latch {
+    std::string path;
+    int reader = -1;
+    explicit Latch(const TempDir& dir) : path(dir / "latch.fifo") {
+        if (::mkfifo(path.c_str(), 0600) != 0) {
+            throw std::runtime_error("mkfifo failed");
+        }
+    }
+    ~Latch() {
+        if (reader >= 0) {
+            ::close(reader);
+        }
+    }
+    Latch(const Latch&) = delete;
+    Latch& operator=(const Latch&) = delete;
+    void open() {
+        if (reader < 0) {
+            reader = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        }
+    }
+};
+// Opens the latch when a test leaves early (a failed ASSERT), before the
+// writer's destructor waits for its disk thread: declared after the writer.
+struct OpenOnExit {
+    Latch& latch;
+    ~OpenOnExit() { latch.open(); }
+};
+
+constexpr std::size_t kRecord = 8256;  // a CODIF frame
+
+// A live writer whose disk thread is stalled: the backlog grows into the
+// whole bound, not a pool sized at the start, and records are dropped only
+// once the writer's memory is at the bound (within the last buffer and the
+// parked ones: the "last few percent" of the issue). Then the disk comes back
+// and every record that was kept is written, in order.
+TEST(WriterMemoryBound, AStallIsAbsorbedUntilTheBoundIsReached) {
+    TempDir dir;
+    Latch latch(dir);
+    Writer::Options o;
+    o.max_outputs = 4;
+    o.block_when_full = false;
+    o.memory_bytes = std::size_t{96} << 20;
+    o.stock_bytes = o.memory_bytes;  // made ahead at once: this producer is not paced
+    Writer w(o);
+    const OpenOnExit open_on_exit{latch};
+    const auto a = w.add_output(OutputFormat::raw, latch.path, "", "");
+    const auto b = w.add_output(OutputFormat::raw, dir / "b.raw", "", "");
+    w.prepare();
+    // A's first buffer goes to the (only) disk thread, which blocks in open().
+    const std::size_t per_buffer = w.memory().buffer_bytes / kRecord;
+    for (std::size_t i = 0; i <= per_buffer; ++i) {
+        write_record(w, a, kRecord, 0xaa);
+    }
+    // B's records pile up behind it until the bound: not one dropped before.
+    std::uint64_t sent = 0;
+    std::uint64_t kept = 0;
+    std::uint64_t backlog_at_first_drop = 0;
+    const std::uint64_t most = (o.memory_bytes / kRecord) * 2;
+    while (sent < most) {
+        const std::uint64_t dropped_before = w.dropped_so_far();
+        write_record(w, b, kRecord, static_cast<std::uint8_t>(sent));
+        ++sent;
+        if (w.dropped_so_far() != dropped_before) {
+            backlog_at_first_drop = w.backlog_bytes();
+            break;
+        }
+        ++kept;
+    }
+    ASSERT_GT(backlog_at_first_drop, 0u) << "never dropped: the bound was not reached";
+    const Writer::Memory at_drop = w.memory();
+    // Everything but the staging, the two outputs' buffers and the bound's
+    // last sixth (kept for buffers of an older, larger size) was backlog.
+    EXPECT_GE(at_drop.now, o.memory_bytes / 10 * 9)
+        << "a record was dropped with the memory well under the bound";
+    EXPECT_LE(at_drop.peak, o.memory_bytes);
+    // (Record bytes: each buffer also carries its piece list, ~16% of it.)
+    EXPECT_GE(backlog_at_first_drop, o.memory_bytes / 4 * 3);
+    EXPECT_EQ(at_drop.drops_at_bound, 1u);
+    EXPECT_EQ(at_drop.drops_below_bound, 0u);
+    // A few more at the bound, all dropped and counted.
+    for (int i = 0; i < 10; ++i) {
+        write_record(w, b, kRecord, 0x55);
+        ++sent;
+    }
+    latch.open();
+    w.finish();
+    const auto stats = w.stats();
+    ASSERT_EQ(stats.size(), 2u);
+    EXPECT_EQ(stats[1].packets, kept);
+    EXPECT_EQ(stats[1].packets + stats[1].dropped, sent);
+    EXPECT_EQ(stats[1].error, "");
+    const ByteVec file = read_all(dir / "b.raw");
+    ASSERT_EQ(file.size(), kept * kRecord);
+    for (std::uint64_t i = 0; i < kept; ++i) {
+        ASSERT_EQ(file[i * kRecord], static_cast<std::uint8_t>(i)) << "record " << i;
+    }
+    const Writer::Memory m = w.memory();
+    EXPECT_EQ(m.drops_at_bound, 11u);
+    EXPECT_EQ(m.drops_below_bound, 0u);
+    EXPECT_GE(m.backlog_peak, backlog_at_first_drop);
+}
+
+// The bound is a ceiling, not an allocation: a 4 GiB bound (or whatever of it
+// this host has) with one small output takes the staging and the stock, not
+// the bound, and is made at once.
+TEST(WriterMemoryBound, MemoryIsTakenAsTheRunNeedsIt) {
+    TempDir dir;
+    Writer::Options o;
+    o.block_when_full = true;
+    o.memory_bytes = std::size_t{4} << 30;
+    const auto t0 = std::chrono::steady_clock::now();
+    Writer w(o);
+    const auto out = w.add_output(OutputFormat::raw, dir / "small.raw", "", "");
+    w.prepare();
+    for (int i = 0; i < 400; ++i) {  // 3.3 MB
+        write_record(w, out, kRecord, static_cast<std::uint8_t>(i));
+    }
+    w.finish();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const Writer::Memory m = w.memory();
+    // The stock: a sixteenth of the bound, at most 256 MiB; the staging: one
+    // buffer. The old writer took a quarter of the bound up front.
+    EXPECT_LE(m.peak, (std::size_t{256} << 20) + (std::size_t{16} << 20));
+    EXPECT_LT(m.buffers, 600u);
+    EXPECT_LT(seconds, 5.0);
+    EXPECT_EQ(w.stats().at(0).packets, 400u);
+}
+
+// Planned outputs (Writer::prepare) find a buffer at their first record, even
+// with the stock otherwise as small as it can be and nothing coming back from
+// the stalled disk thread.
+TEST(WriterMemoryBound, PreparedOutputsFindABufferAtTheirFirstRecord) {
+    TempDir dir;
+    Latch latch(dir);
+    Writer::Options o;
+    o.max_outputs = 64;
+    o.block_when_full = false;
+    o.memory_bytes = std::size_t{128} << 20;
+    o.stock_bytes = 1;  // (the least pool: two buffers)
+    Writer w(o);
+    const OpenOnExit open_on_exit{latch};
+    const auto stall = w.add_output(OutputFormat::raw, latch.path, "", "");
+    std::vector<Writer::OutputId> planned;
+    for (int i = 0; i < 48; ++i) {
+        planned.push_back(w.add_output(OutputFormat::raw, dir / fmt::format("p{}.raw", i), "", ""));
+    }
+    w.prepare();
+    const std::size_t per_buffer = w.memory().buffer_bytes / kRecord;
+    for (std::size_t i = 0; i <= per_buffer; ++i) {  // the disk thread stalls
+        write_record(w, stall, kRecord, 0xaa);
+    }
+    // No pacing, no wait: all 48 first records at once.
+    for (std::size_t i = 0; i < planned.size(); ++i) {
+        write_record(w, planned[i], kRecord, static_cast<std::uint8_t>(i));
+    }
+    EXPECT_EQ(w.dropped_so_far(), 0u);
+    latch.open();
+    w.finish();
+    const auto stats = w.stats();
+    for (std::size_t i = 1; i < stats.size(); ++i) {
+        EXPECT_EQ(stats[i].packets, 1u) << stats[i].path;
+    }
+}
+
+// A bound above what the host has is capped, with the line that says so.
+TEST(WriterMemoryCap, ABoundAboveTheHostIsCappedSayingSo) {
+    TempDir dir;
+    const std::string meminfo = dir / "meminfo";
+    std::ofstream(meminfo) << "MemTotal:       24000000 kB\nMemFree:        1000 kB\n"
+                              "MemAvailable:   20971520 kB\n";
+    const auto capped = cap_writer_memory(std::size_t{1} << 40, meminfo);  // 1 TiB
+    EXPECT_EQ(capped.bytes, std::size_t{15} << 30);                        // 3/4 of 20 GiB
+    EXPECT_NE(capped.note.find("--writer-memory 1024.0 GiB"), std::string::npos) << capped.note;
+    EXPECT_NE(capped.note.find("capped at 15.0 GiB"), std::string::npos) << capped.note;
+    const auto kept = cap_writer_memory(std::size_t{1} << 30, meminfo);
+    EXPECT_EQ(kept.bytes, std::size_t{1} << 30);
+    EXPECT_EQ(kept.note, "");
+    // Nothing to cap with: left as given.
+    EXPECT_EQ(cap_writer_memory(std::size_t{1} << 40, dir / "absent").bytes, std::size_t{1} << 40);
+}
+
+}  // namespace
+}  // namespace ibvcap
