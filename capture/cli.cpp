@@ -427,7 +427,8 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
     c.writer.memory_bytes = parse_memory_size(args["writer-memory"].as<std::string>());
     // Only the run's own files (pcap, pcapng): their number is known, so the
     // bound need not leave room for thousands of per-stream files.
-    if (std::none_of(c.outputs.formats.begin(), c.outputs.formats.end(), [](OutputFormat f) {
+    if (!c.outputs.formats.empty() &&
+        std::none_of(c.outputs.formats.begin(), c.outputs.formats.end(), [](OutputFormat f) {
             return f == OutputFormat::raw || f == OutputFormat::codif ||
                    f == OutputFormat::codifhdr;
         })) {

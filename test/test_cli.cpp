@@ -1094,5 +1094,27 @@ TEST(CliExpect, ReadJudgesTheFileAgainstTheManifest) {
     EXPECT_TRUE(e["streams"][8]["antenna"].is_null()) << "an antenna that never came";
 }
 
+// Only the run's own files (-F pcap): the bound need not leave room for 4,096
+// per-stream files, so a small one is usable; with per-stream files it is
+// still refused. The report gives the backlog's peak and the drops by bound.
+TEST(Cli, ASmallWriterMemoryServesThePcapAlone) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 50 --antennas 2 --threads 1").code, 0);
+    const Result small =
+        ibvcap(dir, "read -r x.pcap -F pcap -q --writer-memory 32M --report r.json");
+    EXPECT_EQ(small.code, 0) << small.err;
+    const auto report = nlohmann::json::parse(slurp(dir / "r.json"));
+    const auto& m = report["writer_memory"];
+    EXPECT_EQ(m["bound_bytes"], std::uint64_t{32} << 20);
+    EXPECT_GT(m["backlog_peak_bytes"].get<std::uint64_t>(), 0u);
+    EXPECT_EQ(m["drops_at_bound"], 0u);
+    EXPECT_EQ(m["drops_below_bound"], 0u);
+    EXPECT_FALSE(m.contains("requested_bytes"));  // not capped
+    const Result codif = ibvcap(dir, "read -r x.pcap -F codif -q --writer-memory 32M -o c");
+    EXPECT_EQ(codif.code, 2);
+    EXPECT_NE(codif.err.find("--writer-memory 32 MiB is too small"), std::string::npos)
+        << codif.err;
+}
+
 }  // namespace
 }  // namespace ibvcap

@@ -295,8 +295,9 @@ void expect_bound_holds(bool offline) {
         // Live, at the pace of the disk (as a real source's rate is bounded:
         // this test's producer would outrun any disk), and with new streams
         // at most 60 per 20 ms: the buffer stock makes their buffers on a
-        // thread of its own, ahead, at a rate of its own (on a loaded 2-core
-        // machine about 20 per millisecond).
+        // thread of its own, ahead, at a rate of its own (on a 2-core VM it
+        // fell behind 60 new outputs every 3 ms: docs/performance.md, "A
+        // stalled disk").
         while (!offline && w.backlog_bytes() > 0) {
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
