@@ -569,17 +569,28 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             outcome.ledger.add_note(memory_cap.note);
         }
         if (m.drops_at_bound + m.drops_below_bound > 0) {
-            // Which bound was reached, and the option that raises it.
-            outcome.ledger.explain_write_drops(fmt::format(
-                "{} of them because the writers' memory was at its bound, --writer-memory {} "
-                "MiB{} (backlog up to {} MiB): the disk was slower than the capture for longer "
-                "than the bound absorbs; raise --writer-memory, or write to a faster disk",
-                m.drops_at_bound + m.drops_below_bound, m.bound_bytes >> 20,
-                m.drops_below_bound > 0
-                    ? fmt::format(", {} while it had room (the buffer stock lagged)",
-                                  m.drops_below_bound)
-                    : std::string(),
-                m.backlog_peak_bytes >> 20));
+            // Which bound was reached, and the option that raises it; or
+            // that the stock fell behind with room left (not the operator's
+            // doing: said, so that it is seen).
+            std::string why;
+            if (m.drops_at_bound > 0) {
+                why = fmt::format(
+                    "{} of them because the writers' memory was at its bound, --writer-memory "
+                    "{} MiB (backlog up to {} MiB): the disk was slower than the capture for "
+                    "longer than the bound absorbs; raise --writer-memory, or write to a faster "
+                    "disk",
+                    m.drops_at_bound, m.bound_bytes >> 20, m.backlog_peak_bytes >> 20);
+            }
+            if (m.drops_below_bound > 0) {
+                why += fmt::format(
+                    "{}{} of them with the writers' memory under its bound (--writer-memory {} "
+                    "MiB, backlog up to {} MiB): the writer's buffer stock fell behind, its "
+                    "thread short of CPU; give the writers a core of their own (--disk-cpu "
+                    "pins the disk threads and the stock)",
+                    why.empty() ? "" : "; ", m.drops_below_bound, m.bound_bytes >> 20,
+                    m.backlog_peak_bytes >> 20);
+            }
+            outcome.ledger.explain_write_drops(why);
         }
     }
     if (settings.expect) {

@@ -187,7 +187,7 @@ Writer::Writer(const Options& options) : options_(options) {
     }
     if (bounded()) {
         // Memory is taken as the run needs it: the stock makes buffers ahead.
-        stock_->start(target_bytes_, stock_bytes(options_, target_bytes_));
+        stock_->start(target_bytes_, stock_bytes(options_, target_bytes_), &backlog_);
     } else {
         const std::size_t per_lane = options_.buffers / options_.threads;
         for (std::size_t i = 0; i < per_lane * options_.threads; ++i) {

@@ -1,6 +1,8 @@
 // The writer's memory plan and its stock of buffers (writer_memory.hpp).
 #include "lib/sinks/writer_memory.hpp"
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -110,10 +112,24 @@ void BufferStock::stop() {
     }
 }
 
-void BufferStock::start(std::size_t target, std::size_t want_bytes) {
+void BufferStock::start(std::size_t target, std::size_t want_bytes,
+                        const std::atomic<std::uint64_t>* backlog) {
+    backlog_ = backlog;
     target_.store(target, std::memory_order_relaxed);
     want_bytes_.store(want_bytes, std::memory_order_relaxed);
     thread_ = std::thread([this] { run(); });
+    if (!options_.cpus.empty()) {
+        // With the disk threads (--disk-cpu): the core the operator gave the
+        // writers. Best effort: the disk threads' pinning reports a bad CPU.
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (const int cpu : options_.cpus) {
+            if (cpu >= 0 && cpu < CPU_SETSIZE) {
+                CPU_SET(static_cast<unsigned>(cpu), &set);
+            }
+        }
+        ::pthread_setaffinity_np(thread_.native_handle(), sizeof(set), &set);
+    }
 }
 
 Writer::Buffer* BufferStock::adopt(std::unique_ptr<Writer::Buffer> buffer) {
@@ -134,7 +150,7 @@ Writer::Buffer* BufferStock::take() {
     }
     const std::size_t left = ready_count_.fetch_sub(1, std::memory_order_relaxed) - 1;
     const std::size_t target = target_.load(std::memory_order_relaxed);
-    if (left * buffer_cost(target, options_) < want_bytes_.load(std::memory_order_relaxed) / 2) {
+    if (left * buffer_cost(target, options_) < wanted() / 2) {
         poke();
     }
     return b;
@@ -165,13 +181,25 @@ bool BufferStock::wait_stocked(std::chrono::milliseconds patience) {
     }
 }
 
+// What the stock keeps ready: what it was asked for, and while a backlog
+// grows as much again as the backlog holds (a stall that has lasted this long
+// may last as long again). The backlog's own growth then never waits for the
+// stock, even when the stock's thread is slowed (a busy host: other threads
+// on its core, direct reclaim while a page cache full of dirty pages is
+// written back).
+std::size_t BufferStock::wanted() const {
+    const std::size_t asked = want_bytes_.load(std::memory_order_relaxed);
+    const std::uint64_t backlog =
+        backlog_ != nullptr ? backlog_->load(std::memory_order_relaxed) : 0;
+    return std::max<std::size_t>(asked, static_cast<std::size_t>(backlog + backlog / 4));
+}
+
 void BufferStock::run() {
     for (;;) {
         for (;;) {
             const std::size_t size = target_.load(std::memory_order_relaxed);
             const std::size_t cost = buffer_cost(size, options_);
-            if (ready_count_.load(std::memory_order_relaxed) * cost >=
-                    want_bytes_.load(std::memory_order_relaxed) ||
+            if (ready_count_.load(std::memory_order_relaxed) * cost >= wanted() ||
                 count_.now() + cost > options_.memory_bytes) {
                 break;  // enough ready, or the bound is reached
             }

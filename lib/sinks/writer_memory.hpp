@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -81,8 +82,11 @@ class BufferStock {
     BufferStock& operator=(const BufferStock&) = delete;
 
     // Starts making buffers of `target` bytes, keeping about `want_bytes` of
-    // them ready, never past the bound. Without it the stock only owns.
-    void start(std::size_t target, std::size_t want_bytes);
+    // them ready, and more while a backlog grows (`backlog`: the bytes
+    // waiting for the disk), never past the bound. Without it the stock only
+    // owns.
+    void start(std::size_t target, std::size_t want_bytes,
+               const std::atomic<std::uint64_t>* backlog);
     // Stops making buffers (those made stay owned here). Idempotent.
     void stop();
     // Producer: keep about this many bytes of buffers ready from now on.
@@ -108,6 +112,7 @@ class BufferStock {
 
   private:
     void run();
+    std::size_t wanted() const;
 
     const Writer::Options& options_;
     MemoryCount& count_;
@@ -115,6 +120,7 @@ class BufferStock {
     std::atomic<std::size_t> ready_count_{0};
     std::atomic<std::size_t> target_{0};
     std::atomic<std::size_t> want_bytes_{0};
+    const std::atomic<std::uint64_t>* backlog_ = nullptr;
     std::atomic<std::size_t> made_{0};
     std::atomic<bool> starved_{false};
     std::mutex mu_;
