@@ -1,14 +1,19 @@
 // Unit tests for the writer's work ahead and behind of the disk threads
 // (lib/sinks/writer_ahead.hpp): files created when their output is added,
-// and indexes written by the helper thread.
+// indexes written by the helper thread, and the buffered writes' write-behind
+// (start_writeback).
 // The rest of the writer is test_writer.cpp's.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <array>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -210,6 +215,155 @@ TEST(WriterAhead, IndexesWrittenBehindAreAllThereAtFinish) {
         expect_index_matches(dir.file("c" + std::to_string(i) + ".codif"),
                              frames[static_cast<std::size_t>(i)]);
     }
+}
+
+// ---------------------------------------------------------------------------
+// Write-behind
+
+bool on_tmpfs(const fs::path& p) {
+    struct statfs s {};
+    return ::statfs(p.c_str(), &s) == 0 && s.f_type == 0x01021994;  // TMPFS_MAGIC
+}
+
+// The page cache's state of [0, bytes) of `path` (cachestat(2), Linux 6.5):
+// false where the kernel has no cachestat.
+struct CacheStat {
+    std::uint64_t cache = 0, dirty = 0, writeback = 0, evicted = 0, recently_evicted = 0;
+};
+bool cache_stat(const std::string& path, std::uint64_t bytes, CacheStat& out) {
+#ifdef SYS_cachestat
+    const long nr = SYS_cachestat;
+#else
+    const long nr = 451;  // x86_64, arm64 and the generic table
+#endif
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return false;
+    }
+    struct {
+        std::uint64_t off, len;
+    } range{0, bytes};
+    const long rc = ::syscall(nr, fd, &range, &out, 0);
+    ::close(fd);
+    return rc == 0;
+}
+
+// A buffered writer starts the writeback of what it wrote as it goes: when
+// it finishes, its file's pages are under writeback or written, not dirty
+// (without write-behind they would all wait, dirty, for the kernel's
+// thresholds or a sync).
+TEST(WriteBehind, WrittenBytesAreOnTheirWayToTheDiskWhenTheWriterFinishes) {
+    TempDir dir;
+    if (on_tmpfs(dir.path())) {
+        GTEST_SKIP() << "tmpfs has no writeback";
+    }
+    constexpr std::size_t kRecord = 64 * 1024;
+    constexpr std::size_t kRecords = 512;  // 32 MiB
+    const std::string path = dir.file("w.raw");
+    {
+        Writer w(small_options());
+        const auto out = w.add_output(OutputFormat::raw, path, "", "");
+        ByteVec record(kRecord);
+        for (std::size_t i = 0; i < kRecords; ++i) {
+            record[0] = static_cast<std::uint8_t>(i);
+            write_record(w, out, record);
+        }
+        w.finish();
+        EXPECT_FALSE(w.any_failed()) << w.stats()[0].error;
+    }
+    CacheStat cs;
+    if (!cache_stat(path, kRecords * kRecord, cs)) {
+        GTEST_SKIP() << "no cachestat(2) on this kernel";
+    }
+    const std::uint64_t pages = kRecords * kRecord / 4096;
+    EXPECT_LT(cs.dirty, pages / 10) << "of " << pages << " pages, " << cs.dirty
+                                    << " still dirty: their writeback was not started";
+    ASSERT_EQ(fs::file_size(path), kRecords * kRecord);
+    expect_index_matches(path, kRecords);
+}
+
+// start_writeback on its own: whole pages only, each once.
+TEST(WriteBehind, OnlyWholePagesAreStartedAndEachOnce) {
+    TempDir dir;
+    const std::string path = dir.file("p");
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    std::uint64_t kicked = 0;
+    writer_detail::start_writeback(fd, kicked, 100);
+    EXPECT_EQ(kicked, 0u);  // not a whole page yet
+    writer_detail::start_writeback(fd, kicked, 3 * 4096 + 5);
+    EXPECT_EQ(kicked, 3u * 4096);
+    writer_detail::start_writeback(fd, kicked, 3 * 4096 + 4000);
+    EXPECT_EQ(kicked, 3u * 4096);
+    writer_detail::start_writeback(fd, kicked, 8 * 4096);
+    EXPECT_EQ(kicked, 8u * 4096);
+    ::close(fd);
+}
+
+// Restores RLIMIT_FSIZE and SIGXFSZ when it goes out of scope.
+class FileSizeLimit {
+  public:
+    explicit FileSizeLimit(rlim_t bytes) {
+        ::getrlimit(RLIMIT_FSIZE, &old_);
+        old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+        rlimit l = old_;
+        l.rlim_cur = bytes;
+        ok_ = ::setrlimit(RLIMIT_FSIZE, &l) == 0;
+    }
+    ~FileSizeLimit() {
+        ::setrlimit(RLIMIT_FSIZE, &old_);
+        std::signal(SIGXFSZ, old_handler_);
+    }
+    FileSizeLimit(const FileSizeLimit&) = delete;
+    FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+    bool ok() const { return ok_; }
+
+  private:
+    rlimit old_{};
+    void (*old_handler_)(int) = nullptr;
+    bool ok_ = false;
+};
+
+// A write error after much was written behind: the file is still cut back
+// to its last whole record, the rest counted as dropped, and the index holds
+// what is on disk.
+TEST(WriteBehind, AWriteErrorAfterWriteBehindStillCutsBackAndCounts) {
+    TempDir dir;
+    constexpr std::size_t kRecord = 1000;
+    const std::size_t per_buffer = 128 * 1024 / kRecord;  // 131
+    const std::size_t buffers_ok = 300;                   // about 37 MiB
+    const std::size_t good_bytes = buffers_ok * per_buffer * kRecord;
+    constexpr std::size_t kRecords = 45000;
+    const std::string path = dir.file("cut.raw");
+    std::vector<OutputStats> stats;
+    {
+        FileSizeLimit limit(good_bytes + 5000);
+        ASSERT_TRUE(limit.ok());
+        Writer w(small_options());
+        const auto out = w.add_output(OutputFormat::raw, path, "", "");
+        for (std::size_t i = 0; i < kRecords; ++i) {
+            write_record(w, out, ByteVec(kRecord, static_cast<std::uint8_t>(i / per_buffer)));
+        }
+        w.finish();
+        stats = w.stats();
+        EXPECT_TRUE(w.any_failed());
+    }
+    ASSERT_EQ(stats.size(), 1u);
+    EXPECT_NE(stats[0].error.find("File too large"), std::string::npos) << stats[0].error;
+    EXPECT_EQ(stats[0].packets, buffers_ok * per_buffer);
+    EXPECT_EQ(stats[0].dropped, kRecords - buffers_ok * per_buffer);
+    EXPECT_EQ(stats[0].bytes, good_bytes);
+    const ByteVec got = read_file(path);
+    ASSERT_EQ(got.size(), good_bytes);
+    for (std::size_t b = 0; b < buffers_ok; b += 97) {
+        EXPECT_EQ(got[b * per_buffer * kRecord], static_cast<std::uint8_t>(b)) << b;
+    }
+    std::string error;
+    const auto idx = read_file_index(path, error);
+    ASSERT_TRUE(idx.has_value()) << error;
+    EXPECT_EQ(idx->bytes, good_bytes);
+    EXPECT_EQ(idx->checksum, XXH3_64bits(got.data(), got.size()));
+    EXPECT_NE(idx->stopped, "");
 }
 
 }  // namespace

@@ -153,4 +153,14 @@ void FileAhead::create(Writer::Output& out) {
     a.state.notify_all();
 }
 
+void start_writeback(int fd, std::uint64_t& kicked, std::uint64_t to) {
+    const std::uint64_t end = to / kPage * kPage;
+    if (end <= kicked) {
+        return;
+    }
+    ::sync_file_range(fd, static_cast<off_t>(kicked), static_cast<off_t>(end - kicked),
+                      SYNC_FILE_RANGE_WRITE);
+    kicked = end;
+}
+
 }  // namespace ibvcap::writer_detail

@@ -1,5 +1,6 @@
 // The writer's file work that need not wait for a buffer or hold up a disk
-// thread (lib/sinks/writer.hpp). FileAhead, one helper thread per writer,
+// thread (lib/sinks/writer.hpp), and the buffered writes' write-behind
+// (start_writeback, at the end). FileAhead, one helper thread per writer,
 // creates each output's first file as soon as the output is added (not when
 // its first buffer reaches the disk thread) and writes the sidecar index
 // (lib/sinks/file_index.hpp) of each file closed at the end of the run, while
@@ -53,6 +54,10 @@ struct OutputAhead {
     int fd = -1;  // kReady: the file made ahead, or -1 and `err`
     int err = 0;
     FileAhead* helper = nullptr;  // set by FileAhead::request
+    // The current file, when it is a regular one written without O_DIRECT
+    // (start_writeback), and its bytes whose writeback was started.
+    bool write_behind = false;
+    std::uint64_t kicked = 0;
 };
 
 class FileAhead {
@@ -98,6 +103,21 @@ class FileAhead {
     bool finished_ = false;
     std::thread thread_;
 };
+
+// Buffered writes' write-behind: `fd`, a regular file, holds `to` bytes, of
+// which the first `kicked` are on their way to the disk. The writeback of the
+// whole pages after them starts now (sync_file_range(SYNC_FILE_RANGE_WRITE),
+// which does not wait for it) instead of when the kernel's dirty thresholds
+// or timers say so, and `kicked` moves past them (the last, partial page is
+// started with the next buffer, so no page is written twice). The disk is
+// then busy while the run is, instead of after it (a sync, or the close of
+// a live capture), and pages leave the dirty state as they come rather than
+// all at once at a threshold (balance_dirty_pages throttles writers by dirty
+// and writeback pages together). Waiting for older ranges and dropping them
+// from the page cache (SYNC_FILE_RANGE_WAIT_AFTER, POSIX_FADV_DONTNEED) was
+// measured too and made `read` slower (docs/performance.md, "Files").
+// Errors are ignored: it only advises, a write error is pwritev's.
+void start_writeback(int fd, std::uint64_t& kicked, std::uint64_t to);
 
 }  // namespace writer_detail
 

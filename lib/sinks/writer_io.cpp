@@ -301,6 +301,8 @@ void WriterIo::open_file(Writer::Output& out) {
         return;
     }
     ++out.files;
+    out.ahead.write_behind = !options_.direct_io && is_regular(out.fd);
+    out.ahead.kicked = 0;
     out.offset = 0;
     out.carry_len = 0;
     out.checksum.reset();
@@ -466,6 +468,9 @@ int WriterIo::write_pieces(Writer::Output& out, std::span<const Piece> pieces, s
                                        : write_buffered(out, pieces, bytes);
     if (err != 0 && err != kDeferred && !out.failed) {
         out.checksum.copy_from(lane_.checksum_before);
+    }
+    if (err == 0 && records > 0 && out.ahead.write_behind) {
+        writer_detail::start_writeback(out.fd, out.ahead.kicked, out.offset);
     }
     return err;
 }
