@@ -282,6 +282,37 @@ TEST(WriteBehind, WrittenBytesAreOnTheirWayToTheDiskWhenTheWriterFinishes) {
     expect_index_matches(path, kRecords);
 }
 
+// A live writer (drop, not wait, when full) leaves its pages to the kernel
+// as before: the page cache stays a buffer in front of a slow disk.
+TEST(WriteBehind, ALiveWriterLeavesItsPagesDirty) {
+    TempDir dir;
+    if (on_tmpfs(dir.path())) {
+        GTEST_SKIP() << "tmpfs has no writeback";
+    }
+    constexpr std::size_t kRecord = 64 * 1024;
+    constexpr std::size_t kRecords = 256;  // 16 MiB
+    const std::string path = dir.file("live.raw");
+    {
+        Writer::Options o = small_options(64);
+        o.block_when_full = false;
+        Writer w(o);
+        const auto out = w.add_output(OutputFormat::raw, path, "", "");
+        const ByteVec record(kRecord, 3);
+        for (std::size_t i = 0; i < kRecords; ++i) {
+            write_record(w, out, record);
+        }
+        w.finish();
+    }
+    CacheStat cs;
+    if (!cache_stat(path, fs::file_size(path), cs)) {
+        GTEST_SKIP() << "no cachestat(2) on this kernel";
+    }
+    const std::uint64_t pages = fs::file_size(path) / 4096;
+    ASSERT_GT(pages, 0u);
+    EXPECT_GT(cs.dirty, pages / 2) << "of " << pages << " pages only " << cs.dirty
+                                   << " dirty: a live writer started their writeback";
+}
+
 // start_writeback on its own: whole pages only, each once.
 TEST(WriteBehind, OnlyWholePagesAreStartedAndEachOnce) {
     TempDir dir;

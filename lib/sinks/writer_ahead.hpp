@@ -116,6 +116,10 @@ class FileAhead {
 // and writeback pages together). Waiting for older ranges and dropping them
 // from the page cache (SYNC_FILE_RANGE_WAIT_AFTER, POSIX_FADV_DONTNEED) was
 // measured too and made `read` slower (docs/performance.md, "Files").
+// Offline runs only (Options::block_when_full): starting writeback can wait
+// for the disk's queue, which moves a slow disk's backlog from the page cache
+// into the writer's buffers; a live capture keeps the page cache as a second
+// buffer in front of a stalled disk, as before.
 // Errors are ignored: it only advises, a write error is pwritev's.
 void start_writeback(int fd, std::uint64_t& kicked, std::uint64_t to);
 

@@ -301,7 +301,9 @@ void WriterIo::open_file(Writer::Output& out) {
         return;
     }
     ++out.files;
-    out.ahead.write_behind = !options_.direct_io && is_regular(out.fd);
+    // (Offline runs only: a live capture keeps the page cache between its
+    // writer and a slow disk; writer_ahead.hpp, start_writeback.)
+    out.ahead.write_behind = !options_.direct_io && options_.block_when_full && is_regular(out.fd);
     out.ahead.kicked = 0;
     out.offset = 0;
     out.carry_len = 0;
