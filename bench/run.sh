@@ -30,12 +30,13 @@
 #   3. ibvcap read --direct-io of a cached pcap into raw files vs dd oflag=direct (goal >= 0.9),
 #      for two interleave patterns of the 24 streams: round-robin (one frame of each in
 #      turn) and bursts (BENCH_BURST frames of one stream, then the next)
-#   4. ibvcap read (buffered) of the same pcaps vs cp (goal >= 0.8)
+#   4. ibvcap read (buffered) of the same pcaps vs cp (goal >= 1.0)
 #   5. live --source pcap on the namespace testbed vs tcpdump (bench/lossless_rate.sh):
 #      zero loss over >= 4 GB at twice tcpdump's highest lossless rate. Needs root
 #      (network namespaces), tcpdump, capinfos, jq; skipped (SKIP) without them.
 #   6. ibvcap read of the same bytes into 24, 240 and 2,400 codif files: throughput
-#      (goal at 2,400 >= 0.8 x at 24) and peak RSS (goal <= --writer-memory, 1 GiB)
+#      (goal at 2,400 >= 0.8 x the best of 24 and 240) and peak RSS (goal <= --writer-memory,
+#      1 GiB)
 #
 # The last lines are the summary, one per goal: measured, reference, ratio, goal
 # and PASS, MISS (the goal was not met or not proven), SKIP (could not run here),
@@ -276,7 +277,7 @@ disk_pattern() {
   if ! "$ibvcap" gen -w "$pcap" -q --burst "$b" --antennas 6 --threads 2 -c "$per_stream" "${groups[@]}" >"$work/gen.log" 2>&1; then
     cat "$work/gen.log"
     result "$dname" "-" "-" "-" ">= 0.9" FAIL "no test file"
-    result "$bname" "-" "-" "-" ">= 0.8" FAIL "no test file"
+    result "$bname" "-" "-" "-" ">= 1.0" FAIL "no test file"
     return
   fi
   size=$(stat -c %s "$pcap")
@@ -312,7 +313,7 @@ disk_pattern() {
   rm -f "$pcap"
   if [ -n "$broken" ]; then
     result "$dname" "-" "-" "-" ">= 0.9" FAIL "$broken"
-    result "$bname" "-" "-" "-" ">= 0.8" FAIL "$broken"
+    result "$bname" "-" "-" "-" ">= 1.0" FAIL "$broken"
     return
   fi
   dd_b=$(best_of "${dd_t[@]}")
@@ -328,7 +329,7 @@ disk_pattern() {
     result "$dname" "-" "dd $(mbps "$dd_b") MB/s" "-" ">= 0.9" MISS "ibvcap has no --direct-io"
   fi
   r=$(calc "$cp_b / $ib_b")
-  result "$bname" "$(mbps "$ib_b") MB/s" "cp $(mbps "$cp_b") MB/s" "$r" ">= 0.8" "$(verdict "$r" 0.8)"
+  result "$bname" "$(mbps "$ib_b") MB/s" "cp $(mbps "$cp_b") MB/s" "$r" ">= 1.0" "$(verdict "$r" 1.0)"
 }
 if [ "$disk_ok" = 1 ]; then
   disk_pattern round-robin 1
@@ -336,7 +337,7 @@ if [ "$disk_ok" = 1 ]; then
 else
   for label in round-robin "bursts of $burst"; do
     result "read --direct-io vs dd, $label" "-" "-" "-" ">= 0.9" FAIL "not enough space"
-    result "read (buffered) vs cp, $label" "-" "-" "-" ">= 0.8" FAIL "not enough space"
+    result "read (buffered) vs cp, $label" "-" "-" "-" ">= 1.0" FAIL "not enough space"
   done
 fi
 
@@ -415,7 +416,7 @@ fi
 
 # --- 6. files scaling ----------------------------------------------------------------
 echo
-scale_streams_name="read into 2,400 vs 24 codif files"
+scale_streams_name="read into 2,400 vs 24/240 codif files"
 scale_rss_name="read peak RSS, 2,400 codif files"
 if [ "${BENCH_SCALE:-1}" = 0 ]; then
   result "$scale_streams_name" "-" "-" "-" ">= 0.8" SKIP "BENCH_SCALE=0"
@@ -430,6 +431,18 @@ else
   echo "== 6. ibvcap read of about $gb GB into 24, 240 and 2,400 codif files (-F codif: one file per group and antenna; 2 threads each); best of $reps"
   echo "input from stdin (-r - < FILE): libpcap reads it and the writer copies every frame into its buffers, as for a live --source pcap, so its memory shows in the RSS"
   bound_mib=1024 # --writer-memory's default
+  # keep_inodes DIR: frees DIR's data but keeps its inodes until the end of
+  # the section. On an ext4 without a journal (this project's development
+  # VM) every new inode skips, one by one, the inodes deleted in the last
+  # 60-300 s (find_inode_bit -> recently_deleted): deleting a run's 4,800
+  # files made the next run's file creation several times slower, which
+  # measured ext4, not ibvcap (docs/performance.md, "Files").
+  keep_inodes() {
+    [ -d "$1" ] || return 0
+    find "$1" -type f -exec truncate -s 0 {} +
+    mkdir -p "$work/kept"
+    mv "$1" "$work/kept/$(basename "$1").$files"
+  }
   declare -A scale_mbps scale_rss scale_fixed scale_net
   scale_broken=
   for files in 24 240 2400; do
@@ -457,13 +470,13 @@ else
     "$ibvcap" read -r - -o "$work/one" -F codif -q <"$work/one.pcap" >"$work/cmd.log" 2>&1
     sync
     scale_fixed[$files]=$(($(now_us) - t0))
-    rm -rf "$work/one" "$work/one.pcap"
+    rm -f "$work/one.pcap"
+    keep_inodes "$work/one"
     size=$(stat -c %s "$pcap")
     cat "$pcap" >/dev/null
     best_t='' rss_max=0
-    # Each repetition into a directory of its own, all removed after the
-    # case: ext4 is slow to create files soon after deleting as many
-    # (__ext4_new_inode skips the recently deleted inodes).
+    # Each repetition into a directory of its own, whose files are emptied
+    # (keep_inodes) and removed only at the end of the section.
     for ((i = 0; i < reps; i++)); do
       sync
       t0=$(now_us)
@@ -484,14 +497,14 @@ else
       echo "$files files ($ant antennas x 2 threads x $ngroups groups, $sframes frames): run $((i + 1)) $(calc "$t / 1e6" "%.2f s"), peak RSS $((rss / 1024)) MiB; writer buffers $(jq '.writer_memory.buffer_bytes / 1024' "$r") KiB each, peak $(jq '.writer_memory.peak_bytes / 1048576 | floor' "$r") MiB"
       rm -f "$work/report.json"
     done
-    rm -rf "$work"/out[0-9]*
+    for ((i = 0; i < reps; i++)); do keep_inodes "$work/out$i"; done
     scale_mbps[$files]=$(mbps "$best_t")
     scale_net[$files]=$(mbps "$((best_t > scale_fixed[$files] ? best_t - scale_fixed[$files] : 1))")
     echo "$files files: best $(calc "$best_t / 1e6" "%.2f s"), of which $(calc "${scale_fixed[$files]} / 1e6" "%.2f s") the files' creation (a run of one frame per stream)"
     scale_rss[$files]=$((rss_max / 1024))
     rm -f "$pcap"
   done
-  rm -rf "$work"/out[0-9]* "$pcap"
+  rm -rf "$work"/out[0-9]* "$work"/kept "$pcap"
   if [ -n "$scale_broken" ]; then
     result "$scale_streams_name" "-" "-" "-" ">= 0.8" FAIL "$scale_broken"
     result "$scale_rss_name" "-" "-" "-" "<= 1" FAIL "$scale_broken"
@@ -499,8 +512,13 @@ else
     echo "throughput (MB of pcap per second, sync included): 24 files ${scale_mbps[24]}, 240 files ${scale_mbps[240]}, 2,400 files ${scale_mbps[2400]}"
     echo "without the files' creation: 24 files ${scale_net[24]}, 240 files ${scale_net[240]}, 2,400 files ${scale_net[2400]}"
     echo "peak RSS: 24 files ${scale_rss[24]} MiB, 240 files ${scale_rss[240]} MiB, 2,400 files ${scale_rss[2400]} MiB (--writer-memory $bound_mib MiB)"
-    r=$(calc "${scale_mbps[2400]} / ${scale_mbps[24]}")
-    result "$scale_streams_name" "${scale_mbps[2400]} MB/s" "24 files ${scale_mbps[24]} MB/s" "$r" ">= 0.8" "$(verdict "$r" 0.8)" "240 files: ${scale_mbps[240]} MB/s; without creating the files: $(calc "${scale_net[2400]} / ${scale_net[24]}")x"
+    # Against the better of 24 and 240 files: either can be the faster on a
+    # given run (docs/performance.md, "Files").
+    ref=24
+    [ "${scale_mbps[240]}" -gt "${scale_mbps[24]}" ] && ref=240
+    other=$((ref == 24 ? 240 : 24))
+    r=$(calc "${scale_mbps[2400]} / ${scale_mbps[$ref]}")
+    result "$scale_streams_name" "${scale_mbps[2400]} MB/s" "$ref files ${scale_mbps[$ref]} MB/s" "$r" ">= 0.8" "$(verdict "$r" 0.8)" "$other files: ${scale_mbps[$other]} MB/s; without creating the files: $(calc "${scale_net[2400]} / ${scale_net[$ref]}")x"
     r=$(calc "${scale_rss[2400]} / $bound_mib")
     result "$scale_rss_name" "${scale_rss[2400]} MiB" "bound $bound_mib MiB" "$r" "<= 1" "$(verdict "$(calc "$bound_mib / ${scale_rss[2400]}")" 1)" "24 files: ${scale_rss[24]} MiB, 240: ${scale_rss[240]} MiB"
   fi

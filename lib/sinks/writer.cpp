@@ -194,6 +194,7 @@ Writer::Writer(const Options& options) : options_(options) {
             new_buffer(*lanes_[i % lanes_.size()], target_bytes_);
         }
     }
+    ahead_ = std::make_unique<writer_detail::FileAhead>(options_);
     for (unsigned t = 0; t < options_.threads; ++t) {
         Lane* lane = lanes_[t].get();
         lane->thread = std::thread([this, lane, t] {
@@ -314,6 +315,7 @@ Writer::OutputId Writer::add_output(OutputFormat format, std::string path, std::
     out.lane = &lane;
     out.file_bytes = out.preamble.size();
     out.on_disk.reserve(std::max<std::size_t>(options_.rotation.files, 1));
+    ahead_->request(out);
     return &out;
 }
 
@@ -590,6 +592,7 @@ void Writer::finish() {
         }
     }
     stock_->stop();
+    ahead_->finish();
 }
 
 std::vector<OutputStats> Writer::stats() const {

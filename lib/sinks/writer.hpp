@@ -47,8 +47,9 @@
 // packets at the NIC instead, silently); memory() says whether each such
 // drop met the bound (drops_at_bound) or found the stock behind
 // (drops_below_bound, which should stay 0).
-// Files are opened by the disk thread, so the producer never blocks on the
-// filesystem.
+// Files are created by a helper thread as their outputs are added (or by the
+// disk thread, if it needs one first), so the producer never blocks on the
+// filesystem (writer_ahead.hpp).
 //
 // A write error (disk full, I/O error) stops that output: the file is cut back
 // to the last whole record so it stays valid, later records for it are counted
@@ -94,6 +95,7 @@ namespace ibvcap {
 namespace writer_detail {
 struct MemoryCount;
 class BufferStock;
+class FileAhead;
 }  // namespace writer_detail
 
 class Writer {
@@ -283,6 +285,9 @@ class Writer {
     std::uint64_t drops_at_bound_ = 0;
     std::uint64_t drops_below_bound_ = 0;
     std::size_t unserved_ = 0;  // prepared outputs that have not taken their first buffer
+    // Creates files ahead and writes indexes behind (writer_ahead.hpp);
+    // declared after outputs_, so stopped before they go.
+    std::unique_ptr<writer_detail::FileAhead> ahead_;
 };
 
 }  // namespace ibvcap

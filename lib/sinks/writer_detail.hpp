@@ -24,6 +24,7 @@
 
 #include "lib/sinks/file_index.hpp"
 #include "lib/sinks/writer.hpp"
+#include "lib/sinks/writer_ahead.hpp"
 
 namespace ibvcap {
 
@@ -264,6 +265,8 @@ struct Writer::Output {
     bool abandoned = false;
     std::uint64_t index_failures = 0;
     std::string index_error;  // the first one
+    // Its first file made ahead, its write-behind (writer_ahead.hpp).
+    writer_detail::OutputAhead ahead;
 };
 
 namespace writer_detail {

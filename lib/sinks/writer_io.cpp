@@ -285,30 +285,30 @@ void WriterIo::open_file(Writer::Output& out) {
     if (options_.direct_io) {
         flags |= O_DIRECT;
     }
-    out.fd = ::open(out.current_path.c_str(), flags, 0644);
+    int open_err = 0;
+    if (out.files > 0 || out.ahead.helper == nullptr ||
+        !out.ahead.helper->take(out, out.fd, open_err)) {
+        out.fd = writer_detail::create_output_file(out.current_path, flags, options_.index);
+        open_err = out.fd < 0 ? -out.fd : 0;
+    }
     if (out.fd < 0) {
+        out.fd = -1;
         out.failed = true;
-        out.error = fmt::format("cannot create file: {}", std::strerror(errno));
-        if (errno == EINVAL && options_.direct_io) {
+        out.error = fmt::format("cannot create file: {}", std::strerror(open_err));
+        if (open_err == EINVAL && options_.direct_io) {
             out.error += " (this filesystem does not support O_DIRECT: drop --direct-io)";
         }
         return;
     }
     ++out.files;
+    // (Offline runs only: a live capture keeps the page cache between its
+    // writer and a slow disk; writer_ahead.hpp, start_writeback.)
+    out.ahead.write_behind = !options_.direct_io && options_.block_when_full && is_regular(out.fd);
+    out.ahead.kicked = 0;
     out.offset = 0;
     out.carry_len = 0;
     out.checksum.reset();
     out.abandoned = false;
-    if (options_.index) {
-        // A -W ring reuses a name: the index of what the name held is no
-        // longer true. (Before the run, claim_outputs kept or removed, with
-        // --overwrite, any earlier run's indexes: lib/run/common.hpp.)
-        const std::string index = file_index_path(out.current_path);
-        struct stat st {};
-        if (::lstat(index.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-            ::unlink(index.c_str());
-        }
-    }
     note_file_on_disk(out);
     if (out.preamble.empty()) {
         return;
@@ -413,6 +413,12 @@ void WriterIo::write_index(Writer::Output& out) {
     } else if (out.abandoned) {
         idx.stopped = "abandoned: records still queued were not written (a second Ctrl-C)";
     }
+    if (out.ahead.helper != nullptr && !options_.rotation.active()) {
+        // The output's only file: its index is the helper's to write, while
+        // this thread goes on with the other outputs (writer_ahead.hpp).
+        out.ahead.helper->write_index(out, std::move(idx), out.current_path);
+        return;
+    }
     if (const int err = write_file_index(out.current_path, idx)) {
         if (out.index_failures++ == 0) {
             out.index_error = fmt::format("cannot write the index {}: {}",
@@ -464,6 +470,9 @@ int WriterIo::write_pieces(Writer::Output& out, std::span<const Piece> pieces, s
                                        : write_buffered(out, pieces, bytes);
     if (err != 0 && err != kDeferred && !out.failed) {
         out.checksum.copy_from(lane_.checksum_before);
+    }
+    if (err == 0 && records > 0 && out.ahead.write_behind) {
+        writer_detail::start_writeback(out.fd, out.ahead.kicked, out.offset);
     }
     return err;
 }
