@@ -18,6 +18,7 @@ packages=(
   systemtap-sdt-dev bpftrace
   prometheus # promtool: test/e2e/metrics.sh checks the --metrics-file
   time  # GNU time: bench/run.sh's peak RSS of the file-scaling runs
+  e2fsprogs util-linux mount  # test/e2e/stall.sh: mkfs.ext4, losetup and lsblk, mount (a throttled loop disk)
 )
 
 missing=()

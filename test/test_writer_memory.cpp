@@ -173,7 +173,8 @@ TEST(WriterMemoryBound, MemoryIsTakenAsTheRunNeedsIt) {
     EXPECT_EQ(w.stats().at(0).packets, 400u);
 }
 
-// Planned outputs (Writer::prepare) find a buffer at their first record, even
+// Planned outputs (Writer::prepare) have their files before the first record,
+// and find a buffer at their first record, even
 // with the stock otherwise as small as it can be and nothing coming back from
 // the stalled disk thread.
 TEST(WriterMemoryBound, PreparedOutputsFindABufferAtTheirFirstRecord) {
@@ -192,6 +193,10 @@ TEST(WriterMemoryBound, PreparedOutputsFindABufferAtTheirFirstRecord) {
         planned.push_back(w.add_output(OutputFormat::raw, dir / fmt::format("p{}.raw", i), "", ""));
     }
     w.prepare();
+    // Their files are made before the first record, too.
+    for (std::size_t i = 0; i < planned.size(); ++i) {
+        EXPECT_TRUE(std::filesystem::exists(dir / fmt::format("p{}.raw", i))) << i;
+    }
     const std::size_t per_buffer = w.memory().buffer_bytes / kRecord;
     for (std::size_t i = 0; i <= per_buffer; ++i) {  // the disk thread stalls
         write_record(w, stall, kRecord, 0xaa);

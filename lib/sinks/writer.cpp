@@ -331,6 +331,7 @@ void Writer::want_stock() {
 
 void Writer::prepare(std::chrono::milliseconds patience) {
     if (!bounded()) {
+        ahead_->wait_created(patience);
         return;
     }
     for (auto& out : outputs_) {
@@ -341,12 +342,13 @@ void Writer::prepare(std::chrono::milliseconds patience) {
     }
     want_stock();
     stock_->wait_stocked(patience);
+    ahead_->wait_created(patience);  // and their files made
 }
 
 // A free buffer, first of this lane's, then of any lane's (a buffer goes to
 // whichever lane its output is on), then a new one from the stock; nullptr
 // when there is none. Never allocates, never waits.
-Writer::Buffer* Writer::try_take_buffer(Lane& lane) {
+Writer::Buffer* Writer::try_take_buffer(Lane& lane, bool fresh) {
     const auto from = [](Lane& l) {
         Buffer* b = nullptr;
         if (!l.spare.empty()) {
@@ -367,14 +369,19 @@ Writer::Buffer* Writer::try_take_buffer(Lane& lane) {
             }
         }
     }
-    return stock_->take();
+    return fresh ? stock_->take() : nullptr;
 }
 
 // Offline (and at the end): waits until a buffer comes back from a disk
-// thread or is made.
+// thread or is made. An offline source waits for the disk anyway: past an
+// eighth of the bound in flight (128 MiB of 1 GiB: 0.1 s of a fast disk) it
+// takes no new buffer, so that a read does not fill the bound with a backlog
+// that buys it nothing.
 Writer::Buffer* Writer::wait_for_buffer(Lane& lane) {
     for (;;) {
-        if (Buffer* b = try_take_buffer(lane)) {
+        const bool fresh = !bounded() || finished_ ||
+                           backlog_.load(std::memory_order_relaxed) < options_.memory_bytes / 8;
+        if (Buffer* b = try_take_buffer(lane, fresh)) {
             return b;
         }
         Buffer* b = nullptr;

@@ -180,8 +180,8 @@ class Writer {
     // Producer, before the first record (the run calls it before its
     // source starts): the outputs added so far are the ones planned, and a
     // buffer is made ahead for each of them besides the stock, so that no
-    // planned output waits for one at its first record. Waits until they are
-    // made, at most `patience`. Without a bound, nothing to do.
+    // planned output waits for one at its first record. Waits until they and
+    // the outputs' first files are made, at most `patience` each.
     void prepare(std::chrono::milliseconds patience = std::chrono::seconds(10));
 
     // Append one record made of up to four pieces, all copied. Never
@@ -252,7 +252,7 @@ class Writer {
     struct Lane;
 
   private:
-    Buffer* try_take_buffer(Lane& lane);
+    Buffer* try_take_buffer(Lane& lane, bool fresh = true);
     Buffer* wait_for_buffer(Lane& lane);
     bool bounded() const { return options_.memory_bytes > 0; }
     Buffer* new_buffer(Lane& lane, std::size_t bytes);

@@ -101,6 +101,12 @@ void FileAhead::finish() {
 
 // Creations first (a disk thread may be waiting for one), then indexes; at
 // quit, whatever is left, then out.
+bool FileAhead::wait_created(std::chrono::milliseconds patience) {
+    std::unique_lock lock(mu_);
+    return idle_.wait_for(lock, patience,
+                          [this] { return finished_ || (creates_.empty() && !creating_); });
+}
+
 void FileAhead::run() {
     std::unique_lock lock(mu_);
     for (;;) {
@@ -108,9 +114,14 @@ void FileAhead::run() {
         if (!creates_.empty()) {
             Writer::Output* out = creates_.front();
             creates_.pop_front();
+            creating_ = true;
             lock.unlock();
             create(*out);
             lock.lock();
+            creating_ = false;
+            if (creates_.empty()) {
+                idle_.notify_all();
+            }
         } else if (!indexes_.empty()) {
             IndexJob job = std::move(indexes_.front());
             indexes_.pop_front();

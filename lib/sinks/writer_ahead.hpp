@@ -24,6 +24,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -70,6 +71,9 @@ class FileAhead {
     // Producer (Writer::add_output): make `out`'s first file ahead. Does not
     // wait for it.
     void request(Writer::Output& out);
+    // Producer, before the source starts (Writer::prepare): waits until the
+    // files asked for so far are made, at most `patience`; whether they are.
+    bool wait_created(std::chrono::milliseconds patience);
     // Disk thread, opening `out`'s first file: true when the helper made it
     // (`fd`, or -1 with `err`, an errno); false when it is the caller's to
     // create (not asked for, or not begun: the helper will skip it).
@@ -96,6 +100,8 @@ class FileAhead {
     int flags_ = 0;
     std::mutex mu_;
     std::condition_variable cv_;
+    std::condition_variable idle_;  // the creations asked for are done
+    bool creating_ = false;
     std::deque<Writer::Output*> creates_;  // in the order the outputs were added
     std::deque<IndexJob> indexes_;
     std::vector<Writer::Output*> asked_;  // every output asked for (finish closes the untaken)

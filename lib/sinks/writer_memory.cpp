@@ -189,8 +189,10 @@ bool BufferStock::wait_stocked(std::chrono::milliseconds patience) {
 // written back).
 std::size_t BufferStock::wanted() const {
     const std::size_t asked = want_bytes_.load(std::memory_order_relaxed);
-    const std::uint64_t backlog =
-        backlog_ != nullptr ? backlog_->load(std::memory_order_relaxed) : 0;
+    // (Not offline: a source that waits for the disk gains nothing from it.)
+    const std::uint64_t backlog = backlog_ != nullptr && !options_.block_when_full
+                                      ? backlog_->load(std::memory_order_relaxed)
+                                      : 0;
     return std::max<std::size_t>(asked, static_cast<std::size_t>(backlog + backlog / 4));
 }
 
