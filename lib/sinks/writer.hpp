@@ -20,11 +20,13 @@
 // left for in the plan but not counted in memory()). Nothing is allocated up
 // front but the staging: a thread of the writer's (the stock,
 // writer_memory.hpp) keeps a few buffers made ahead (a sixteenth of the
-// bound, at most 256 MiB) and makes more as they are taken, until the
+// bound, at most 256 MiB, more while a live backlog grows, and one for each
+// output planned or foreseen) and makes more as they are taken, until the
 // memory reaches the bound. So a stalled disk is absorbed by the whole
 // bound, and memory an output never needed is lent to the backlog: a buffer
 // goes to whichever output needs one, and comes back free once written.
-// The producer never allocates a buffer.
+// The producer never allocates a buffer. An offline source, which waits for
+// the disk anyway, takes no new buffer past an eighth of the bound in flight.
 //
 // Buffer size: the writer plans for a number of outputs, and sizes buffers
 // so that the outputs' parked buffers (one partly filled buffer each) take
@@ -47,6 +49,7 @@
 // packets at the NIC instead, silently); memory() says whether each such
 // drop met the bound (drops_at_bound) or found the stock behind
 // (drops_below_bound, which should stay 0).
+//
 // Files are created by a helper thread as their outputs are added (or by the
 // disk thread, if it needs one first), so the producer never blocks on the
 // filesystem (writer_ahead.hpp).
