@@ -460,7 +460,10 @@ bool Writer::begin_record(Output& out, std::size_t bytes, std::size_t pieces,
             } else if (bounded()) {
                 // Whether the memory really was at the bound, or the stock
                 // had not made the next buffer yet (it should never lag).
-                if (count_->now() + buffer_cost(target_bytes_, options_) > options_.memory_bytes) {
+                // (The last 1/32 of it is the bookkeeping's: buffers made at
+                // a larger size and not yet remade, a buffer on its way.)
+                if (count_->now() + buffer_cost(target_bytes_, options_) >
+                    options_.memory_bytes - options_.memory_bytes / 32) {
                     ++drops_at_bound_;
                 } else {
                     ++drops_below_bound_;
