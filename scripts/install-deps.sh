@@ -18,6 +18,10 @@ packages=(
   systemtap-sdt-dev bpftrace
   prometheus # promtool: test/e2e/metrics.sh checks the --metrics-file
   time  # GNU time: bench/run.sh's peak RSS of the file-scaling runs
+  # test/e2e/package.sh: the package built (scripts/package.sh), checked and
+  # installed: systemd-analyze verify, lintian, getcap; a fresh Debian has
+  # none of them (seen with ../shared/tools/fresh-debian.sh)
+  dpkg-dev debhelper fakeroot lintian systemd libcap2-bin
   e2fsprogs util-linux mount  # test/e2e/stall.sh: mkfs.ext4, losetup and lsblk, mount (a throttled loop disk)
 )
 
