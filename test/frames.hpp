@@ -2,15 +2,18 @@
 #pragma once
 
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -73,11 +76,12 @@ inline std::vector<std::uint8_t> read_file(const std::filesystem::path& p) {
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// A fresh directory under /tmp, removed with everything in it at scope exit.
+// A fresh directory under `base` (/tmp), removed with everything in it at
+// scope exit.
 class TempDir {
   public:
-    TempDir() {
-        std::string tmpl = "/tmp/ibvcap-test.XXXXXX";
+    explicit TempDir(const std::string& base = "/tmp") {
+        std::string tmpl = base + "/ibvcap-test.XXXXXX";
         if (::mkdtemp(tmpl.data()) == nullptr) {
             throw std::runtime_error("mkdtemp failed");
         }
@@ -91,9 +95,35 @@ class TempDir {
     TempDir& operator=(const TempDir&) = delete;
     const std::filesystem::path& path() const { return path_; }
     std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+    std::string file(const std::string& name) const { return *this / name; }
 
   private:
     std::filesystem::path path_;
+};
+
+// A file size limit (RLIMIT_FSIZE, with SIGXFSZ ignored so that a write past
+// it fails with EFBIG), as on a full disk; both restored at scope exit.
+class FileSizeLimit {
+  public:
+    explicit FileSizeLimit(rlim_t bytes) {
+        ::getrlimit(RLIMIT_FSIZE, &old_);
+        old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+        rlimit l = old_;
+        l.rlim_cur = bytes;
+        ok_ = ::setrlimit(RLIMIT_FSIZE, &l) == 0;
+    }
+    ~FileSizeLimit() {
+        ::setrlimit(RLIMIT_FSIZE, &old_);
+        std::signal(SIGXFSZ, old_handler_);
+    }
+    FileSizeLimit(const FileSizeLimit&) = delete;
+    FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+    bool ok() const { return ok_; }
+
+  private:
+    rlimit old_{};
+    void (*old_handler_)(int) = nullptr;
+    bool ok_ = false;
 };
 
 // What a receiver observes of one stream, from the frames alone: an

@@ -42,6 +42,7 @@ namespace {
 namespace fs = std::filesystem;
 using Blob = std::vector<std::uint8_t>;
 using test::Block;
+using test::FileSizeLimit;
 using test::of_type;
 using test::parse;
 using test::parse_ok;
@@ -427,31 +428,6 @@ TEST(PcapngWriter, AnAbandonedRunStillEndsItsFileWithTheStatistics) {
     EXPECT_EQ(blocks[2].u64(pcapng::kIsbUsrDeliv), 0u);
     EXPECT_EQ(read_with_libpcap(run.path()).frames.size(), 0u);
 }
-
-// Restores RLIMIT_FSIZE and SIGXFSZ when it goes out of scope (as in
-// test_writer.cpp): a file that cannot grow, as on a full disk.
-class FileSizeLimit {
-  public:
-    explicit FileSizeLimit(rlim_t bytes) {
-        ::getrlimit(RLIMIT_FSIZE, &old_);
-        old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
-        rlimit l = old_;
-        l.rlim_cur = bytes;
-        ok_ = ::setrlimit(RLIMIT_FSIZE, &l) == 0;
-    }
-    ~FileSizeLimit() {
-        ::setrlimit(RLIMIT_FSIZE, &old_);
-        std::signal(SIGXFSZ, old_handler_);
-    }
-    FileSizeLimit(const FileSizeLimit&) = delete;
-    FileSizeLimit& operator=(const FileSizeLimit&) = delete;
-    bool ok() const { return ok_; }
-
-  private:
-    rlimit old_{};
-    void (*old_handler_)(int) = nullptr;
-    bool ok_ = false;
-};
 
 // A write that fails (EFBIG here, ENOSPC alike) leaves whole blocks: cut
 // inside the records, the file ends on the last whole packet block; cut at

@@ -35,6 +35,7 @@ namespace ibvcap {
 namespace {
 
 namespace fs = std::filesystem;
+using test::FileSizeLimit;
 using ByteVec = std::vector<std::uint8_t>;
 
 // ---------------------------------------------------------------------------
@@ -665,30 +666,6 @@ TEST(Writer, FailedPreambleNeverRemovesANonRegularFile) {
     EXPECT_EQ(stats[0].dropped, 1u);
     EXPECT_TRUE(fs::is_fifo(fifo)) << "the writer removed a FIFO it did not create";
 }
-
-// Restores RLIMIT_FSIZE and SIGXFSZ when it goes out of scope.
-class FileSizeLimit {
-  public:
-    explicit FileSizeLimit(rlim_t bytes) {
-        ::getrlimit(RLIMIT_FSIZE, &old_);
-        old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
-        rlimit l = old_;
-        l.rlim_cur = bytes;
-        ok_ = ::setrlimit(RLIMIT_FSIZE, &l) == 0;
-    }
-    ~FileSizeLimit() {
-        ::setrlimit(RLIMIT_FSIZE, &old_);
-        std::signal(SIGXFSZ, old_handler_);
-    }
-    FileSizeLimit(const FileSizeLimit&) = delete;
-    FileSizeLimit& operator=(const FileSizeLimit&) = delete;
-    bool ok() const { return ok_; }
-
-  private:
-    rlimit old_{};
-    void (*old_handler_)(int) = nullptr;
-    bool ok_ = false;
-};
 
 TEST(Writer, WriteErrorMidFileCutsBackToTheLastWholeRecord) {
     TempDir dir;

@@ -74,6 +74,25 @@ struct OpenOnExit {
 
 constexpr std::size_t kRecord = 8256;  // a CODIF frame
 
+// A live writer under a bound of `mib` MiB, with `stock` bytes made ahead.
+Writer::Options live_bound(std::size_t mib, std::size_t max_outputs, std::size_t stock) {
+    Writer::Options o;
+    o.max_outputs = max_outputs;
+    o.block_when_full = false;
+    o.memory_bytes = mib << 20;
+    o.stock_bytes = stock;
+    return o;
+}
+
+// Fills a buffer of `latched` (an output on the latch) and starts the next:
+// the full one goes to the disk thread, which blocks opening the FIFO.
+void stall_disk_thread(Writer& w, Writer::OutputId latched) {
+    const std::size_t per_buffer = w.memory().buffer_bytes / kRecord;
+    for (std::size_t i = 0; i <= per_buffer; ++i) {
+        write_record(w, latched, kRecord, 0xaa);
+    }
+}
+
 // A live writer whose disk thread is stalled: the backlog grows into the
 // whole bound, not a pool sized at the start, and records are dropped only
 // once the writer's memory is at the bound (within the last buffer and the
@@ -82,21 +101,14 @@ constexpr std::size_t kRecord = 8256;  // a CODIF frame
 TEST(WriterMemoryBound, AStallIsAbsorbedUntilTheBoundIsReached) {
     TempDir dir;
     Latch latch(dir);
-    Writer::Options o;
-    o.max_outputs = 4;
-    o.block_when_full = false;
-    o.memory_bytes = std::size_t{96} << 20;
-    o.stock_bytes = o.memory_bytes;  // made ahead at once: this producer is not paced
+    // All made ahead at once: this producer is not paced.
+    const Writer::Options o = live_bound(96, 4, std::size_t{96} << 20);
     Writer w(o);
     const OpenOnExit open_on_exit{latch};
     const auto a = w.add_output(OutputFormat::raw, latch.path, "", "");
     const auto b = w.add_output(OutputFormat::raw, dir / "b.raw", "", "");
     w.prepare();
-    // A's first buffer goes to the (only) disk thread, which blocks in open().
-    const std::size_t per_buffer = w.memory().buffer_bytes / kRecord;
-    for (std::size_t i = 0; i <= per_buffer; ++i) {
-        write_record(w, a, kRecord, 0xaa);
-    }
+    stall_disk_thread(w, a);  // (the only disk thread)
     // B's records pile up behind it until the bound: not one dropped before.
     std::uint64_t sent = 0;
     std::uint64_t kept = 0;
@@ -180,12 +192,7 @@ TEST(WriterMemoryBound, MemoryIsTakenAsTheRunNeedsIt) {
 TEST(WriterMemoryBound, PreparedOutputsFindABufferAtTheirFirstRecord) {
     TempDir dir;
     Latch latch(dir);
-    Writer::Options o;
-    o.max_outputs = 64;
-    o.block_when_full = false;
-    o.memory_bytes = std::size_t{128} << 20;
-    o.stock_bytes = 1;  // (the least pool: two buffers)
-    Writer w(o);
+    Writer w(live_bound(128, 64, 1));  // (a stock of 1 byte: the least pool, two buffers)
     const OpenOnExit open_on_exit{latch};
     const auto stall = w.add_output(OutputFormat::raw, latch.path, "", "");
     std::vector<Writer::OutputId> planned;
@@ -197,10 +204,7 @@ TEST(WriterMemoryBound, PreparedOutputsFindABufferAtTheirFirstRecord) {
     for (std::size_t i = 0; i < planned.size(); ++i) {
         EXPECT_TRUE(std::filesystem::exists(dir / fmt::format("p{}.raw", i))) << i;
     }
-    const std::size_t per_buffer = w.memory().buffer_bytes / kRecord;
-    for (std::size_t i = 0; i <= per_buffer; ++i) {  // the disk thread stalls
-        write_record(w, stall, kRecord, 0xaa);
-    }
+    stall_disk_thread(w, stall);
     // No pacing, no wait: all 48 first records at once.
     for (std::size_t i = 0; i < planned.size(); ++i) {
         write_record(w, planned[i], kRecord, static_cast<std::uint8_t>(i));
