@@ -1116,5 +1116,41 @@ TEST(Cli, ASmallWriterMemoryServesThePcapAlone) {
         << codif.err;
 }
 
+// The per-antenna files the options name are made before the first frame: an
+// antenna named by --antenna that never sends has its (empty, indexed) file,
+// and the run is still zero-loss. Options that name more files than the
+// writer's outputs plan none, and say so.
+TEST(Cli, AntennasNamedByTheOptionsHaveTheirFilesFromTheStart) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 20 --antennas 2 --threads 1 239.1.0.1:36001").code,
+              0);
+    const Result r = ibvcap(dir,
+                            "read -r x.pcap -F codif -o o -q --report r.json --antenna 10.0.0.11 "
+                            "--antenna 10.0.0.12 --antenna 10.0.0.99 239.1.0.1:36001");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    const std::string silent = dir / "o/ibvcap_239.1.0.1_36001_10.0.0.99.codif";
+    EXPECT_TRUE(std::filesystem::exists(silent));
+    EXPECT_EQ(std::filesystem::file_size(silent), 0u);
+    EXPECT_TRUE(std::filesystem::exists(silent + ".idx.json"));
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir / "r.json"))["outputs"].size(), 3u);
+
+    // 5 groups x 820 antennas (x.pcap's two among them): 4,100 files, past
+    // the writer's 4,096.
+    std::string many =
+        "read -r x.pcap -F codif -o m -q --report m.json --antenna 10.0.0.11 --antenna 10.0.0.12";
+    for (int a = 0; a < 818; ++a) {
+        many += fmt::format(" --antenna 10.1.{}.{}", a / 250, 1 + a % 250);
+    }
+    for (int g = 1; g <= 5; ++g) {
+        many += fmt::format(" 239.1.0.{}:36001", g);
+    }
+    const Result m = ibvcap(dir, many);
+    EXPECT_EQ(m.code, 0) << m.err;
+    const auto report = nlohmann::json::parse(slurp(dir / "m.json"));
+    EXPECT_EQ(report["outputs"].size(), 2u);  // made at their streams' first frames
+    EXPECT_NE(report["notes"].dump().find("none was made ahead"), std::string::npos)
+        << report["notes"].dump();
+}
+
 }  // namespace
 }  // namespace ibvcap

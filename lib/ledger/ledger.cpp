@@ -160,9 +160,6 @@ void Ledger::merge(const Ledger& other) {
     source_counters_.insert(source_counters_.end(), other.source_counters_.begin(),
                             other.source_counters_.end());
     notes_.insert(notes_.end(), other.notes_.begin(), other.notes_.end());
-    if (write_drops_why_.empty()) {
-        write_drops_why_ = other.write_drops_why_;
-    }
     gpu_xids_.insert(gpu_xids_.end(), other.gpu_xids_.begin(), other.gpu_xids_.end());
     gpu_xids_lost_ += other.gpu_xids_lost_;
     for (const auto& a : other.group_arrivals_) {

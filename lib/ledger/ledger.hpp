@@ -226,7 +226,8 @@ class Ledger {
     void add_block_misses(std::uint64_t frames) { block_misses_ += frames; }
     void add_note(std::string note) { notes_.push_back(std::move(note)); }
     // Why records were not written, appended to the verdict's "N records not
-    // written" (the writers' memory bound that was reached).
+    // written" (the writers' memory bound that was reached); set on the
+    // run's merged ledger.
     void explain_write_drops(std::string why) { write_drops_why_ = std::move(why); }
     // The demux, at a group's first frame (once per group; merge keeps the earliest).
     void note_group_arrival(const Endpoint& group, std::uint64_t ns);

@@ -106,6 +106,10 @@ struct WriterMemory {
     // with room left (the buffer stock lagged: should be 0).
     std::uint64_t drops_at_bound = 0;
     std::uint64_t drops_below_bound = 0;
+    // The host had no more memory to give below the bound (a drop below it
+    // was for that, not for a writer short of CPU). Not in the JSON: said in
+    // the verdict.
+    bool starved = false;
 };
 
 struct RunInfo {

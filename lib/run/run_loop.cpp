@@ -6,6 +6,9 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <set>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "lib/probes.hpp"
@@ -162,6 +165,52 @@ InterfaceCounts interface_counts(std::span<const SourceCounter> witnesses, std::
     return c;
 }
 
+// The (group, antenna) pairs whose per-antenna files the options name
+// (--antenna with the groups, an --expect manifest's antennas), to be made
+// before the first frame; none without a per-antenna format. When they would
+// pass the writer's `max_outputs` none are, and `note` says so: the files are
+// then made as streams arrive, as without the options.
+std::vector<std::pair<Endpoint, std::uint32_t>> planned_streams(const RunSettings& settings,
+                                                                std::size_t max_outputs,
+                                                                std::string& note) {
+    const std::size_t formats = static_cast<std::size_t>(std::count_if(
+        settings.outputs.formats.begin(), settings.outputs.formats.end(), [](OutputFormat f) {
+            return f == OutputFormat::raw || f == OutputFormat::codif ||
+                   f == OutputFormat::codifhdr;
+        }));
+    std::set<std::tuple<std::uint32_t, std::uint16_t, std::uint32_t>> seen;
+    std::vector<std::pair<Endpoint, std::uint32_t>> planned;
+    const auto add = [&](const Endpoint& g, std::uint32_t a) {
+        if (seen.emplace(g.ip, g.port, a).second) {
+            planned.emplace_back(g, a);
+        }
+    };
+    if (formats == 0) {
+        return planned;
+    }
+    for (const Endpoint& g : settings.demux.groups) {
+        for (const std::uint32_t a : settings.demux.antennas) {
+            add(g, a);
+        }
+    }
+    if (settings.expect && !settings.expect->shorthand) {
+        for (const auto& g : settings.expect->groups) {
+            for (const auto& a : g.antennas) {
+                add(g.group, a.ip);
+            }
+        }
+    }
+    if (planned.size() * formats + settings.outputs.formats.size() > max_outputs) {
+        note = fmt::format(
+            "the options name {} (group, antenna) pairs, {} files with the per-antenna formats, "
+            "more than the writer's {} outputs: none was made ahead, each is made at its "
+            "stream's first frame",
+            planned.size(), planned.size() * formats, max_outputs);
+        planned.clear();
+    }
+    return planned;
+}
+
 RunOutcome run_source(Source& source, const RunSettings& settings, const std::atomic<bool>& stop) {
     RunOutcome outcome;
     outcome.info.command = settings.command;
@@ -220,29 +269,10 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         }
     } holders_finish{lanes, settings.blocks};
 
-    // The per-antenna files the options name (--antenna with the groups, an
-    // --expect manifest's antennas), made before the first frame. Only with
-    // one lane: with several, a stream comes to one of them, unknown ahead.
-    std::vector<std::pair<Endpoint, std::uint32_t>> planned;
-    if (lane_count == 1) {
-        const auto add = [&planned](const Endpoint& g, std::uint32_t a) {
-            if (std::find(planned.begin(), planned.end(), std::pair{g, a}) == planned.end()) {
-                planned.emplace_back(g, a);
-            }
-        };
-        for (const Endpoint& g : settings.demux.groups) {
-            for (const std::uint32_t a : settings.demux.antennas) {
-                add(g, a);
-            }
-        }
-        if (settings.expect && !settings.expect->shorthand) {
-            for (const auto& g : settings.expect->groups) {
-                for (const auto& a : g.antennas) {
-                    add(g.group, a.ip);
-                }
-            }
-        }
-    }
+    std::string planning_note;
+    const auto planned = lane_count == 1
+                             ? planned_streams(settings, writer_options.max_outputs, planning_note)
+                             : std::vector<std::pair<Endpoint, std::uint32_t>>{};
     std::vector<SourceLane> targets;
     for (std::size_t i = 0; i < lane_count; ++i) {
         auto lane = std::make_unique<Lane>();
@@ -530,6 +560,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             total.backlog_peak_bytes += m.backlog_peak;
             total.drops_at_bound += m.drops_at_bound;
             total.drops_below_bound += m.drops_below_bound;
+            total.starved = total.starved || m.starved;
         }
     }
     std::vector<SourceLane> reports;
@@ -568,6 +599,9 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         if (!memory_cap.note.empty()) {
             outcome.ledger.add_note(memory_cap.note);
         }
+        if (!planning_note.empty()) {
+            outcome.ledger.add_note(planning_note);
+        }
         if (m.drops_at_bound + m.drops_below_bound > 0) {
             // Which bound was reached, and the option that raises it; or
             // that the stock fell behind with room left (not the operator's
@@ -584,11 +618,14 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             if (m.drops_below_bound > 0) {
                 why += fmt::format(
                     "{}{} of them with the writers' memory under its bound (--writer-memory {} "
-                    "MiB, backlog up to {} MiB): the writer's buffer stock fell behind, its "
-                    "thread short of CPU; give the writers a core of their own (--disk-cpu "
-                    "pins the disk threads and the stock)",
+                    "MiB, backlog up to {} MiB): {}",
                     why.empty() ? "" : "; ", m.drops_below_bound, m.bound_bytes >> 20,
-                    m.backlog_peak_bytes >> 20);
+                    m.backlog_peak_bytes >> 20,
+                    m.starved ? "the host had no more memory to give; lower --writer-memory to "
+                                "what it has free, or free memory"
+                              : "the writer's buffer stock fell behind, its thread short of "
+                                "CPU; give the writers a core of their own (--disk-cpu pins "
+                                "the disk threads and the stock)");
             }
             outcome.ledger.explain_write_drops(why);
         }

@@ -70,6 +70,7 @@ Writer::Memory Writer::memory() const {
     m.backlog_peak = backlog_peak_.load(std::memory_order_relaxed);
     m.drops_at_bound = drops_at_bound_;
     m.drops_below_bound = drops_below_bound_;
+    m.starved = stock_->starved();
     return m;
 }
 
@@ -141,7 +142,7 @@ Writer::Writer(const Options& options) : options_(options) {
     std::size_t capacity = 0;  // the most buffers there can ever be
     if (bounded()) {
         // Never more than the host has (the run caps it first, saying so:
-        // writer_memory_cap in lib/run/common.hpp); this only keeps the
+        // cap_writer_memory in lib/run/common.hpp); this only keeps the
         // queues' size sane for a library caller.
         const long pages = ::sysconf(_SC_PHYS_PAGES);
         const long page = ::sysconf(_SC_PAGESIZE);

@@ -244,6 +244,7 @@ class Writer {
         std::uint64_t backlog_peak = 0;       // the most bytes handed to the disk threads at once
         std::uint64_t drops_at_bound = 0;     // records dropped (live) with the memory at the bound
         std::uint64_t drops_below_bound = 0;  // records dropped with room left (the stock lagged)
+        bool starved = false;  // the stock found the host out of memory below the bound
     };
     Memory memory() const;
 

@@ -157,10 +157,13 @@ Writer::Buffer* BufferStock::take() {
 }
 
 // No lock on the producer: a wake that slips past the maker's wait is caught
-// by its millisecond timeout.
+// by its millisecond timeout. One wake until the maker has run: a live
+// producer finding no buffer at the bound pokes for every record it drops,
+// and must not make a system call for each.
 void BufferStock::poke() {
-    poked_.store(true, std::memory_order_relaxed);
-    cv_.notify_one();
+    if (!poked_.exchange(true, std::memory_order_relaxed)) {
+        cv_.notify_one();
+    }
 }
 
 bool BufferStock::wait_stocked(std::chrono::milliseconds patience) {

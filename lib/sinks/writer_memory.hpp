@@ -90,9 +90,12 @@ class BufferStock {
     // Stops making buffers (those made stay owned here). Idempotent.
     void stop();
     // Producer: keep about this many bytes of buffers ready from now on.
+    // (Woken only for more: less needs no wake, so that an output's first
+    // record, which lowers it, makes no system call.)
     void want(std::size_t bytes) {
-        want_bytes_.store(bytes, std::memory_order_relaxed);
-        poke();
+        if (want_bytes_.exchange(bytes, std::memory_order_relaxed) < bytes) {
+            poke();
+        }
     }
     // Waits until the stock holds what it wants, the bound is reached or the
     // system is out of memory, at most `patience`. Whether it holds it.
