@@ -1152,5 +1152,27 @@ TEST(Cli, AntennasNamedByTheOptionsHaveTheirFilesFromTheStart) {
         << report["notes"].dump();
 }
 
+// Groups that share their low 16 bits (239.1.0.1, 239.2.0.1), planned or
+// not, each have their own per-antenna files with their own frames.
+TEST(Cli, GroupsDifferingOnlyInTheirFirstOctetsHaveFilesOfTheirOwn) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir,
+                     "gen -q -w x.pcap -c 30 --antennas 1 --threads 1 239.1.0.1:36001 "
+                     "239.2.0.1:36001")
+                  .code,
+              0);
+    for (const char* planned : {"", " --antenna 10.0.0.11"}) {
+        const std::string out = *planned == '\0' ? "a" : "p";
+        const Result r = ibvcap(dir, "read -r x.pcap -F codif -q -o " + out + planned +
+                                         " 239.1.0.1:36001 239.2.0.1:36001");
+        EXPECT_EQ(r.code, 0) << planned << r.out << r.err;
+        for (const char* group : {"239.1.0.1", "239.2.0.1"}) {
+            const std::string file = dir / (out + "/ibvcap_" + group + "_36001_10.0.0.11.codif");
+            ASSERT_TRUE(std::filesystem::exists(file)) << file;
+            EXPECT_EQ(std::filesystem::file_size(file), 30u * 8256) << file;
+        }
+    }
+}
+
 }  // namespace
 }  // namespace ibvcap

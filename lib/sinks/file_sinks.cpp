@@ -209,9 +209,10 @@ SinkRoute StreamFileSink::open_stream(const StreamStats& s) {
 // One set of files per (group, antenna): the antenna's CODIF threads share
 // them, in arrival order.
 StreamFileSink::Route* StreamFileSink::route_for(const Endpoint& group, std::uint32_t antenna) {
-    const std::uint64_t key =
-        (std::uint64_t{group.ip} << 48 ^ std::uint64_t{group.port} << 32) | antenna;
-    auto& slot = routes_[key];
+    // The whole group address, port and antenna: a key packed into 64 bits
+    // kept 16 bits of the group, and groups differing only in their first
+    // octets shared files (issue 25).
+    auto& slot = routes_[{group.ip, group.port, antenna}];
     if (!slot) {
         slot = std::make_unique<Route>();
         for (const auto f : {OutputFormat::raw, OutputFormat::codif, OutputFormat::codifhdr}) {

@@ -6,12 +6,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
-#include <unordered_map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -149,7 +150,9 @@ class StreamFileSink final : public FrameSink {
     OutputOptions options_;
     Writer& writer_;
     bool formats_[3] = {false, false, false};
-    std::unordered_map<std::uint64_t, std::unique_ptr<Route>> routes_;  // (group ip:port, antenna)
+    // (group ip, port, antenna): looked up at a stream's first frame only.
+    std::map<std::tuple<std::uint32_t, std::uint16_t, std::uint32_t>, std::unique_ptr<Route>>
+        routes_;
 };
 
 // The file sinks `options` asks for, in the order they go to the demux
