@@ -347,22 +347,68 @@ TEST(WriteBehind, ALiveWriterLeavesItsPagesDirty) {
                                    << " dirty: a live writer started their writeback";
 }
 
-// start_writeback on its own: whole pages only, each once.
-TEST(WriteBehind, OnlyWholePagesAreStartedAndEachOnce) {
+// start_writeback on its own: whole pages only, each once, and only once
+// kWriteBehindBytes of them wait (small buffers are gathered into one call).
+TEST(WriteBehind, OnlyWholePagesAreStartedEachOnceAndGathered) {
     TempDir dir;
     const std::string path = dir.file("p");
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     ASSERT_GE(fd, 0);
+    constexpr std::uint64_t kGather = writer_detail::kWriteBehindBytes;
     std::uint64_t kicked = 0;
     writer_detail::start_writeback(fd, kicked, 100);
     EXPECT_EQ(kicked, 0u);  // not a whole page yet
     writer_detail::start_writeback(fd, kicked, 3 * 4096 + 5);
-    EXPECT_EQ(kicked, 3u * 4096);
-    writer_detail::start_writeback(fd, kicked, 3 * 4096 + 4000);
-    EXPECT_EQ(kicked, 3u * 4096);
-    writer_detail::start_writeback(fd, kicked, 8 * 4096);
-    EXPECT_EQ(kicked, 8u * 4096);
+    EXPECT_EQ(kicked, 0u);  // whole pages, but fewer than kGather bytes of them
+    writer_detail::start_writeback(fd, kicked, kGather + 4096 + 5);
+    EXPECT_EQ(kicked, kGather + 4096);
+    writer_detail::start_writeback(fd, kicked, 2 * kGather);
+    EXPECT_EQ(kicked, kGather + 4096);  // a page short of kGather more
+    writer_detail::start_writeback(fd, kicked, 2 * kGather + 4096 + 4000);
+    EXPECT_EQ(kicked, 2 * kGather + 4096);
     ::close(fd);
+}
+
+// Files smaller than what start_writeback gathers (many outputs, small
+// buffers) are started at their close, the last partial page too: none of
+// their pages is left dirty for a sync to write.
+TEST(WriteBehind, SmallFilesAreOnTheirWayToTheDiskWhenClosed) {
+    const std::string base = disk_base();
+    ASSERT_FALSE(base.empty()) << "/tmp and /var/tmp are tmpfs, which has no writeback: run the "
+                                  "tests where one of them is a disk filesystem";
+    TempDir dir(base);
+    constexpr std::size_t kFiles = 24;
+    constexpr std::size_t kRecord = 9000;
+    constexpr std::size_t kRecords = 30;  // 270,000 bytes a file: under kWriteBehindBytes
+    static_assert(kRecord * kRecords < writer_detail::kWriteBehindBytes);
+    std::vector<std::string> paths;
+    {
+        Writer w(small_options());
+        std::vector<Writer::OutputId> outs;
+        for (std::size_t f = 0; f < kFiles; ++f) {
+            paths.push_back(dir.file("s" + std::to_string(f) + ".raw"));
+            outs.push_back(w.add_output(OutputFormat::raw, paths.back(), "", ""));
+        }
+        ByteVec record(kRecord, 7);
+        for (std::size_t i = 0; i < kRecords; ++i) {
+            for (const auto out : outs) {
+                write_record(w, out, record);
+            }
+        }
+        w.finish();
+        EXPECT_FALSE(w.any_failed()) << w.stats()[0].error;
+    }
+    std::uint64_t dirty = 0;
+    std::uint64_t pages = 0;
+    for (const auto& path : paths) {
+        ASSERT_EQ(fs::file_size(path), kRecord * kRecords);
+        PageStates cs;
+        ASSERT_NO_FATAL_FAILURE(page_states(path, kRecord * kRecords, cs));
+        dirty += cs.dirty;
+        pages += (kRecord * kRecords + 4095) / 4096;
+    }
+    EXPECT_LT(dirty, pages / 10) << "of " << pages << " pages of " << kFiles << " small files, "
+                                 << dirty << " still dirty: their writeback was not started";
 }
 
 // A write error after much was written behind: the file is still cut back

@@ -244,6 +244,9 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     writer_options.memory_bytes = memory_cap.bytes;
     // --writer-memory bounds all the run's writers together: one per lane.
     writer_options.memory_bytes /= std::max<std::size_t>(lane_count, 1);
+    if (!source.lends_frames()) {
+        writer_options.max_pieces = 1;  // every record copied: no held frames to list
+    }
     if (writer_options.faults == nullptr) {
         writer_options.faults = &local_faults;
     }

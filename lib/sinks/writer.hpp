@@ -31,7 +31,9 @@
 // Buffer size: the writer plans for a number of outputs, and sizes buffers
 // so that the outputs' parked buffers (one partly filled buffer each) take
 // at most two thirds of the bound left after the staging and the outputs'
-// records (writer_memory.hpp, MemoryPlan); when the outputs pass the plan it
+// records, and at most a sixth of the whole bound (writer_memory.hpp,
+// MemoryPlan: memory made for idle outputs costs time to make and is room a
+// stall cannot use); when the outputs pass the plan it
 // plans for a quarter more and the size shrinks (never below
 // kMinBufferBytes, page-aligned): new buffers are made at the new size,
 // larger ones take no more than it and are remade at it by the disk thread

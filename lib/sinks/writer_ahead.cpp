@@ -166,12 +166,16 @@ void FileAhead::create(Writer::Output& out) {
 
 void start_writeback(int fd, std::uint64_t& kicked, std::uint64_t to) {
     const std::uint64_t end = to / kPage * kPage;
-    if (end <= kicked) {
+    if (end < kicked + kWriteBehindBytes) {
         return;
     }
     ::sync_file_range(fd, static_cast<off_t>(kicked), static_cast<off_t>(end - kicked),
                       SYNC_FILE_RANGE_WRITE);
     kicked = end;
+}
+
+void finish_writeback(int fd, std::uint64_t kicked) {
+    ::sync_file_range(fd, static_cast<off_t>(kicked), 0, SYNC_FILE_RANGE_WRITE);  // (0: to the end)
 }
 
 }  // namespace ibvcap::writer_detail

@@ -356,6 +356,9 @@ void WriterIo::close_file(Writer::Output& out) {
         ::ftruncate(out.fd, static_cast<off_t>(out.offset)) != 0) {
         fail(out, "cannot set the file's final length", errno);
     }
+    if (out.ahead.write_behind && !out.failed && regular) {
+        writer_detail::finish_writeback(out.fd, out.ahead.kicked);
+    }
     if (::close(out.fd) != 0 && !out.failed) {
         out.failed = true;
         out.error = fmt::format("close failed: {}", std::strerror(errno));

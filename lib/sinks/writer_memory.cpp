@@ -43,8 +43,9 @@ std::size_t MemoryPlan::buffer_for(std::size_t outputs, const Writer::Options& o
     if (steady <= own) {
         return Writer::kMinBufferBytes;
     }
-    // The parked buffers take at most two thirds of what is left.
-    const std::size_t each = (steady - own) / 3 * 2 / outputs;
+    // The parked buffers take at most two thirds of what is left, and at
+    // most a sixth of the bound.
+    const std::size_t each = std::min((steady - own) / 3 * 2, o.memory_bytes / 6) / outputs;
     std::size_t lo = Writer::kMinBufferBytes / kPage;  // in pages
     std::size_t hi = largest / kPage;
     if (buffer_cost(lo * kPage, o) > each) {

@@ -66,6 +66,7 @@ class PcapFileSource final : public Source {
     std::string input() const override { return path_; }
     std::string input_file() const override { return path_; }
     bool live() const override { return false; }
+    bool lends_frames() const override { return map_ != nullptr; }  // (libpcap's frames are copied)
     void connect(std::span<const SourceLane> lanes) override { demux_ = lanes.front().demux; }
     void start() override {}
     bool step(std::uint64_t limit, std::chrono::milliseconds max_wait,

@@ -54,6 +54,11 @@ class Source {
     // Whether a full writer queue waits (a file: it will still be there) or
     // drops and counts (live: a stalled producer loses frames at the NIC).
     virtual bool live() const = 0;
+    // Whether its frames may be held by the writers until written (a lease:
+    // receive slots, a mapped file). A source that never lends has every
+    // record copied, so the writers' buffers need no piece lists for held
+    // frames: a fifth less memory to make at 68 KiB buffers.
+    virtual bool lends_frames() const { return false; }
 
     // Lanes, and what each adds to the output file prefix ("" for one).
     virtual std::size_t lanes() const { return 1; }

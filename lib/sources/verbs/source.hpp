@@ -72,6 +72,7 @@ class VerbsSource final : public Source {
     std::string kind() const override { return "verbs"; }
     std::string input() const override;
     bool live() const override { return true; }
+    bool lends_frames() const override { return true; }
     std::size_t lanes() const override;
     // Several devices: each one's files are prefixed with its name.
     std::string lane_prefix(std::size_t lane) const override;
