@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -1172,6 +1173,46 @@ TEST(Cli, GroupsDifferingOnlyInTheirFirstOctetsHaveFilesOfTheirOwn) {
             EXPECT_EQ(std::filesystem::file_size(file), 30u * 8256) << file;
         }
     }
+}
+
+// Every key built from a stream's group, port and antenna source is exact
+// (issue 25): groups that differ only in their first octet, ports that differ
+// only in their high byte and antennas that differ only in their first
+// octet are streams, files and report entries of their own, each with its
+// own frames, in the per-antenna files and the report alike.
+TEST(Cli, StreamsDifferingOnlyInHighBitsAreKeptApart) {
+    test::TempDir dir;
+    const std::string streams = " 239.1.0.1:36001 238.1.0.1:36001 239.1.0.1:36257";
+    ASSERT_EQ(ibvcap(dir,
+                     "gen -q -w x.pcap -c 20 --threads 1 --antenna 10.0.0.11 --antenna "
+                     "138.0.0.11" +
+                         streams)
+                  .code,
+              0);
+    const Result r = ibvcap(dir, "read -r x.pcap -F codif -q -o o --report r.json" + streams);
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    const auto report = nlohmann::json::parse(slurp(dir / "r.json"));
+    std::set<std::string> seen;
+    for (const auto& s : report["streams"]) {
+        const std::string key =
+            s["group"].get<std::string>() + " " + s["antenna"].get<std::string>();
+        EXPECT_EQ(s["packets"], 20) << key;
+        EXPECT_TRUE(seen.insert(key).second) << key << " twice";
+    }
+    EXPECT_EQ(seen.size(), 6u);
+    std::size_t files = 0;
+    for (const char* group : {"239.1.0.1_36001", "238.1.0.1_36001", "239.1.0.1_36257"}) {
+        for (const char* antenna : {"10.0.0.11", "138.0.0.11"}) {
+            const std::string file = dir / fmt::format("o/ibvcap_{}_{}.codif", group, antenna);
+            ASSERT_TRUE(std::filesystem::exists(file)) << file;
+            EXPECT_EQ(std::filesystem::file_size(file), 20u * 8256) << file;
+            ++files;
+        }
+    }
+    for (const auto& o : report["outputs"]) {
+        EXPECT_EQ(o["packets"], 20) << o["path"];
+    }
+    EXPECT_EQ(report["outputs"].size(), files);
 }
 
 }  // namespace
