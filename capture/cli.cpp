@@ -405,6 +405,8 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
         c.demux.antennas =
             parse_addresses(args["antenna"].as<std::vector<std::string>>(), "--antenna");
     }
+    c.outputs.groups = c.demux.groups;
+    c.outputs.antennas = c.demux.antennas;
     const std::string snaplen = args["pcap-snaplen"].as<std::string>();
     if (snaplen != "full" && snaplen != "headers") {
         throw UsageError(

@@ -1215,5 +1215,47 @@ TEST(Cli, StreamsDifferingOnlyInHighBitsAreKeptApart) {
     EXPECT_EQ(report["outputs"].size(), files);
 }
 
+// --overwrite removes only the files this run would write (issue 25): another
+// group's or another antenna's files in the same directory are left as they
+// are, and are no reason to refuse a run without --overwrite either; a run
+// that names no group may write any, so it still refuses.
+TEST(Cli, OverwriteRemovesOnlyThisRunsFiles) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir,
+                     "gen -q -w m.pcap -c 20 --antennas 2 --threads 1 239.17.0.1:36001 "
+                     "239.17.0.2:36001")
+                  .code,
+              0);
+    const auto inode = [&](const std::string& group, const std::string& antenna) {
+        struct stat st {};
+        const std::string path = dir / fmt::format("ow/ibvcap_{}_36001_{}.codif", group, antenna);
+        return ::stat(path.c_str(), &st) == 0 ? st.st_ino : ino_t{0};
+    };
+    ASSERT_EQ(ibvcap(dir, "read -r m.pcap -q -F codif -o ow 239.17.0.1:36001").code, 0);
+    const ino_t first_11 = inode("239.17.0.1", "10.0.0.11");
+    const ino_t first_12 = inode("239.17.0.1", "10.0.0.12");
+    ASSERT_NE(first_11, 0u);
+    ASSERT_NE(first_12, 0u);
+    // Another group into the same directory: nothing of this run's there.
+    Result r = ibvcap(dir, "read -r m.pcap -q -F codif -o ow 239.17.0.2:36001");
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = ibvcap(dir, "read -r m.pcap -q -F codif -o ow --overwrite 239.17.0.2:36001");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(inode("239.17.0.1", "10.0.0.11"), first_11) << "another group's file was replaced";
+    EXPECT_EQ(inode("239.17.0.1", "10.0.0.12"), first_12) << "another group's file was replaced";
+    // One antenna of the first group: only its file is replaced.
+    r = ibvcap(dir,
+               "read -r m.pcap -q -F codif -o ow --antenna 10.0.0.12 --overwrite 239.17.0.1:36001");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(inode("239.17.0.1", "10.0.0.11"), first_11) << "another antenna's file was replaced";
+    EXPECT_NE(inode("239.17.0.1", "10.0.0.12"), 0u);
+    EXPECT_EQ(std::filesystem::file_size(dir / "ow/ibvcap_239.17.0.1_36001_10.0.0.11.codif"),
+              20u * 8256);
+    // A run that names no group may write every group's files.
+    r = ibvcap(dir, "read -r m.pcap -q -F codif -o ow");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("add --overwrite"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace ibvcap

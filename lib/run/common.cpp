@@ -117,8 +117,8 @@ std::vector<std::string> existing_outputs(const OutputOptions& options) {
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(options.output_dir, ec)) {
         const std::string name = entry.path().filename().string();
-        if (!is_output_name(options, name)) {
-            continue;
+        if (!is_run_output_name(options, name)) {
+            continue;  // (another group's or antenna's files are not in this run's way)
         }
         std::error_code sec;
         const auto status = entry.symlink_status(sec);

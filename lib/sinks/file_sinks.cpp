@@ -34,7 +34,10 @@ std::string run_output_path(const OutputOptions& options, OutputFormat format) {
     return fmt::format("{}/{}.{}", options.output_dir, options.prefix, file_extension(format));
 }
 
-bool is_output_name(const OutputOptions& options, const std::string& name) {
+namespace {
+// `streams`: for a per-antenna name, also whether its stream is one of
+// options.groups and options.antennas (each when given).
+bool match_output_name(const OutputOptions& options, const std::string& name, bool streams) {
     std::string prefix;
     for (const char c : options.prefix) {
         if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) {
@@ -51,15 +54,41 @@ bool is_output_name(const OutputOptions& options, const std::string& name) {
         const std::string ext = std::string(file_extension(f));
         // and the file's sidecar index (FILE.idx.json: lib/sinks/file_index.hpp)
         const std::string index = "(\\.idx\\.json)?";
-        const std::string pattern =
-            f == OutputFormat::pcap || f == OutputFormat::pcapng
-                ? prefix + lane + rotated + "\\." + ext + index
-                : prefix + lane + "_" + ip + "_[0-9]+_" + ip + rotated + "\\." + ext + index;
-        if (std::regex_match(name, std::regex(pattern))) {
+        const std::string pattern = f == OutputFormat::pcap || f == OutputFormat::pcapng
+                                        ? prefix + lane + rotated + "\\." + ext + index
+                                        : prefix + lane + "_(" + ip + ")_([0-9]+)_(" + ip + ")" +
+                                              rotated + "\\." + ext + index;
+        std::smatch m;
+        if (!std::regex_match(name, m, std::regex(pattern))) {
+            continue;
+        }
+        if (!streams || f == OutputFormat::pcap || f == OutputFormat::pcapng) {
+            return true;
+        }
+        // Compared as output_path() writes them (groups 2, 3 and 4 of the
+        // pattern; 1 is the lane prefix).
+        const auto named = [](const auto& list, const std::string& text, const auto& show) {
+            return list.empty() || std::any_of(list.begin(), list.end(),
+                                               [&](const auto& x) { return show(x) == text; });
+        };
+        const bool group_ok = named(options.groups, m[2].str() + ':' + m[3].str(),
+                                    [](const Endpoint& g) { return g.to_string(); });
+        const bool antenna_ok =
+            named(options.antennas, m[4].str(), [](std::uint32_t a) { return format_ipv4(a); });
+        if (group_ok && antenna_ok) {
             return true;
         }
     }
     return false;
+}
+}  // namespace
+
+bool is_output_name(const OutputOptions& options, const std::string& name) {
+    return match_output_name(options, name, false);
+}
+
+bool is_run_output_name(const OutputOptions& options, const std::string& name) {
+    return match_output_name(options, name, true);
 }
 
 PcapFileSink::PcapFileSink(const OutputOptions& options, Writer& writer)

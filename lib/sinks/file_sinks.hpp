@@ -32,6 +32,12 @@ struct OutputOptions {
     // input file's for ibvcap read.
     std::uint32_t pcap_link_type = kPcapLinkTypeEthernet;
     bool overwrite = false;  // --overwrite: an earlier run's files of the same names are removed
+    // The streams whose per-antenna files this run may write: the groups
+    // given (GROUP:PORT) and the antennas (--antenna); empty: any. What
+    // --overwrite removes and what a run without it refuses to start over:
+    // another group's files in the same directory are not this run's.
+    std::vector<Endpoint> groups;
+    std::vector<std::uint32_t> antennas;
     // The pcapng file's interface (its if_name and if_description): the
     // lane's device and port, the interface, or the file read.
     std::string interface_name;
@@ -84,6 +90,9 @@ std::string run_output_path(const OutputOptions& options, OutputFormat format);
 // (`_mlx5_0p1`) and a rotation index (`.000003`), and their sidecar indexes
 // (`.idx.json`).
 bool is_output_name(const OutputOptions& options, const std::string& name);
+// is_output_name, and for a per-antenna file also of a stream this run may
+// write (options.groups, options.antennas): a name this run may write.
+bool is_run_output_name(const OutputOptions& options, const std::string& name);
 
 // Every frame into the run's pcap file. --pcap-snaplen headers: a UDP frame
 // is cut after its CODIF header (the original length is kept, as tcpdump -s
