@@ -108,6 +108,11 @@ class SlotOwner {
     // Any thread: the holder is done with these slots. Never blocks for long
     // (a short lock shared with the poll thread's try_lock).
     virtual void release(std::span<const std::uint64_t> tokens) = 0;
+    // Any thread: whether bytes it lent (ptr, len) were still the frame's
+    // when this is asked; false when they went (a mapped input file shrank:
+    // lib/sources/guarded_map.hpp), so a writer that read them after may have
+    // read zeros. Bytes not its own: true.
+    virtual bool intact(const std::uint8_t* /*ptr*/, std::size_t /*len*/) const { return true; }
 };
 
 struct FrameLease {

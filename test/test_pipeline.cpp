@@ -486,6 +486,77 @@ ReadOutcome read_with(const std::string& file, bool mapped, const test::TempDir&
 
 }  // namespace
 
+// An input file shrunk by another program while it is read (issue 25:
+// `truncate -s 30000000 m.pcap` beside `read -r m.pcap` killed the run with
+// SIGBUS). The mapped reader ends with an error naming the change; the
+// frames before it are delivered, and the pcap written is whole records.
+TEST(PcapFile, AFileThatShrinksWhileReadEndsTheRunWithAnError) {
+    test::TempDir dir;
+    GeneratorConfig c;
+    c.antennas = {test::kAntenna1};
+    c.groups = {Endpoint{test::kGroup1, 36001}};
+    c.threads = 1;
+    c.frames = 400;  // about 3.3 MB
+    Generator gen(c);
+    const std::string input = (dir.path() / "shrinks.pcap").string();
+    write_generated_pcap(gen, input);
+    const std::uintmax_t whole = std::filesystem::file_size(input);
+    constexpr std::uintmax_t kCut = 300000;  // inside frame 36
+    PcapFileSource source(input);
+    ASSERT_TRUE(source.is_mapped());
+    OutputOptions d;
+    d.formats = {OutputFormat::pcap};
+    d.output_dir = (dir.path() / "out").string();
+    std::filesystem::create_directories(d.output_dir);
+    Ledger ledger;
+    PcapFileSource::Result result;
+    {
+        Writer::Options wo;
+        // One buffer holds every frame read (830 KB), so the disk thread
+        // reads the held frames only at finish(), after the file shrank.
+        wo.buffer_bytes = std::size_t{4} << 20;
+        wo.buffers = 2;
+        Writer w(wo);
+        Demux demux(DemuxOptions{}, ledger);
+        FileSinks files(d, &w);
+        demux.add_sinks(files.entries());
+        std::uint64_t seen = 0;
+        demux.add_observer(
+            [&](const Frame&, const UdpPacket&, const CodifHeader&, const StreamStats&) {
+                if (++seen == 100) {  // frames 36 to 99 are read, their pages then gone
+                    std::filesystem::resize_file(input, kCut);
+                }
+            });
+        const std::atomic<bool> stop{false};
+        result = source.run(demux, 0, stop);
+        w.finish();
+        // The held frames' pages went before the disk thread read them: the
+        // output fails, saying why, and is cut back to its last whole record.
+        EXPECT_TRUE(w.any_failed());
+        EXPECT_NE(w.stats()[0].error.find("its input file shrank"), std::string::npos)
+            << w.stats()[0].error;
+    }
+    EXPECT_NE(result.error.find("shrank while it was read: 300000 bytes now, " +
+                                std::to_string(whole) + " when the run opened it"),
+              std::string::npos)
+        << result.error;
+    EXPECT_EQ(result.frames, 100u);  // frame 101's last byte lies past the new end
+    // The pcap written is whole records, every one a frame as generated (no
+    // zeros): libpcap reads it to its end, and the demux finds each CODIF.
+    PcapFileSource written(run_output_path(d, OutputFormat::pcap), false);
+    Ledger again;
+    Demux check(DemuxOptions{}, again);
+    const std::atomic<bool> stop{false};
+    const auto back = written.run(check, 0, stop);
+    EXPECT_TRUE(back.complete) << back.error;
+    EXPECT_LE(back.frames, result.frames);
+    std::uint64_t codif = 0;
+    for (const auto& st : again.streams()) {
+        codif += st.packets();
+    }
+    EXPECT_EQ(codif, back.frames) << "records of zeros were written";
+}
+
 TEST(PcapFile, MappedReaderMatchesLibpcapOnIntactAndDamagedFiles) {
     test::TempDir dir;
     GeneratorConfig c;

@@ -338,6 +338,8 @@ class WriterIo {
 
     std::string file_path(const Writer::Output& out) const;
     void fail(Writer::Output& out, const std::string& what, int err);
+    // Whether every frame the buffer held is still its owner's (SlotOwner::intact).
+    bool held_intact(const Writer::Buffer& buffer) const;
     void open_file(Writer::Output& out);
     void close_file(Writer::Output& out);
     void write_trailer(Writer::Output& out);

@@ -206,11 +206,18 @@ void WriterIo::write_buffer(Writer::Buffer& buffer, Writer::Output& out) {
     out.abandoned = out.abandoned || abandoned;
     if (!out.failed && buffer.records > 0) {
         // (A buffer of empty records writes nothing but still counts them.)
+        const std::uint64_t before = out.offset;
         const int err = write_pieces(out, buffer.pieces, buffer.bytes, buffer.records);
         if (err == kDeferred) {
             // Counted when the write completes (complete_pending).
         } else if (err != 0) {
             fail(out, "write failed", err);
+        } else if (!out.failed && !held_intact(buffer)) {
+            // Written, but a held frame's bytes went while they were read
+            // (the guard gave zeros): not this run's records; cut back.
+            out.offset = before;
+            out.checksum.copy_from(lane_.checksum_before);
+            fail(out, "write failed", EFAULT);
         } else if (!out.failed) {  // (failed: the write behind of its last buffer failed)
             out.written_records += buffer.records;
             out.on_disk[out.on_disk_current].packets += buffer.records;
@@ -257,11 +264,34 @@ std::string WriterIo::file_path(const Writer::Output& out) const {
     return Writer::rotated_path(out.path, r.files > 0 ? out.file_index % r.files : out.file_index);
 }
 
+bool WriterIo::held_intact(const Writer::Buffer& buffer) const {
+    const SlotOwner* asked = nullptr;
+    for (const SlotOwner* owner : buffer.owners) {
+        if (owner == asked) {
+            continue;  // (a buffer's frames mostly share one owner)
+        }
+        asked = owner;
+        for (const Piece& p : buffer.pieces) {
+            if (p.device == nullptr && !owner->intact(p.ptr, p.len)) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 void WriterIo::fail(Writer::Output& out, const std::string& what, int err) {
     out.failed = true;
     out.error = fmt::format("{}: {}", what, std::strerror(err));
     if (err == ENOSPC || err == EDQUOT) {
         out.error += " (free space on that filesystem, or write to another)";
+    }
+    if (err == EFAULT) {
+        // A held frame's bytes were gone: the pages of a mapped input file
+        // that another program shrank (lib/sources/guarded_map.hpp).
+        out.error +=
+            " (a record's bytes were gone when it was written: its input file shrank "
+            "while it was read)";
     }
     if (err == EINVAL && options_.direct_io) {
         // After O_DIRECT writes have worked on this file, EINVAL means the

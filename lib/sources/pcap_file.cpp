@@ -24,13 +24,6 @@ constexpr std::uint32_t kMaxSnaplen = 262144;
 constexpr std::size_t kFileHeaderBytes = 24;
 constexpr std::size_t kRecordHeaderBytes = 16;
 
-// Held frames need no release: the mapping outlives the writers.
-class MappingOwner final : public SlotOwner {
-  public:
-    void release(std::span<const std::uint64_t>) override {}
-};
-MappingOwner mapping_owner;
-
 // The link types read (lib/sources/pcap_file.hpp), by the DLT_ value
 // libpcap's pcap_datalink() gives, with the LINKTYPE_ value a file header
 // holds (pcap/dlt.h; https://www.tcpdump.org/linktypes.html: DLT_RAW is 12
@@ -97,7 +90,7 @@ PcapFileSource::PcapFileSource(const std::string& path, bool mapped) : path_(pat
         return;
     }
     // libpcap accepted the file; map it when it is a classic pcap file.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         return;  // libpcap reads it
     }
@@ -105,9 +98,12 @@ PcapFileSource::PcapFileSource(const std::string& path, bool mapped) : path_(pat
     if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
         static_cast<std::uint64_t>(st.st_size) >= kFileHeaderBytes) {
         const auto bytes = static_cast<std::size_t>(st.st_size);
-        void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p != MAP_FAILED) {
-            const auto* base = static_cast<const std::uint8_t*>(p);
+        // (Guarded: another program may shrink the file while it is read.)
+        auto guard = std::make_unique<GuardedMap>(fd, bytes);
+        fd = -1;  // the guard's now
+        if (guard->data() != nullptr) {
+            const std::uint8_t* base = guard->data();
+            void* p = const_cast<std::uint8_t*>(base);
             const std::uint32_t magic = load_le32(base);
             const bool swapped = magic == 0xd4c3b2a1u || magic == 0x4d3cb2a1u;
             const auto u16 = [&](std::size_t at) {
@@ -123,23 +119,23 @@ PcapFileSource::PcapFileSource(const std::string& path, bool mapped) : path_(pat
                 ::madvise(p, bytes, MADV_WILLNEED);
                 map_ = base;
                 map_bytes_ = bytes;
+                guard_ = std::move(guard);
+                owner_.guard = guard_.get();
                 swapped_ = swapped;
                 nanoseconds_ = magic == 0xa1b23c4du || magic == 0x4d3cb2a1u;
                 // The snapshot length libpcap derived from the header (it
                 // decides truncation and the wording of errors).
                 snapshot_ = static_cast<std::uint32_t>(std::max(pcap_snapshot(pcap_), 0));
-            } else {
-                ::munmap(p, bytes);
             }
+            // (Not a version it maps: the guard unmaps and closes as it goes.)
         }
     }
-    ::close(fd);
+    if (fd >= 0) {
+        ::close(fd);
+    }
 }
 
 PcapFileSource::~PcapFileSource() {
-    if (map_ != nullptr) {
-        ::munmap(const_cast<std::uint8_t*>(map_), map_bytes_);
-    }
     if (pcap_ != nullptr) {
         pcap_close(pcap_);
     }
@@ -150,7 +146,8 @@ PcapFileSource::Result PcapFileSource::run_mapped(Demux& demux, std::uint64_t ma
     Result result;
     auto field = [this](const std::uint8_t* p) { return swapped_ ? load_be32(p) : load_le32(p); };
     std::size_t at = kFileHeaderBytes;
-    FrameLease lease{&mapping_owner, 0, 0, true, false};
+    std::size_t checked = at;
+    FrameLease lease{&owner_, 0, 0, true, false};
     for (;;) {
         if (stop.load(std::memory_order_relaxed) ||
             (max_frames != 0 && result.frames >= max_frames)) {
@@ -207,9 +204,40 @@ PcapFileSource::Result PcapFileSource::run_mapped(Demux& demux, std::uint64_t ma
             std::uint64_t{field(h)} * 1'000'000'000u + (nanoseconds_ ? frac : frac * 1000u);
         lease.holds = 0;
         frame.lease = &lease;
-        demux.on_frame(frame);
-        at += kRecordHeaderBytes + caplen;
-        ++result.frames;
+        // The record's last byte, read before the record is delivered: the
+        // file shrinks from its end, so when it reads, the whole record is
+        // still the file's; when it lies past a new end the guard notes the
+        // change and it reads zero (guarded_map.hpp), and no record of zeros
+        // is delivered.
+        static_cast<void>(*static_cast<const volatile std::uint8_t*>(
+            h + kRecordHeaderBytes + caplen - (caplen > 0 ? 1 : kRecordHeaderBytes)));
+        std::optional<std::size_t> shrunk = guard_->shrunk();
+        if (!shrunk) {
+            demux.on_frame(frame);
+            at += kRecordHeaderBytes + caplen;
+            ++result.frames;
+            shrunk = guard_->shrunk();
+        }
+        // The file shrank under the mapping (guarded_map.hpp): found by the
+        // SIGBUS guard at a read past its new end, or by asking the file now
+        // and then.
+        if (!shrunk && at - checked >= kShrinkCheckBytes) {
+            checked = at;
+            shrunk = guard_->check();
+        }
+        if (shrunk) {
+            result.error = fmt::format(
+                "{} shrank while it was read: {} bytes now, {} when the run opened it (another "
+                "program truncated or rewrote it); the run stops after {} frames{}: read a copy "
+                "that nothing writes to",
+                path_, *shrunk, map_bytes_, result.frames,
+                at > *shrunk ? fmt::format("; of the records read past byte {} ({} bytes), those "
+                                           "not yet written when their bytes went are not "
+                                           "written",
+                                           *shrunk, at - *shrunk)
+                             : std::string());
+            return result;
+        }
     }
 }
 

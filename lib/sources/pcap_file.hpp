@@ -26,9 +26,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "lib/demux/demux.hpp"
+#include "lib/sources/guarded_map.hpp"
 #include "lib/sources/source.hpp"
 
 namespace ibvcap {
@@ -86,7 +89,20 @@ class PcapFileSource final : public Source {
     LinkType link_ = LinkType::ethernet;
     std::uint32_t pcap_link_type_ = 1;
     bool classic_ = true;  // classic pcap, not pcapng
-    // The mapping (classic pcap only).
+    // The mapping (classic pcap only), guarded against the file shrinking.
+    std::unique_ptr<GuardedMap> guard_;
+    // Lends the mapping's frames to the writers. They need no release (the
+    // mapping outlives the writers); their bytes are intact while the file
+    // has not shrunk under them.
+    struct MappingOwner final : SlotOwner {
+        const GuardedMap* guard = nullptr;
+        void release(std::span<const std::uint64_t> /*tokens*/) override {}
+        bool intact(const std::uint8_t* ptr, std::size_t len) const override {
+            return guard == nullptr || guard->intact(ptr, len);
+        }
+    };
+    MappingOwner owner_;
+    static constexpr std::size_t kShrinkCheckBytes = std::size_t{16} << 20;
     const std::uint8_t* map_ = nullptr;
     std::size_t map_bytes_ = 0;
     bool swapped_ = false;
