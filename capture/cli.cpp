@@ -638,6 +638,12 @@ extern "C" void on_stop_signal(int) {
 extern "C" void on_end_signal(int) {
     g_stop.store(true);
 }
+
+// SIGUSR1: print the counts so far and go on (tcpdump's use of it).
+std::atomic<bool> g_counts{false};
+extern "C" void on_counts_signal(int) {
+    g_counts.store(true);
+}
 }  // namespace
 
 void install_stop_handler() {
@@ -653,6 +659,29 @@ void install_stop_handler() {
     sigemptyset(&end.sa_mask);
     sigaction(SIGHUP, &end, nullptr);
     sigaction(SIGPIPE, &end, nullptr);
+    // Every other signal whose default ends the process (signal(7): Term or
+    // Core, less the faults of the program itself, SIGSEGV, SIGBUS, SIGFPE,
+    // SIGILL, SIGTRAP, SIGABRT, SIGSYS) ends the run as SIGTERM does, with
+    // its files and report: a stray `kill -USR2` or an alarm must not lose a
+    // capture.
+    for (const int sig :
+         {SIGQUIT, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO, SIGPWR, SIGSTKFLT}) {
+        sigaction(sig, &sa, nullptr);
+    }
+    for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) {
+        sigaction(sig, &sa, nullptr);
+    }
+    struct sigaction counts {};
+    counts.sa_handler = on_counts_signal;
+    counts.sa_flags = SA_RESTART;  // (it stops nothing: blocked reads go on)
+    sigemptyset(&counts.sa_mask);
+    sigaction(SIGUSR1, &counts, nullptr);
+    // A file past RLIMIT_FSIZE: the write fails with EFBIG and that output
+    // fails naming it (the others go on), instead of the process ending.
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGXFSZ, &ignore, nullptr);
     // The non-blocking stdout and stderr, made now: stdio's buffered stdout
     // is flushed before the run rather than from a capture thread.
     stdout_console();
@@ -665,6 +694,10 @@ const std::atomic<bool>& stop_flag() {
 
 const std::atomic<bool>& urgent_flag() {
     return g_urgent;
+}
+
+std::atomic<bool>& counts_flag() {
+    return g_counts;
 }
 
 }  // namespace ibvcap::cli

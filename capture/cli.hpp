@@ -54,6 +54,8 @@ const std::atomic<bool>& stop_flag();
 // Set by a second interrupt: stop at once, leave queued buffers unwritten (a
 // third interrupt ends the process on the spot).
 const std::atomic<bool>& urgent_flag();
+// Set by SIGUSR1: print the counts so far (RunSettings::counts_request).
+std::atomic<bool>& counts_flag();
 
 // Options every capturing subcommand shares (docs/formats.md, "Command line"): --antenna, -o, -F,
 // --prefix, --overwrite, -c, --report, --metrics-file, --metrics-interval, -q, -v, --expect,

@@ -170,7 +170,8 @@ int cmd_capture(int argc, char** argv) {
                    "leave it out to capture until Ctrl-C");
     request.sysfs_root = args["sysfs-root"].as<std::string>();
     request.stats = common.quiet ? nullptr : stderr;  // the live stats line
-    request.notices = &stderr_console();              // "stopping: writing 120.0 MiB; ..."
+    request.counts_request = &counts_flag();
+    request.notices = &stderr_console();  // "stopping: writing 120.0 MiB; ..."
     if (common.verbose) {
         request.observer = print_frame;
     }

@@ -745,6 +745,49 @@ TEST(CliEnds, InterruptTermAndHangupEndTheRunWithAReport) {
     }
 }
 
+// Issue 25 item 5: SIGUSR1 (tcpdump's "print the counts") prints the run's
+// counts so far and the run goes on; every other signal whose default ends
+// the process ends the run as SIGTERM does, with its report (the old code
+// died on SIGUSR1 without one).
+TEST(CliEnds, Usr1PrintsTheCountsAndOtherSignalsEndTheRunWithAReport) {
+    test::TempDir dir;
+    SKIP_WITHOUT_CAPTURE_PERMISSION(dir);
+    for (const int sig : {SIGUSR2, SIGALRM, SIGQUIT, SIGRTMIN + 3}) {
+        SCOPED_TRACE(strsignal(sig));
+        const std::string report = fmt::format("u{}.json", sig);
+        const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        const int out = open_file(dir / "out");
+        const int err = open_file(dir / "err");
+        const pid_t pid = spawn(dir,
+                                silent_capture({"-q", "-F", "pcap", "-o", "u" + std::to_string(sig),
+                                                "--report", report}),
+                                null, out, err);
+        ::close(null);
+        ::close(out);
+        ::close(err);
+        ASSERT_TRUE(wait_for_handler(pid, SIGUSR1));
+        ASSERT_TRUE(wait_for_handler(pid, sig));
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        ::kill(pid, SIGUSR1);
+        // The counts, and the run still going.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (slurp(dir / "err").find("frames") == std::string::npos &&
+               std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        const std::string counts = slurp(dir / "err");
+        EXPECT_NE(counts.find("ibvcap capture: after "), std::string::npos) << counts;
+        EXPECT_NE(counts.find(" 0 frames, 0 bytes received"), std::string::npos) << counts;
+        int status = 0;
+        EXPECT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "SIGUSR1 ended the run";
+        ::kill(pid, sig);
+        status = wait_for(pid, std::chrono::seconds(20));
+        ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << describe(status);
+        const auto j = nlohmann::json::parse(slurp(dir / report));
+        EXPECT_EQ(j["interrupted"], true);
+    }
+}
+
 // Item 4: stderr closed under the run (`2>&1 | head -1`): SIGPIPE is a clean
 // stop with the report, not death by signal.
 TEST(CliEnds, AClosedStderrEndsTheRunCleanly) {

@@ -469,6 +469,28 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         }
     };
     for (;;) {
+        if (settings.counts_request != nullptr &&
+            settings.counts_request->exchange(false, std::memory_order_relaxed) &&
+            settings.notices != nullptr) {
+            const SourceFigures f = source.figures();
+            std::string lost;
+            for (const auto& w : all_witnesses(source, settings, lanes)) {
+                if (w.value > 0 && w.cause != LossCause::none) {
+                    lost += fmt::format("{}{} {}", lost.empty() ? "" : ", ", w.name, w.value);
+                }
+            }
+            settings.notices->write_within(
+                fmt::format(
+                    "ibvcap {}: after {:.1f} s: {} frames{} received; writer "
+                    "backlog {:.1f} MiB, {} records not written; {}\n",
+                    settings.command, seconds_since_start(Clock::now()), f.packets,
+                    f.bytes ? fmt::format(", {} bytes", *f.bytes) : std::string(),
+                    static_cast<double>(sum_writers(lanes, &Writer::backlog_bytes).value_or(0)) /
+                        (1 << 20),
+                    sum_writers(lanes, &Writer::dropped_so_far).value_or(0),
+                    lost.empty() ? "no loss witnessed so far" : "witnessed: " + lost),
+                std::chrono::seconds(1));
+        }
         if (stop.load(std::memory_order_relaxed)) {
             outcome.info.interrupted = true;
             acknowledge_stop(settings.notices, settings.command, lanes);

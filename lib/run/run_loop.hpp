@@ -48,6 +48,9 @@ struct RunSettings {
     // sees the stop flag: "stopping: writing 120.0 MiB; Ctrl-C again to
     // abandon it" (null: none). Written only if the stream takes it at once.
     Console* notices = nullptr;
+    // Set by SIGUSR1 (tcpdump's "print the counts"): the loop prints the
+    // run's counts so far on `notices`, clears it and goes on (null: none).
+    std::atomic<bool>* counts_request = nullptr;
     // Witnesses outside the source (the GPU's XIDs): sampled once a second
     // with the source's own (Source::witnesses), on the run loop's thread.
     std::vector<std::function<std::vector<SourceCounter>()>> witnesses;
