@@ -430,10 +430,7 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
     // Only the run's own files (pcap, pcapng): their number is known, so the
     // bound need not leave room for thousands of per-stream files.
     if (!c.outputs.formats.empty() &&
-        std::none_of(c.outputs.formats.begin(), c.outputs.formats.end(), [](OutputFormat f) {
-            return f == OutputFormat::raw || f == OutputFormat::codif ||
-                   f == OutputFormat::codifhdr;
-        })) {
+        std::none_of(c.outputs.formats.begin(), c.outputs.formats.end(), per_antenna)) {
         c.writer.max_outputs = std::max<std::size_t>(c.outputs.formats.size(), 1);
     }
     if (const std::string problem = writer_memory_problem(c.writer, 1); !problem.empty()) {

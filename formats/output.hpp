@@ -32,6 +32,13 @@ inline constexpr std::array<OutputFormat, 5> kAllOutputFormats = {
     OutputFormat::raw, OutputFormat::codif, OutputFormat::codifhdr, OutputFormat::pcap,
     OutputFormat::pcapng};
 
+// raw, codif and codifhdr: one file per (group, antenna); pcap and pcapng:
+// one file for the run.
+constexpr bool per_antenna(OutputFormat format) {
+    return format == OutputFormat::raw || format == OutputFormat::codif ||
+           format == OutputFormat::codifhdr;
+}
+
 std::string_view to_string(OutputFormat format);
 std::optional<OutputFormat> parse_output_format(std::string_view name);
 // "raw", "codif", "codifhdr", "pcap", "pcapng"

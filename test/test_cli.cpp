@@ -125,6 +125,19 @@ int open_file(const std::string& path) {
     return ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 }
 
+// spawn() with stdin /dev/null and stdout and stderr into the files `out`
+// and `err` of `dir`.
+pid_t spawn_to_files(const test::TempDir& dir, const std::vector<std::string>& args) {
+    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const int out = open_file(dir / "out");
+    const int err = open_file(dir / "err");
+    const pid_t pid = spawn(dir, args, null, out, err);
+    ::close(null);
+    ::close(out);
+    ::close(err);
+    return pid;
+}
+
 // The binary must load on acquisition hosts with an older rdma-core:
 // ibv_reg_dmabuf_mr (IBVERBS_1.12, rdma-core 34) is looked up at run time, so
 // the highest libibverbs symbol version it needs is IBVERBS_1.8
@@ -718,16 +731,9 @@ TEST(CliEnds, InterruptTermAndHangupEndTheRunWithAReport) {
     for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
         SCOPED_TRACE(strsignal(sig));
         const std::string report = fmt::format("r{}.json", sig);
-        const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-        const int out = open_file(dir / "out");
-        const int err = open_file(dir / "err");
-        const pid_t pid = spawn(dir,
-                                silent_capture({"-q", "-F", "pcap", "-o", "o" + std::to_string(sig),
-                                                "--report", report}),
-                                null, out, err);
-        ::close(null);
-        ::close(out);
-        ::close(err);
+        const pid_t pid =
+            spawn_to_files(dir, silent_capture({"-q", "-F", "pcap", "-o", "o" + std::to_string(sig),
+                                                "--report", report}));
         ASSERT_TRUE(wait_for_handler(pid, sig));
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
         ::kill(pid, sig);
@@ -755,16 +761,9 @@ TEST(CliEnds, Usr1PrintsTheCountsAndOtherSignalsEndTheRunWithAReport) {
     for (const int sig : {SIGUSR2, SIGALRM, SIGQUIT, SIGRTMIN + 3}) {
         SCOPED_TRACE(strsignal(sig));
         const std::string report = fmt::format("u{}.json", sig);
-        const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-        const int out = open_file(dir / "out");
-        const int err = open_file(dir / "err");
-        const pid_t pid = spawn(dir,
-                                silent_capture({"-q", "-F", "pcap", "-o", "u" + std::to_string(sig),
-                                                "--report", report}),
-                                null, out, err);
-        ::close(null);
-        ::close(out);
-        ::close(err);
+        const pid_t pid =
+            spawn_to_files(dir, silent_capture({"-q", "-F", "pcap", "-o", "u" + std::to_string(sig),
+                                                "--report", report}));
         ASSERT_TRUE(wait_for_handler(pid, SIGUSR1));
         ASSERT_TRUE(wait_for_handler(pid, sig));
         std::this_thread::sleep_for(std::chrono::milliseconds(300));

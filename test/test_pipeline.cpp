@@ -484,6 +484,22 @@ ReadOutcome read_with(const std::string& file, bool mapped, const test::TempDir&
     return o;
 }
 
+// One stream (kAntenna1, thread 0, on kGroup1:36001) of `frames` CODIF
+// frames as a nanosecond pcap file `name` in `dir`; its path.
+std::string one_stream_pcap(const test::TempDir& dir, const std::string& name, std::uint64_t frames,
+                            std::uint32_t payload_bytes = GeneratorConfig{}.payload_bytes) {
+    GeneratorConfig c;
+    c.antennas = {test::kAntenna1};
+    c.groups = {Endpoint{test::kGroup1, 36001}};
+    c.threads = 1;
+    c.frames = frames;
+    c.payload_bytes = payload_bytes;
+    Generator gen(c);
+    const std::string path = dir / name;
+    write_generated_pcap(gen, path);
+    return path;
+}
+
 }  // namespace
 
 // An input file shrunk by another program while it is read (issue 25:
@@ -492,14 +508,7 @@ ReadOutcome read_with(const std::string& file, bool mapped, const test::TempDir&
 // frames before it are delivered, and the pcap written is whole records.
 TEST(PcapFile, AFileThatShrinksWhileReadEndsTheRunWithAnError) {
     test::TempDir dir;
-    GeneratorConfig c;
-    c.antennas = {test::kAntenna1};
-    c.groups = {Endpoint{test::kGroup1, 36001}};
-    c.threads = 1;
-    c.frames = 400;  // about 3.3 MB
-    Generator gen(c);
-    const std::string input = (dir.path() / "shrinks.pcap").string();
-    write_generated_pcap(gen, input);
+    const std::string input = one_stream_pcap(dir, "shrinks.pcap", 400);  // about 3.3 MB
     const std::uintmax_t whole = std::filesystem::file_size(input);
     constexpr std::uintmax_t kCut = 300000;  // inside frame 36
     PcapFileSource source(input);
@@ -559,15 +568,7 @@ TEST(PcapFile, AFileThatShrinksWhileReadEndsTheRunWithAnError) {
 
 TEST(PcapFile, MappedReaderMatchesLibpcapOnIntactAndDamagedFiles) {
     test::TempDir dir;
-    GeneratorConfig c;
-    c.antennas = {test::kAntenna1};
-    c.groups = {Endpoint{test::kGroup1, 36001}};
-    c.threads = 1;
-    c.frames = 12;
-    c.payload_bytes = 512;
-    Generator gen(c);
-    const std::string base = (dir.path() / "base.pcap").string();
-    write_generated_pcap(gen, base);
+    const std::string base = one_stream_pcap(dir, "base.pcap", 12, 512);
     const std::vector<std::uint8_t> ns_le = test::read_file(base);
     std::vector<std::uint8_t> us_le = ns_le;  // the microsecond magic, times in µs
     us_le[0] = 0xd4;

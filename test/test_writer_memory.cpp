@@ -249,6 +249,37 @@ TEST(WriterMemoryBound, PreparedOutputsFindABufferAtTheirFirstRecord) {
     }
 }
 
+// The verdict's reason for records the writers dropped for want of a buffer
+// (issue 24): the bound that was reached and the option that raises it, or,
+// below the bound, the host's memory or the stock's CPU.
+TEST(WriterMemoryCap, WriteDropsNameTheBoundOrTheCause) {
+    WriterMemory m;
+    m.bound_bytes = std::uint64_t{48} << 20;
+    m.backlog_peak_bytes = std::uint64_t{35} << 20;
+    EXPECT_EQ(writer_drops_cause(m), "");
+    m.drops_at_bound = 5;
+    const std::string at = writer_drops_cause(m);
+    EXPECT_EQ(at.rfind("5 of them because the writers' memory was at its bound, --writer-memory "
+                       "48 MiB (backlog up to 35 MiB)",
+                       0),
+              0u)
+        << at;
+    EXPECT_NE(at.find("raise --writer-memory"), std::string::npos) << at;
+    m.drops_below_bound = 3;
+    const std::string both = writer_drops_cause(m);
+    EXPECT_EQ(both.rfind(at + "; 3 of them with the writers' memory under its bound", 0), 0u)
+        << both;
+    EXPECT_NE(both.find("--disk-cpu"), std::string::npos) << both;
+    m.drops_at_bound = 0;
+    m.starved = true;
+    const std::string starved = writer_drops_cause(m);
+    EXPECT_EQ(starved.rfind("3 of them with the writers' memory under its bound", 0), 0u)
+        << starved;
+    EXPECT_NE(starved.find("the host had no more memory to give; lower --writer-memory"),
+              std::string::npos)
+        << starved;
+}
+
 // A bound above what the host has is capped, with the line that says so.
 TEST(WriterMemoryCap, ABoundAboveTheHostIsCappedSayingSo) {
     TempDir dir;

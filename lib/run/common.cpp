@@ -294,6 +294,33 @@ WriterMemoryCap cap_writer_memory(std::size_t requested, const std::string& memi
     return cap;
 }
 
+// Which bound was reached, and the option that raises it; or that the
+// stock fell behind with room left (not the operator's doing: said, so that
+// it is seen).
+std::string writer_drops_cause(const WriterMemory& m) {
+    std::string why;
+    if (m.drops_at_bound > 0) {
+        why = fmt::format(
+            "{} of them because the writers' memory was at its bound, --writer-memory {} MiB "
+            "(backlog up to {} MiB): the disk was slower than the capture for longer than the "
+            "bound absorbs; raise --writer-memory, or write to a faster disk",
+            m.drops_at_bound, m.bound_bytes >> 20, m.backlog_peak_bytes >> 20);
+    }
+    if (m.drops_below_bound > 0) {
+        why += fmt::format(
+            "{}{} of them with the writers' memory under its bound (--writer-memory {} MiB, "
+            "backlog up to {} MiB): {}",
+            why.empty() ? "" : "; ", m.drops_below_bound, m.bound_bytes >> 20,
+            m.backlog_peak_bytes >> 20,
+            m.starved ? "the host had no more memory to give; lower --writer-memory to what it "
+                        "has free, or free memory"
+                      : "the writer's buffer stock fell behind, its thread short of CPU; give "
+                        "the writers a core of their own (--disk-cpu pins the disk threads and "
+                        "the stock)");
+    }
+    return why;
+}
+
 std::unique_ptr<Writer> make_run_writer(const OutputOptions& outputs, Writer::Options options,
                                         bool live) {
     if (outputs.formats.empty()) {

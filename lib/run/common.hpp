@@ -86,9 +86,6 @@ std::string cannot_create_in(const std::filesystem::path& dir);
 // std::runtime_error with one line naming the fix.
 void check_direct_io(const std::string& dir);
 
-// The writer for a run's outputs, or null when the run writes none. A live
-// source never waits for the disk (a full queue is a counted drop); a file
-// source does.
 // --writer-memory against what this host can give: three quarters of the
 // memory the kernel says is available (MemAvailable in `meminfo`, proc(5)),
 // leaving the rest to the receive rings, the page cache and the host. The
@@ -101,6 +98,14 @@ struct WriterMemoryCap {
 };
 WriterMemoryCap cap_writer_memory(std::size_t requested,
                                   const std::string& meminfo = "/proc/meminfo");
+// Why the writers dropped records for want of a buffer (memory.drops_at_bound,
+// drops_below_bound), with the option or action that helps; empty when they
+// dropped none. Appended to the verdict's "N records not written".
+std::string writer_drops_cause(const WriterMemory& memory);
+
+// The writer for a run's outputs, or null when the run writes none. A live
+// source never waits for the disk (a full queue is a counted drop); a file
+// source does.
 
 std::unique_ptr<Writer> make_run_writer(const OutputOptions& outputs, Writer::Options options,
                                         bool live);

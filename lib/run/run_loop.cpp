@@ -78,6 +78,30 @@ std::vector<SourceCounter> all_witnesses(const Source& source, const RunSettings
     return out;
 }
 
+// SIGUSR1 (RunSettings::counts_request): the counts so far, on the notices
+// stream if it takes them at once (as the stop's acknowledgement: the loop
+// may be the capture thread).
+void print_counts(const RunSettings& settings, const Source& source,
+                  const std::vector<std::unique_ptr<Lane>>& lanes, double seconds) {
+    if (settings.notices == nullptr) {
+        return;
+    }
+    const SourceFigures f = source.figures();
+    std::string witnessed;  // (the writers' drops among them: all_witnesses)
+    for (const auto& w : all_witnesses(source, settings, lanes)) {
+        if (w.value > 0 && w.cause != LossCause::none) {
+            witnessed += fmt::format("{}{} {}", witnessed.empty() ? "" : ", ", w.name, w.value);
+        }
+    }
+    const auto backlog = sum_writers(lanes, &Writer::backlog_bytes);
+    settings.notices->try_write(fmt::format(
+        "ibvcap {}: after {:.1f} s: {} frames{} received{}; {}\n", settings.command, seconds,
+        f.packets, f.bytes ? fmt::format(", {} bytes", *f.bytes) : std::string(),
+        backlog ? fmt::format("; writer backlog {:.1f} MiB", double(*backlog) / double(1 << 20))
+                : std::string(),
+        witnessed.empty() ? "no loss witnessed so far" : "witnessed: " + witnessed));
+}
+
 std::uint64_t wall_clock_ns() {
     return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                           std::chrono::system_clock::now().time_since_epoch())
@@ -173,11 +197,8 @@ InterfaceCounts interface_counts(std::span<const SourceCounter> witnesses, std::
 std::vector<std::pair<Endpoint, std::uint32_t>> planned_streams(const RunSettings& settings,
                                                                 std::size_t max_outputs,
                                                                 std::string& note) {
-    const std::size_t formats = static_cast<std::size_t>(std::count_if(
-        settings.outputs.formats.begin(), settings.outputs.formats.end(), [](OutputFormat f) {
-            return f == OutputFormat::raw || f == OutputFormat::codif ||
-                   f == OutputFormat::codifhdr;
-        }));
+    const auto formats = static_cast<std::size_t>(std::count_if(
+        settings.outputs.formats.begin(), settings.outputs.formats.end(), per_antenna));
     std::set<std::tuple<std::uint32_t, std::uint16_t, std::uint32_t>> seen;
     std::vector<std::pair<Endpoint, std::uint32_t>> planned;
     const auto add = [&](const Endpoint& g, std::uint32_t a) {
@@ -470,26 +491,8 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     };
     for (;;) {
         if (settings.counts_request != nullptr &&
-            settings.counts_request->exchange(false, std::memory_order_relaxed) &&
-            settings.notices != nullptr) {
-            const SourceFigures f = source.figures();
-            std::string lost;
-            for (const auto& w : all_witnesses(source, settings, lanes)) {
-                if (w.value > 0 && w.cause != LossCause::none) {
-                    lost += fmt::format("{}{} {}", lost.empty() ? "" : ", ", w.name, w.value);
-                }
-            }
-            settings.notices->write_within(
-                fmt::format(
-                    "ibvcap {}: after {:.1f} s: {} frames{} received; writer "
-                    "backlog {:.1f} MiB, {} records not written; {}\n",
-                    settings.command, seconds_since_start(Clock::now()), f.packets,
-                    f.bytes ? fmt::format(", {} bytes", *f.bytes) : std::string(),
-                    static_cast<double>(sum_writers(lanes, &Writer::backlog_bytes).value_or(0)) /
-                        (1 << 20),
-                    sum_writers(lanes, &Writer::dropped_so_far).value_or(0),
-                    lost.empty() ? "no loss witnessed so far" : "witnessed: " + lost),
-                std::chrono::seconds(1));
+            settings.counts_request->exchange(false, std::memory_order_relaxed)) {
+            print_counts(settings, source, lanes, seconds_since_start(Clock::now()));
         }
         if (stop.load(std::memory_order_relaxed)) {
             outcome.info.interrupted = true;
@@ -627,31 +630,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         if (!planning_note.empty()) {
             outcome.ledger.add_note(planning_note);
         }
-        if (m.drops_at_bound + m.drops_below_bound > 0) {
-            // Which bound was reached, and the option that raises it; or
-            // that the stock fell behind with room left (not the operator's
-            // doing: said, so that it is seen).
-            std::string why;
-            if (m.drops_at_bound > 0) {
-                why = fmt::format(
-                    "{} of them because the writers' memory was at its bound, --writer-memory "
-                    "{} MiB (backlog up to {} MiB): the disk was slower than the capture for "
-                    "longer than the bound absorbs; raise --writer-memory, or write to a faster "
-                    "disk",
-                    m.drops_at_bound, m.bound_bytes >> 20, m.backlog_peak_bytes >> 20);
-            }
-            if (m.drops_below_bound > 0) {
-                why += fmt::format(
-                    "{}{} of them with the writers' memory under its bound (--writer-memory {} "
-                    "MiB, backlog up to {} MiB): {}",
-                    why.empty() ? "" : "; ", m.drops_below_bound, m.bound_bytes >> 20,
-                    m.backlog_peak_bytes >> 20,
-                    m.starved ? "the host had no more memory to give; lower --writer-memory to "
-                                "what it has free, or free memory"
-                              : "the writer's buffer stock fell behind, its thread short of "
-                                "CPU; give the writers a core of their own (--disk-cpu pins "
-                                "the disk threads and the stock)");
-            }
+        if (const std::string why = writer_drops_cause(m); !why.empty()) {
             outcome.ledger.explain_write_drops(why);
         }
     }

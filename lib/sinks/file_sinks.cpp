@@ -54,15 +54,14 @@ bool match_output_name(const OutputOptions& options, const std::string& name, bo
         const std::string ext = std::string(file_extension(f));
         // and the file's sidecar index (FILE.idx.json: lib/sinks/file_index.hpp)
         const std::string index = "(\\.idx\\.json)?";
-        const std::string pattern = f == OutputFormat::pcap || f == OutputFormat::pcapng
-                                        ? prefix + lane + rotated + "\\." + ext + index
-                                        : prefix + lane + "_(" + ip + ")_([0-9]+)_(" + ip + ")" +
-                                              rotated + "\\." + ext + index;
+        const std::string pattern = !per_antenna(f) ? prefix + lane + rotated + "\\." + ext + index
+                                                    : prefix + lane + "_(" + ip + ")_([0-9]+)_(" +
+                                                          ip + ")" + rotated + "\\." + ext + index;
         std::smatch m;
         if (!std::regex_match(name, m, std::regex(pattern))) {
             continue;
         }
-        if (!streams || f == OutputFormat::pcap || f == OutputFormat::pcapng) {
+        if (!streams || !per_antenna(f)) {
             return true;
         }
         // Compared as output_path() writes them (groups 2, 3 and 4 of the
@@ -305,8 +304,7 @@ FileSinks::FileSinks(const OutputOptions& options, Writer* writer) {
         pcapng_ = std::make_unique<PcapngFileSink>(options, *writer);
         entries_.push_back({pcapng_.get(), SinkScope::every_frame});
     }
-    if (wants(options, OutputFormat::raw) || wants(options, OutputFormat::codif) ||
-        wants(options, OutputFormat::codifhdr)) {
+    if (std::any_of(options.formats.begin(), options.formats.end(), per_antenna)) {
         streams_ = std::make_unique<StreamFileSink>(options, *writer);
         entries_.push_back({streams_.get(), SinkScope::streams});
     }

@@ -145,13 +145,12 @@ std::optional<std::size_t> GuardedMap::shrunk() const {
     return to == kWhole ? std::nullopt : std::optional<std::size_t>(to);
 }
 
-std::optional<std::size_t> GuardedMap::check() {
+void GuardedMap::check() {
     struct stat st {};
     if (slot_ >= 0 && ::fstat(fd_, &st) == 0 && st.st_size >= 0 &&
         static_cast<std::size_t>(st.st_size) < bytes_) {
         note(slots[static_cast<std::size_t>(slot_)], static_cast<std::size_t>(st.st_size));
     }
-    return shrunk();
 }
 
 }  // namespace ibvcap

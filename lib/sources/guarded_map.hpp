@@ -26,16 +26,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
+
+#include "lib/frame.hpp"
 
 namespace ibvcap {
 
-class GuardedMap {
+// Also the owner of the frames lent from the mapping (FrameLease): they need
+// no release (the mapping outlives the writers), and are intact while the
+// file has not shrunk under them.
+class GuardedMap final : public SlotOwner {
   public:
     // Maps `bytes` of `fd` (read-only, private) and guards the mapping; the
     // fd is kept (the handler asks it for the file's size) and closed with
     // the mapping. Empty (data() null) when mmap fails.
     GuardedMap(int fd, std::size_t bytes);
-    ~GuardedMap();
+    ~GuardedMap() override;
     GuardedMap(const GuardedMap&) = delete;
     GuardedMap& operator=(const GuardedMap&) = delete;
 
@@ -45,11 +51,13 @@ class GuardedMap {
     // handler, or by check()); unset while it is whole. Any thread.
     std::optional<std::size_t> shrunk() const;
     // Asks the file for its size now, and notes it when smaller than the
-    // mapping. Returns shrunk().
-    std::optional<std::size_t> check();
-    // Whether [p, p + len) is outside the mapping, or inside and before the
-    // file's end as noted (shrunk()). Any thread.
-    bool intact(const std::uint8_t* p, std::size_t len) const {
+    // mapping (shrunk()).
+    void check();
+
+    // SlotOwner: nothing to release. Intact: [p, p + len) is outside the
+    // mapping, or inside and before the file's end as noted (shrunk()).
+    void release(std::span<const std::uint64_t> /*tokens*/) override {}
+    bool intact(const std::uint8_t* p, std::size_t len) const override {
         if (p < data_ || p >= data_ + bytes_) {
             return true;
         }

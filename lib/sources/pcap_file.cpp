@@ -117,10 +117,7 @@ PcapFileSource::PcapFileSource(const std::string& path, bool mapped) : path_(pat
             if (known) {
                 ::madvise(p, bytes, MADV_SEQUENTIAL);
                 ::madvise(p, bytes, MADV_WILLNEED);
-                map_ = base;
-                map_bytes_ = bytes;
                 guard_ = std::move(guard);
-                owner_.guard = guard_.get();
                 swapped_ = swapped;
                 nanoseconds_ = magic == 0xa1b23c4du || magic == 0x4d3cb2a1u;
                 // The snapshot length libpcap derived from the header (it
@@ -145,15 +142,17 @@ PcapFileSource::Result PcapFileSource::run_mapped(Demux& demux, std::uint64_t ma
                                                   const std::atomic<bool>& stop) {
     Result result;
     auto field = [this](const std::uint8_t* p) { return swapped_ ? load_be32(p) : load_le32(p); };
+    const std::uint8_t* const map = guard_->data();
+    const std::size_t map_bytes = guard_->size();
     std::size_t at = kFileHeaderBytes;
     std::size_t checked = at;
-    FrameLease lease{&owner_, 0, 0, true, false};
+    FrameLease lease{guard_.get(), 0, 0, true, false};
     for (;;) {
         if (stop.load(std::memory_order_relaxed) ||
             (max_frames != 0 && result.frames >= max_frames)) {
             return result;
         }
-        const std::size_t left = map_bytes_ - at;
+        const std::size_t left = map_bytes - at;
         if (left == 0) {
             result.complete = true;
             return result;
@@ -167,7 +166,7 @@ PcapFileSource::Result PcapFileSource::run_mapped(Demux& demux, std::uint64_t ma
                 path_, kRecordHeaderBytes, left, result.frames);
             return result;
         }
-        const std::uint8_t* h = map_ + at;
+        const std::uint8_t* h = map + at;
         const std::uint32_t caplen = field(h + 8);
         if (caplen > kMaxSnaplen) {
             result.error = caplen > snapshot_
@@ -209,28 +208,26 @@ PcapFileSource::Result PcapFileSource::run_mapped(Demux& demux, std::uint64_t ma
         // still the file's; when it lies past a new end the guard notes the
         // change and it reads zero (guarded_map.hpp), and no record of zeros
         // is delivered.
-        static_cast<void>(*static_cast<const volatile std::uint8_t*>(
-            h + kRecordHeaderBytes + caplen - (caplen > 0 ? 1 : kRecordHeaderBytes)));
-        std::optional<std::size_t> shrunk = guard_->shrunk();
-        if (!shrunk) {
+        static_cast<void>(
+            *static_cast<const volatile std::uint8_t*>(h + kRecordHeaderBytes + caplen - 1));
+        if (!guard_->shrunk()) {
             demux.on_frame(frame);
             at += kRecordHeaderBytes + caplen;
             ++result.frames;
-            shrunk = guard_->shrunk();
         }
         // The file shrank under the mapping (guarded_map.hpp): found by the
         // SIGBUS guard at a read past its new end, or by asking the file now
         // and then.
-        if (!shrunk && at - checked >= kShrinkCheckBytes) {
+        if (at - checked >= kShrinkCheckBytes) {
             checked = at;
-            shrunk = guard_->check();
+            guard_->check();
         }
-        if (shrunk) {
+        if (const auto shrunk = guard_->shrunk()) {
             result.error = fmt::format(
                 "{} shrank while it was read: {} bytes now, {} when the run opened it (another "
                 "program truncated or rewrote it); the run stops after {} frames{}: read a copy "
                 "that nothing writes to",
-                path_, *shrunk, map_bytes_, result.frames,
+                path_, *shrunk, map_bytes, result.frames,
                 at > *shrunk ? fmt::format("; of the records read past byte {} ({} bytes), those "
                                            "not yet written when their bytes went are not "
                                            "written",
@@ -258,7 +255,7 @@ void PcapFileSource::report(std::span<const SourceLane> lanes, RunInfo& info) {
 
 PcapFileSource::Result PcapFileSource::run(Demux& demux, std::uint64_t max_frames,
                                            const std::atomic<bool>& stop) {
-    if (map_ != nullptr) {
+    if (guard_ != nullptr) {
         return run_mapped(demux, max_frames, stop);
     }
     Result result;

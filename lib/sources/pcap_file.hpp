@@ -57,7 +57,7 @@ class PcapFileSource final : public Source {
     Result run(Demux& demux, std::uint64_t max_frames, const std::atomic<bool>& stop);
 
     // Whether this file is read from a mapping.
-    bool is_mapped() const { return map_ != nullptr; }
+    bool is_mapped() const { return guard_ != nullptr; }
     // The file's link type as a pcap file header states it (LINKTYPE_*, which
     // the run's pcap output repeats), and as the frames carry it.
     std::uint32_t pcap_link_type() const { return pcap_link_type_; }
@@ -69,7 +69,7 @@ class PcapFileSource final : public Source {
     std::string input() const override { return path_; }
     std::string input_file() const override { return path_; }
     bool live() const override { return false; }
-    bool lends_frames() const override { return map_ != nullptr; }  // (libpcap's frames are copied)
+    bool lends_frames() const override { return is_mapped(); }  // (libpcap's frames are copied)
     void connect(std::span<const SourceLane> lanes) override { demux_ = lanes.front().demux; }
     void start() override {}
     bool step(std::uint64_t limit, std::chrono::milliseconds max_wait,
@@ -89,22 +89,10 @@ class PcapFileSource final : public Source {
     LinkType link_ = LinkType::ethernet;
     std::uint32_t pcap_link_type_ = 1;
     bool classic_ = true;  // classic pcap, not pcapng
-    // The mapping (classic pcap only), guarded against the file shrinking.
+    // The mapping (classic pcap only), guarded against the file shrinking;
+    // it lends its frames to the writers (the lease's owner).
     std::unique_ptr<GuardedMap> guard_;
-    // Lends the mapping's frames to the writers. They need no release (the
-    // mapping outlives the writers); their bytes are intact while the file
-    // has not shrunk under them.
-    struct MappingOwner final : SlotOwner {
-        const GuardedMap* guard = nullptr;
-        void release(std::span<const std::uint64_t> /*tokens*/) override {}
-        bool intact(const std::uint8_t* ptr, std::size_t len) const override {
-            return guard == nullptr || guard->intact(ptr, len);
-        }
-    };
-    MappingOwner owner_;
     static constexpr std::size_t kShrinkCheckBytes = std::size_t{16} << 20;
-    const std::uint8_t* map_ = nullptr;
-    std::size_t map_bytes_ = 0;
     bool swapped_ = false;
     bool nanoseconds_ = false;
     std::uint32_t snapshot_ = 0;
