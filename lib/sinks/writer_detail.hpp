@@ -103,32 +103,39 @@ struct Writer::Buffer {
         owners.reserve(max_holds);
         tokens.reserve(max_holds);
     }
-    // Made again at `bytes` (the memory bound shrank the buffers); empty.
     // Parked, partly filled, and larger than the memory bound now wants:
     // takes no more than `size` bytes and `holds` frames, and gives the
-    // pages past `size` back to the system (it is made again at `size` once
+    // pages past `size` back to the system (it is made smaller in place once
     // written). Its count becomes that of a buffer of `size`.
     void trim(std::size_t size, std::size_t holds, std::size_t cost) {
+        cap(size, holds);
+        charged = cost;
         const std::size_t from =
             (size + writer_detail::kPage - 1) / writer_detail::kPage * writer_detail::kPage;
         const std::size_t to = capacity / writer_detail::kPage * writer_detail::kPage;
         if (to > from) {
             ::madvise(data.get() + from, to - from, MADV_DONTNEED);
         }
+    }
+    // Takes no more than `size` bytes and `holds` frames before it is sent;
+    // its memory stays as it is (and counted) until it is written.
+    void cap(std::size_t size, std::size_t holds) {
         limit = std::min(limit, size);
         max_holds = std::min(max_holds, holds);
-        charged = cost;
     }
-    // Throws std::bad_alloc, leaving the buffer as it was.
-    void remake(std::size_t size, std::size_t holds) {
-        writer_detail::PageBuffer fresh(writer_detail::page_alloc(size));
+    // Made smaller, in place, once written: the pages past `size` go back
+    // to the system and those it keeps stay faulted in, so the producer's
+    // next copies into it take no page fault (making it afresh moved a
+    // page fault per page onto the capture thread). Throws std::bad_alloc
+    // (the smaller piece lists), leaving the buffer as it was.
+    void shrink(std::size_t size, std::size_t holds) {
         std::vector<writer_detail::Piece> fresh_pieces;
         std::vector<SlotOwner*> fresh_owners;
         std::vector<std::uint64_t> fresh_tokens;
         fresh_pieces.reserve(holds * 4 + 8);
         fresh_owners.reserve(holds);
         fresh_tokens.reserve(holds);
-        data = std::move(fresh);
+        trim(size, holds, charged);
         pieces = std::move(fresh_pieces);
         owners = std::move(fresh_owners);
         tokens = std::move(fresh_tokens);
