@@ -123,6 +123,13 @@ struct FrameLease {
     bool pressure = false;    // half the hold budget is used: holders, pass slots back soon
 };
 
+// The longest length on the wire a frame may claim: libpcap's largest
+// snapshot length (MAXIMUM_SNAPLEN, pcap-int.h), longer than any frame of a
+// link ibvcap reads (a 9,216-byte jumbo frame; an IPv4 datagram is at most
+// 65,535 bytes). A pcap record header that claims more, or less than was
+// captured, is damaged (lib/demux/demux.cpp, Demux::on_frame).
+inline constexpr std::uint32_t kMaxWireBytes = 262144;
+
 // A frame may sit in two pieces: with the verbs header/payload split, `head` is
 // SGE0 (host memory: Ethernet..CODIF header) and `tail` is SGE1 (the payload).
 // Contiguous sources (pcap) leave `tail` empty.

@@ -639,6 +639,53 @@ TEST(Demux, PcapGetsEveryFrameOthersOnlyTheirAntennaAndGroup) {
     }
 }
 
+// A record header's length on the wire is not trusted (issue 25 item 8): a
+// pcap orig_len of 0xFFFFFFFF made a 3.3 MB file's total 4.3 GB, still
+// zero-loss. Past any link's length, or under what was captured, it is
+// counted and taken as the captured length: in the totals, in the stream's
+// bytes and in the pcap record written of it. The frame itself is data.
+TEST(Demux, ADamagedLengthOnTheWireIsCountedNotBelieved) {
+    test::TempDir dir;
+    Writer writer({});
+    OutputOptions outputs;
+    outputs.output_dir = dir.path().string();
+    outputs.prefix = "run";
+    outputs.formats = {OutputFormat::pcap};
+    Ledger ledger;
+    Demux demux({}, ledger);
+    FileSinks files(outputs, &writer);
+    demux.add_sinks(files.entries());
+    const auto a = make_frame(kAntenna1, kGroup1, 36001, make_header(1, 0));
+    const auto size = static_cast<std::uint32_t>(a.size());
+    Frame huge = whole(a);
+    huge.wire_bytes = 0xFFFFFFFFu;
+    const auto b = make_frame(kAntenna1, kGroup1, 36001, make_header(1, 1));
+    Frame small = whole(b);
+    small.wire_bytes = 60;  // less than captured
+    const auto c = make_frame(kAntenna1, kGroup1, 36001, make_header(1, 2));
+    Frame longest = whole(c);
+    longest.wire_bytes = kMaxWireBytes;  // cut by a snapshot length: believed
+    demux.on_frame(huge);
+    demux.on_frame(small);
+    demux.on_frame(longest);
+    writer.finish();
+    ledger.set_outputs(writer.stats());
+    const Totals t = ledger.totals();
+    EXPECT_EQ(t.bad_wire_length, 2u);
+    EXPECT_EQ(t.bytes, 2u * size + kMaxWireBytes);
+    EXPECT_EQ(t.codif, 3u);
+    ASSERT_EQ(ledger.streams().size(), 1u);
+    EXPECT_EQ(ledger.streams()[0].bytes, 2u * size + kMaxWireBytes);
+    EXPECT_TRUE(ledger.zero_loss()) << fmt::format("{}", fmt::join(ledger.loss_reasons(), "; "));
+    const auto pcap = test::read_file(dir / "run.pcap");
+    ASSERT_EQ(pcap.size(), 24 + 3 * (16 + a.size()));
+    for (std::size_t i = 0; i < 3; ++i) {
+        const std::uint8_t* h = pcap.data() + 24 + i * (16 + a.size());
+        EXPECT_EQ(load_le32(h + 8), size) << "record " << i;
+        EXPECT_EQ(load_le32(h + 12), i == 2 ? kMaxWireBytes : size) << "record " << i;
+    }
+}
+
 }  // namespace
 }  // namespace ibvcap
 

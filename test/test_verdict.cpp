@@ -493,6 +493,27 @@ TEST(VerdictSums, AddedCountsAccumulate) {
     EXPECT_FALSE(ledger.zero_loss());
 }
 
+// Damaged lengths on the wire (Demux::on_frame) of every device are in the
+// merged totals, and are not loss: the frames themselves were kept.
+TEST(VerdictSums, DamagedLengthsOfEveryDeviceAreCountedNotLoss) {
+    Ledger d0;
+    Ledger d1;
+    Feed f0(d0);
+    Feed f1(d1);
+    f0.clean(kAntenna1, 5);
+    const FrameBytes b = codif_frame(kAntenna2, 1, 0);
+    Frame damaged = whole(b);
+    damaged.wire_bytes = 0xFFFFFFFFu;
+    f1.demux.on_frame(damaged);
+    Ledger merged;
+    merged.merge(d0);
+    merged.merge(d1);
+    const Totals t = merged.totals();
+    EXPECT_EQ(t.bad_wire_length, 1u);
+    EXPECT_EQ(t.bytes, 6u * b.size());
+    EXPECT_TRUE(merged.zero_loss());
+}
+
 // The same count in the first of two devices' ledgers, merged as the capture
 // runner merges them (lib/run/verbs_capture.cpp).
 struct DeviceCase {
@@ -649,9 +670,10 @@ const std::vector<std::pair<const char*, std::uint64_t Totals::*>> kTotalsKeys =
     {"write_drops", &Totals::write_drops},
     {"payload_mismatches", &Totals::payload_mismatches},
     {"block_misses", &Totals::block_misses},
+    {"bad_wire_length", &Totals::bad_wire_length},
 };
 // A counter added to Totals without its key above does not build.
-static_assert(sizeof(Totals) == 19 * sizeof(std::uint64_t),
+static_assert(sizeof(Totals) == 20 * sizeof(std::uint64_t),
               "a new Totals counter needs its row in kTotalsKeys (and in docs/formats.md)");
 
 std::set<std::string> keys_of(const nlohmann::json& object) {
@@ -690,6 +712,9 @@ void build_distinct_ledger(Ledger& ledger) {
             if (seconds == 100000u && f < 12) {
                 // 12 of them captured only up to the end of the CODIF header.
                 cut.head = Bytes(b).first(kPlainUdpPayloadOffset + kCodifHeaderBytes);
+            }
+            if (seconds == 200000u) {
+                cut.wire_bytes = 0xFFFFFFFFu;  // 16 damaged record lengths
             }
             feed.demux.on_frame(cut);
         }
@@ -759,6 +784,7 @@ TEST(ReportEqualsLedger, EveryTotalsKeyIsTheLedgersOwnDistinctFigure) {
     EXPECT_EQ(t.written, 141u);
     EXPECT_EQ(t.payload_absent, 12u);
     EXPECT_EQ(t.write_drops, 14u);
+    EXPECT_EQ(t.bad_wire_length, 16u);
 
     RunInfo run;
     run.command = "capture";

@@ -187,6 +187,23 @@ StreamStats* Demux::stream(int group, int antenna, const CodifHeader& header,
 }
 
 void Demux::on_frame(const Frame& frame) {
+    // Nothing from the wire is trusted: a length on the wire under what was
+    // captured or past any link's is a damaged record header (a pcap
+    // orig_len of 0xFFFFFFFF made a 3.3 MB file 4.3 GB). Counted, and the
+    // frame goes on at its captured length, in the totals and in every
+    // record written of it.
+    if (frame.wire_bytes < frame.captured_bytes() || frame.wire_bytes > kMaxWireBytes)
+        [[unlikely]] {
+        Frame repaired = frame;
+        repaired.wire_bytes = static_cast<std::uint32_t>(frame.captured_bytes());
+        ledger_.count_bad_wire_length();
+        accept_frame(repaired);
+        return;
+    }
+    accept_frame(frame);
+}
+
+void Demux::accept_frame(const Frame& frame) {
     const std::uint64_t captured = frame.captured_bytes();
     ledger_.count_frame(frame.wire_bytes);
     UdpPacket packet;

@@ -51,6 +51,7 @@ class Demux {
     void add_observer(FrameObserver observer);
 
   private:
+    void accept_frame(const Frame& frame);  // on_frame with its length on the wire checked
     // Index of the group / antenna, registering a new one when allowed; -1 when
     // the frame is not for us, -2 when a limit is reached.
     int group_index(std::uint32_t ip, std::uint16_t port);

@@ -149,6 +149,7 @@ void Ledger::merge(const Ledger& other) {
     merged_parts_reconcile_ = merged_parts_reconcile_ && other.reconciles();
     packets_ += other.packets_;
     bytes_ += other.bytes_;
+    bad_wire_length_ += other.bad_wire_length_;
     wc_errors_ += other.wc_errors_;
     payload_mismatches_ += other.payload_mismatches_;
     block_misses_ += other.block_misses_;
@@ -184,6 +185,7 @@ Totals Ledger::totals() const {
     Totals t;
     t.packets = packets_;
     t.bytes = bytes_;
+    t.bad_wire_length = bad_wire_length_;
     for (const auto& s : streams_) {
         t.codif += s.packets();
         t.missing += s.sequence.missing();

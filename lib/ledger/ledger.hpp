@@ -188,6 +188,10 @@ struct Totals {
     // Frames captured but in no block of the block rings (--gpu, --gpu-standin):
     // the consumer never sees them, so they are loss for it.
     std::uint64_t block_misses = 0;
+    // Frames whose length on the wire was less than the bytes captured or
+    // more than kMaxWireBytes (a damaged pcap record header): counted at
+    // their captured length, so one such record cannot inflate the bytes.
+    std::uint64_t bad_wire_length = 0;
 };
 
 class Ledger {
@@ -199,6 +203,8 @@ class Ledger {
         ++packets_;
         bytes_ += wire_bytes;
     }
+    // (Rare: a damaged record header; Demux::on_frame.)
+    void count_bad_wire_length() { ++bad_wire_length_; }
     void count_reason(Reason reason) {
         const auto i = static_cast<std::size_t>(reason);
         ++reasons_[i];
@@ -266,6 +272,7 @@ class Ledger {
   private:
     std::uint64_t packets_ = 0;
     std::uint64_t bytes_ = 0;
+    std::uint64_t bad_wire_length_ = 0;
     std::uint64_t wc_errors_ = 0;
     std::uint64_t payload_mismatches_ = 0;
     std::uint64_t block_misses_ = 0;

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <system_error>
 
+#include "lib/frame.hpp"
+
 namespace ibvcap {
 
 namespace {
@@ -194,7 +196,8 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
                    {"written", t.written},
                    {"write_drops", t.write_drops},
                    {"payload_mismatches", t.payload_mismatches},
-                   {"block_misses", t.block_misses}};
+                   {"block_misses", t.block_misses},
+                   {"bad_wire_length", t.bad_wire_length}};
     nlohmann::json malformed = nlohmann::json::object();
     nlohmann::json non_codif = nlohmann::json::object();
     for (std::size_t i = 0; i < kReasonCount; ++i) {
@@ -450,6 +453,12 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
                "out of order {})\n",
                t.codif, ledger.streams().size(), t.missing + t.duplicates + t.out_of_order,
                t.missing, t.duplicates, t.out_of_order);
+    if (t.bad_wire_length > 0) {
+        fmt::print(out,
+                   "  damaged record lengths: {} (a length on the wire under the bytes "
+                   "captured or over {}: counted at the captured length)\n",
+                   t.bad_wire_length, kMaxWireBytes);
+    }
     if (t.implausible > 0 || t.restarts > 0) {
         fmt::print(out, "  implausible headers: {}   stream restarts: {}\n", t.implausible,
                    t.restarts);
