@@ -280,9 +280,9 @@ std::string writer_memory_problem(const Writer::Options& writer, std::size_t lan
     }
     const std::size_t need_mib = (least * std::max<std::size_t>(lanes, 1) + (1 << 20) - 1) >> 20;
     return fmt::format(
-        "--writer-memory {} MiB is too small: up to {} output files{} need a buffer of at least "
+        "--writer-memory {} is too small: up to {} output files{} need a buffer of at least "
         "{} KiB each, with {} disk thread{}{}; give --writer-memory {}M or more",
-        writer.memory_bytes >> 20, per_lane.max_outputs,
+        Writer::memory_text(writer.memory_bytes), per_lane.max_outputs,
         lanes > 1 ? fmt::format(" per interface ({} -i)", lanes) : std::string(),
         Writer::kMinBufferBytes >> 10, per_lane.threads, per_lane.threads == 1 ? "" : "s",
         per_lane.direct_io ? " and --direct-io" : "", need_mib);
@@ -309,10 +309,10 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
         ("disk-threads", "writer threads; outputs are spread over them", cxxopts::value<unsigned>()->default_value("1"), "N")
         ("disk-cpu", "pin writer thread i to the i-th CPU of LIST (comma-separated)", cxxopts::value<std::vector<int>>(), "LIST")
         ("writer-memory", "bound on the writers' buffers together (K, M, G: binary units; default 1G, with capture 1G per -i); per-output buffers shrink as outputs are added (docs/performance.md)", cxxopts::value<std::string>()->default_value("1G"), "SIZE")
-        ("G,rotate-seconds", "start a new file of each output when a record's time enters a new period of SECONDS (tcpdump -G)", cxxopts::value<std::uint64_t>()->default_value("0"), "SECONDS")
-        ("C,file-size", "start a new file of each output before it passes MB million bytes (tcpdump -C)", cxxopts::value<std::uint64_t>()->default_value("0"), "MB")
-        ("W,file-count", "with -G or -C: keep N files per output, overwriting the oldest (a ring buffer)", cxxopts::value<std::uint32_t>()->default_value("0"), "N")
-        ("c,count", "stop after N frames", cxxopts::value<std::uint64_t>()->default_value("0"), "N")
+        ("G,rotate-seconds", "start a new file of each output when a record's time enters a new period of SECONDS (tcpdump -G)", cxxopts::value<std::uint64_t>(), "SECONDS")
+        ("C,file-size", "start a new file of each output before it passes MB million bytes (tcpdump -C)", cxxopts::value<std::uint64_t>(), "MB")
+        ("W,file-count", "with -G or -C: keep N files per output, overwriting the oldest (a ring buffer)", cxxopts::value<std::uint32_t>(), "N")
+        ("c,count", "stop after N frames", cxxopts::value<std::uint64_t>(), "N")
         ("report", "write the ledger as JSON to FILE (- for stdout)", cxxopts::value<std::string>(), "FILE")
         ("metrics-file", "write the run's counters in the Prometheus text format to PATH, replaced atomically every --metrics-interval seconds and at the end (for node_exporter's textfile collector, which reads *.prom files)", cxxopts::value<std::string>(), "PATH")
         ("metrics-interval", "seconds between rewrites of --metrics-file (taken at the once-a-second tick)", cxxopts::value<double>()->default_value("10"), "SECONDS")
@@ -436,10 +436,10 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
     if (const std::string problem = writer_memory_problem(c.writer, 1); !problem.empty()) {
         throw UsageError(problem);
     }
-    c.writer.rotation.seconds = args["rotate-seconds"].as<std::uint64_t>();
+    c.writer.rotation.seconds = option_or(args, "rotate-seconds", std::uint64_t{0});
     check_positive(args, "rotate-seconds", double(c.writer.rotation.seconds),
                    "-G (--rotate-seconds)", "leave -G out for no time rotation");
-    const std::uint64_t mb = args["file-size"].as<std::uint64_t>();
+    const std::uint64_t mb = option_or(args, "file-size", std::uint64_t{0});
     check_positive(args, "file-size", double(mb), "-C (--file-size)",
                    "leave -C out for no size rotation");
     if (mb > (std::uint64_t{1} << 40) / 1'000'000) {
@@ -447,14 +447,14 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
             fmt::format("bad -C (--file-size) {}: expected {}", mb, valid_range("file-size")));
     }
     c.writer.rotation.bytes = mb * 1'000'000;
-    c.writer.rotation.files = args["file-count"].as<std::uint32_t>();
+    c.writer.rotation.files = option_or(args, "file-count", std::uint32_t{0});
     check_positive(args, "file-count", double(c.writer.rotation.files), "-W (--file-count)",
                    "leave -W out to keep every file");
     if (c.writer.rotation.files > 0 && c.writer.rotation.seconds == 0 &&
         c.writer.rotation.bytes == 0) {
         throw UsageError("-W needs -G or -C (it counts the files they rotate through)");
     }
-    c.count = args["count"].as<std::uint64_t>();
+    c.count = option_or(args, "count", std::uint64_t{0});
     check_positive(args, "count", double(c.count), "-c (--count)",
                    "leave -c out for no frame limit");
     c.report_path = args.count("report") ? args["report"].as<std::string>() : "";

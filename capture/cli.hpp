@@ -45,6 +45,12 @@ std::string writer_memory_problem(const Writer::Options& writer, std::size_t lan
 
 void check_positive(const cxxopts::ParseResult& args, const char* name, double value,
                     const char* shown, const char* otherwise);
+// An option that has no default (so that --help shows none: "default: 0"
+// read as a limit of 0 for -c, -G, -C, -W and --duration), or `absent`.
+template <typename T>
+T option_or(const cxxopts::ParseResult& args, const char* name, T absent) {
+    return args.count(name) ? args[name].as<T>() : absent;
+}
 
 // SIGINT/SIGTERM: the first sets the stop flag for a clean end; the second
 // ends the process at once (files hold whole records up to the last buffer).

@@ -112,7 +112,7 @@ int cmd_capture(int argc, char** argv) {
         ("i,interface", "netdev name or IPv4 address of an mlx5 port (repeatable: one poll thread per device; one only with --source pcap)", cxxopts::value<std::vector<std::string>>(), "IF")
         ("source", "verbs (mlx5 raw-packet QPs) or pcap (any NIC, through libpcap)", cxxopts::value<std::string>()->default_value("verbs"), "SOURCE")
         ("hw-demux", "one QP and flow rule per (group, antenna): the NIC demultiplexes by source IP")
-        ("duration", "stop after SECONDS", cxxopts::value<double>()->default_value("0"), "SECONDS")
+        ("duration", "stop after SECONDS", cxxopts::value<double>(), "SECONDS")
         ("ring-depth", "receive work requests per QP", cxxopts::value<std::uint32_t>()->default_value("4096"), "N")
         ("poll-batch", "completions per poll", cxxopts::value<std::uint32_t>()->default_value("64"), "N")
         ("repost-batch", "receive WRs re-posted together", cxxopts::value<std::uint32_t>()->default_value("32"), "N")
@@ -165,7 +165,7 @@ int cmd_capture(int argc, char** argv) {
     request.count = common.count;
     request.metrics_path = common.metrics_path;
     request.metrics_interval_s = common.metrics_interval_s;
-    request.duration_s = args["duration"].as<double>();
+    request.duration_s = option_or(args, "duration", 0.0);
     check_positive(args, "duration", request.duration_s, "--duration",
                    "leave it out to capture until Ctrl-C");
     request.sysfs_root = args["sysfs-root"].as<std::string>();

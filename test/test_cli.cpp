@@ -17,40 +17,17 @@
 #include <sstream>
 #include <thread>
 
+#include "cli.hpp"
 #include "frames.hpp"
 #include "full_pipe.hpp"
 
 namespace ibvcap {
 namespace {
 
-struct Result {
-    int code = -1;
-    std::string out;
-    std::string err;
-};
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-// Run a shell command line in `dir`, capturing its exit code and output.
-Result sh(const test::TempDir& dir, const std::string& command) {
-    const std::string line = "cd '" + dir.path().string() + "' && " + command + " >" +
-                             (dir / "stdout") + " 2>" + (dir / "stderr");
-    const int status = std::system(line.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(dir / "stdout");
-    r.err = slurp(dir / "stderr");
-    return r;
-}
-
-Result ibvcap(const test::TempDir& dir, const std::string& args) {
-    return sh(dir, std::string(IBVCAP_BINARY) + " " + args);
-}
+using test::ibvcap;
+using test::Result;
+using test::sh;
+using test::slurp;
 
 std::size_t lines(const std::string& s) {
     return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));

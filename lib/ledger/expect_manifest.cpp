@@ -11,6 +11,7 @@
 #include <set>
 
 #include "lib/ledger/expect.hpp"
+#include "lib/ledger/json_text.hpp"
 
 namespace ibvcap {
 
@@ -256,8 +257,8 @@ ExpectManifest parse_expect_manifest(std::string_view text, const std::string& n
     try {
         doc = json::parse(text);
     } catch (const json::parse_error& e) {
-        // e.what(): "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
-        std::string what = e.what();
+        // "parse error at line 3, column 5: ...": the line and column are given as ours.
+        std::string what = json_error_text(e);
         if (const auto colon = what.find(": "); colon != std::string::npos) {
             what = what.substr(colon + 2);
         }

@@ -20,6 +20,7 @@
 #include "formats/output.hpp"
 #include "formats/packet.hpp"
 #include "lib/demux/demux.hpp"
+#include "lib/ledger/json_text.hpp"
 #include "lib/ledger/ledger.hpp"
 #include "lib/netaddr.hpp"
 #include "lib/sinks/file_index.hpp"
@@ -51,6 +52,14 @@ class Mapped {
         struct stat st {};
         if (fd_ < 0 || ::fstat(fd_, &st) != 0) {
             throw std::runtime_error(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+        }
+        if (!S_ISREG(st.st_mode)) {
+            // (mmap of a directory fails with ENODEV: "No such device".)
+            ::close(fd_);
+            fd_ = -1;
+            throw std::runtime_error(fmt::format(
+                "cannot read {}: {}; give an output file of the run", path,
+                S_ISDIR(st.st_mode) ? "it is a directory" : "it is not a regular file"));
         }
         size_ = static_cast<std::size_t>(st.st_size);
         if (size_ > 0) {
@@ -264,6 +273,12 @@ FramePosition position_of(const nlohmann::json& j) {
 }
 
 Report load_report(const std::string& path) {
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) {
+        throw std::runtime_error(fmt::format(
+            "cannot read report {}: it is a directory (give the --report JSON file of the run)",
+            path));
+    }
     std::ifstream in(path);
     if (!in) {
         throw std::runtime_error(
@@ -271,8 +286,10 @@ Report load_report(const std::string& path) {
     }
     Report r;
     r.dir = fs::path(path).parent_path();
+    const char* where = "";  // the part being read, for the error
     try {
         const nlohmann::json j = nlohmann::json::parse(in);
+        where = "outputs";
         for (const auto& o : j.at("outputs")) {
             ReportOutput out;
             out.path = o.at("path").get<std::string>();
@@ -288,6 +305,7 @@ Report load_report(const std::string& path) {
             }
             r.outputs.push_back(std::move(out));
         }
+        where = "streams";
         for (const auto& s : j.at("streams")) {
             ReportStream st;
             st.group = s.at("group").get<std::string>();
@@ -300,9 +318,18 @@ Report load_report(const std::string& path) {
             st.last = position_of(s.at("last"));
             r.streams.push_back(std::move(st));
         }
-    } catch (const std::exception& e) {
+    } catch (const nlohmann::json::parse_error& e) {
         throw std::runtime_error(fmt::format(
-            "{} is not an ibvcap report (give the --report JSON of the run): {}", path, e.what()));
+            "{} is not an ibvcap report (give the --report JSON of the run): not valid JSON: {}",
+            path, json_error_text(e)));
+    } catch (const std::exception&) {
+        // (The library's own words, "cannot use at() with number", say
+        // nothing to an operator: which part is wrong does.)
+        throw std::runtime_error(fmt::format(
+            "{} is not an ibvcap report (give the --report JSON of the run): {}", path,
+            *where == '\0'
+                ? std::string("it is not a JSON object")
+                : fmt::format("its \"{}\" is missing or not as a report writes it", where)));
     }
     return r;
 }

@@ -4,11 +4,13 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <new>
 #include <nlohmann/json.hpp>
 
+#include "lib/ledger/json_text.hpp"
 #include "lib/ledger/report.hpp"
 
 namespace ibvcap {
@@ -73,9 +75,10 @@ std::optional<FileIndex> read_file_index(const std::string& file, std::string& e
         idx.bytes = j.at("bytes").get<std::uint64_t>();
         idx.frames = j.at("frames").get<std::uint64_t>();
         const std::string value = sum.at("value").get<std::string>();
-        std::size_t used = 0;
-        idx.checksum = std::stoull(value, &used, 16);
-        if (used != value.size() || value.size() != 16) {
+        // (from_chars, not stoull: its exception's text is "stoull".)
+        const auto [end, ec] =
+            std::from_chars(value.data(), value.data() + value.size(), idx.checksum, 16);
+        if (ec != std::errc() || end != value.data() + value.size() || value.size() != 16) {
             error = "checksum value is not 16 hex digits";
             return std::nullopt;
         }
@@ -84,7 +87,7 @@ std::optional<FileIndex> read_file_index(const std::string& file, std::string& e
         }
         return idx;
     } catch (const std::exception& e) {
-        error = fmt::format("not a valid index: {}", e.what());
+        error = fmt::format("not a valid index: {}", json_error_text(e));
         return std::nullopt;
     }
 }

@@ -60,6 +60,16 @@ std::size_t Writer::min_memory_bytes(const Options& options) {
     return MemoryPlan(o, sizeof(Output)).least_bound(o);
 }
 
+std::string Writer::memory_text(std::size_t bytes) {
+    static constexpr const char* kUnits[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    std::size_t unit = 0;
+    while (unit + 1 < std::size(kUnits) && bytes != 0 && bytes % 1024 == 0) {
+        bytes /= 1024;
+        ++unit;
+    }
+    return fmt::format("{} {}", bytes, kUnits[unit]);
+}
+
 Writer::Memory Writer::memory() const {
     Memory m;
     m.bound = options_.memory_bytes;
@@ -158,9 +168,9 @@ Writer::Writer(const Options& options) : options_(options) {
         }
         if (const std::size_t least = min_memory_bytes(options_); options_.memory_bytes < least) {
             throw std::invalid_argument(fmt::format(
-                "a writer memory bound of {} MiB is too small for up to {} output files (each "
+                "a writer memory bound of {} is too small for up to {} output files (each "
                 "needs a buffer of at least {} KiB) and {} disk thread(s): give {} MiB or more",
-                options_.memory_bytes >> 20, options_.max_outputs, kMinBufferBytes >> 10,
+                memory_text(options_.memory_bytes), options_.max_outputs, kMinBufferBytes >> 10,
                 options_.threads, (least + (1 << 20) - 1) >> 20));
         }
         const MemoryPlan plan(options_, sizeof(Output));
@@ -320,7 +330,9 @@ Writer::OutputId Writer::add_output(OutputFormat format, std::string path, std::
     out.trailer = std::move(trailer);
     out.lane = &lane;
     out.file_bytes = out.preamble.size();
-    out.on_disk.reserve(std::max<std::size_t>(options_.rotation.files, 1));
+    // (A ring of -W files grows as its files are made, on the disk thread:
+    // reserving all of -W 4294967295 up front ended in std::bad_alloc.)
+    out.on_disk.reserve(std::clamp<std::size_t>(options_.rotation.files, 1, 64));
     ahead_->request(out);
     return &out;
 }

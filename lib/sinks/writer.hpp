@@ -234,6 +234,9 @@ class Writer {
     // outputs with kMinBufferBytes buffers, the buffers in flight, the disk
     // threads' staging. 0 when options.memory_bytes is 0 (no bound).
     static std::size_t min_memory_bytes(const Options& options);
+    // A memory size as an operator writes it: "1 KiB", "68 KiB", "1 GiB",
+    // "1536 bytes" (the largest binary unit it is a whole number of).
+    static std::string memory_text(std::size_t bytes);
     // The writer's memory now and at its highest (buffers, their piece
     // lists, staging), and the size of the buffers being made now. Producer
     // thread, or any after finish().

@@ -362,8 +362,7 @@ void WriterIo::open_file(Writer::Output& out) {
 
 // The file just opened, in the list of files on disk. In a -W ring, file
 // index i reuses name i mod W: the records that name held are overwritten.
-// (The ring's entries were reserved by add_output; without a ring one entry
-// is added per rotation, not per record.)
+// (An entry is added per file made until the ring is full, not per record.)
 void WriterIo::note_file_on_disk(Writer::Output& out) {
     const std::uint32_t ring = options_.rotation.files;
     if (ring > 0 && out.on_disk.size() >= ring) {

@@ -1,0 +1,124 @@
+// Hostile and careless inputs (issue 25 items 8 and 9): bounded answers, and
+// no internal text (a library's exception, a C++ type name, an errno that
+// names the wrong thing) reaches the operator. Runs the real binary.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "frames.hpp"
+
+namespace ibvcap {
+namespace {
+
+using test::ibvcap;
+using test::Result;
+
+// Words that only a programmer reads: a library's exception text, a C++
+// name, mmap's errno for a directory.
+void expect_operator_text(const Result& r, const std::string& command) {
+    for (const char* inner : {"std::", "bad_alloc", "stoull", "stoi", "json.exception",
+                              "basic_filebuf", "No such device", "at() with", "0 MiB"}) {
+        EXPECT_EQ(r.err.find(inner), std::string::npos)
+            << command << " printed '" << inner << "': " << r.err;
+    }
+}
+
+// One line naming the cause, a non-zero exit code.
+void expect_one_clear_line(const Result& r, const std::string& command) {
+    EXPECT_NE(r.code, 0) << command;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << command << ": " << r.err;
+    expect_operator_text(r, command);
+}
+
+TEST(CliInputs, NoInternalTextReachesTheOperator) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w a.pcap --antennas 1 --threads 1 -c 20").code, 0);
+    ASSERT_EQ(ibvcap(dir, "read -q -r a.pcap -F codif -o run --report run/r.json").code, 0);
+    std::ofstream(dir / "bad.json") << "{\n";
+    std::ofstream(dir / "number.json") << R"({"outputs": 3})";
+    std::ofstream(dir / "streams.json") << R"({"outputs": [], "streams": [{"group": 1}]})";
+    struct Case {
+        std::string args;
+        std::string says;  // in the line
+    };
+    const std::vector<Case> cases = {
+        {"verify run", "run: it is a directory"},
+        {"verify --report run", "it is a directory"},
+        {"verify --report bad.json", "not valid JSON: parse error at line 2, column 1"},
+        {"verify --report number.json", "its \"outputs\" is missing or not as a report writes it"},
+        {"verify --report streams.json", "its \"streams\" is missing"},
+        {"read -r a.pcap -F pcap -o m1 --writer-memory 1k", "--writer-memory 1 KiB is too small"},
+        {"read -r a.pcap -F pcap -o m2 --writer-memory 1536",
+         "--writer-memory 1536 bytes is too small"},
+    };
+    for (const auto& c : cases) {
+        const Result r = ibvcap(dir, c.args);
+        expect_one_clear_line(r, c.args);
+        EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << ": " << r.err;
+    }
+    // A sidecar index whose checksum is not hex: verify names the index,
+    // not the parser (std::stoull's exception says only "stoull").
+    std::string index_path;
+    for (const auto& e : std::filesystem::directory_iterator(dir / "run")) {
+        if (e.path().string().ends_with(".idx.json")) {
+            index_path = e.path().string();
+        }
+    }
+    ASSERT_FALSE(index_path.empty());
+    std::string index = test::slurp(index_path);
+    const std::string key = "\"value\": \"";
+    const auto value = index.find(key);
+    ASSERT_NE(value, std::string::npos) << index;
+    index.replace(value + key.size(), 16, "zzzzzzzzzzzzzzzz");
+    std::ofstream(index_path, std::ios::trunc) << index;
+    const Result r = ibvcap(dir, "verify --report run/r.json");
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.out.find("checksum value is not 16 hex digits"), std::string::npos) << r.out;
+    expect_operator_text(r, "verify with a damaged index");
+}
+
+// The top of an option's range runs: -W's is 4,294,967,295 files, which
+// made the writer reserve a ring of that many entries (std::bad_alloc).
+TEST(CliInputs, AFileCountAtTheTopOfItsRangeRuns) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w a.pcap --antennas 1 --threads 1 -c 20").code, 0);
+    const Result r = ibvcap(dir, "read -q -r a.pcap -F pcap -o w -C 1 -W 4294967295");
+    EXPECT_EQ(r.code, 0) << r.err;
+    expect_operator_text(r, "-W 4294967295");
+    EXPECT_TRUE(std::filesystem::exists(dir / "w/ibvcap.000000.pcap"));
+}
+
+// --help shows no default an option refuses: -c, -G, -C, -W and --duration
+// take 1 or more, and "(default: 0)" read as a limit of zero.
+TEST(CliInputs, HelpShowsNoDefaultAnOptionRefuses) {
+    test::TempDir dir;
+    for (const char* command : {"capture", "read", "gen"}) {
+        const Result r = ibvcap(dir, std::string(command) + " --help");
+        ASSERT_EQ(r.code, 0) << command;
+        const std::string& help = r.out;
+        for (const char* option :
+             {"--duration", "--count", "--rotate-seconds", "--file-size", "--file-count"}) {
+            const auto at = help.find(std::string(option) + " ");
+            if (at == std::string::npos) {
+                continue;  // (gen has no -G)
+            }
+            // The option's text runs to the next option's line.
+            auto end = help.find("\n  -", at);
+            end = std::min(end, help.find("\n      --", at));
+            const std::string text = help.substr(at, end - at);
+            if (std::string(command) == "gen" && std::string(option) == "--count") {
+                EXPECT_NE(text.find("(default: 1000)"), std::string::npos) << text;
+                continue;
+            }
+            EXPECT_EQ(text.find("default: 0)"), std::string::npos) << command << ": " << text;
+        }
+    }
+}
+
+}  // namespace
+}  // namespace ibvcap
