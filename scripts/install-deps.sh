@@ -22,6 +22,7 @@ packages=(
   # installed: systemd-analyze verify, lintian, getcap; a fresh Debian has
   # none of them (seen with ../shared/tools/fresh-debian.sh)
   dpkg-dev debhelper fakeroot lintian systemd libcap2-bin
+  help2man  # debian/control Build-Depends: the man pages (IBVCAP_MANPAGES=ON in debian/rules)
   e2fsprogs util-linux mount  # test/e2e/stall.sh: mkfs.ext4, losetup and lsblk, mount (a throttled loop disk)
 )
 
