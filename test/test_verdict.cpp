@@ -9,6 +9,7 @@
 //      against the ledger's own figure, with every totals counter distinct.
 // Each test here was seen to fail against a one-line fault planted in the
 // code it guards (docs/architecture.md, "Testing").
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -514,6 +515,41 @@ TEST(VerdictSums, DamagedLengthsOfEveryDeviceAreCountedNotLoss) {
     EXPECT_TRUE(merged.zero_loss());
 }
 
+// When outputs and streams disagree the verdict says where (issue 25 item
+// 3): the output, what it holds, and the stream's frames it should hold. (A
+// route key that kept 16 bits of the group wrote 239.2.0.1's frames into
+// 239.1.0.1's files, and the verdict said only "the counts do not
+// reconcile".)
+TEST(VerdictSums, ADisagreementNamesTheOutputAndTheStream) {
+    Ledger ledger;
+    Feed feed(ledger);
+    feed.clean(kAntenna1, 5);
+    feed.clean(kAntenna2, 3);
+    const std::string group = Endpoint{kGroup1, kPort}.to_string();
+    auto a = output("a.codif", format_ipv4(kAntenna1), 8, 0);  // 3 of them another's
+    a.group = group;
+    auto b = output("b.codif", format_ipv4(kAntenna2), 3, 0);
+    b.group = group;
+    ledger.set_outputs({output("run.pcap", "", 8, 0), b, a});
+    ASSERT_FALSE(ledger.reconciles());
+    const std::string expected = fmt::format(
+        "the counts do not reconcile: a.codif holds 8 records and 0 were not written, but 5 "
+        "frames of {} from antenna {} were captured (records of another stream, or counted "
+        "twice)",
+        group, format_ipv4(kAntenna1));
+    EXPECT_EQ(ledger.loss_reasons(), std::vector<std::string>{expected});
+    // In a merged ledger (several -i), the part's own words.
+    Ledger merged;
+    merged.merge(ledger);
+    EXPECT_EQ(merged.loss_reasons(), std::vector<std::string>{expected});
+    // The report carries the same line.
+    RunInfo run;
+    const auto j = report_json(merged, run);
+    EXPECT_EQ(j["reconciled"], false);
+    EXPECT_EQ(j["loss_reasons"].get<std::vector<std::string>>(),
+              std::vector<std::string>{expected});
+}
+
 // The same count in the first of two devices' ledgers, merged as the capture
 // runner merges them (lib/run/verbs_capture.cpp).
 struct DeviceCase {
@@ -623,7 +659,8 @@ INSTANTIATE_TEST_SUITE_P(
                    // 4 + 0 records where 5 were routed: one went nowhere.
                    [](Feed& f) { f.ledger.set_outputs({output("d0.pcap", "", 4, 0)}); },
                    [](const Ledger& l) { return std::uint64_t{l.reconciles()}; }, 0,
-                   "the counts do not reconcile"}),
+                   "the counts do not reconcile: d0.pcap holds 4 records and 0 were not "
+                   "written, but 5 frames were captured (records neither written nor counted)"}),
     [](const auto& row) { return std::string(row.param.name); });
 
 // Merged into a ledger that has outputs of its own (not the runner's empty

@@ -143,10 +143,12 @@ Reason reason_for(CodifError error) {
 void Ledger::merge(const Ledger& other) {
     if (!merged_) {
         // This ledger's own outputs are judged now, before frames from others arrive.
-        merged_parts_reconcile_ = outputs_.empty() || reconciles();
+        merged_disagreement_ = outputs_.empty() ? std::string() : disagreement();
         merged_ = true;
     }
-    merged_parts_reconcile_ = merged_parts_reconcile_ && other.reconciles();
+    if (merged_disagreement_.empty()) {
+        merged_disagreement_ = other.disagreement();
+    }
     packets_ += other.packets_;
     bytes_ += other.bytes_;
     bad_wire_length_ += other.bad_wire_length_;
@@ -215,18 +217,26 @@ Totals Ledger::totals() const {
     return t;
 }
 
-bool Ledger::reconciles() const {
+std::string Ledger::disagreement() const {
     const Totals t = totals();
     if (t.packets != t.codif + t.malformed + t.non_codif) {
-        return false;
+        return fmt::format(
+            "the source delivered {} frames but {} were classified ({} CODIF, {} malformed, {} "
+            "not CODIF)",
+            t.packets, t.codif + t.malformed + t.non_codif, t.codif, t.malformed, t.non_codif);
     }
     for (const auto& s : streams_) {
         if (!s.sequence.reconciles()) {
-            return false;
+            const SequenceTracker& q = s.sequence;
+            return fmt::format(
+                "stream {} {} thread {}: {} frames received ({} duplicates, {} implausible) and "
+                "{} missing do not fill its span of frames {} to {}",
+                s.group.to_string(), format_ipv4(s.antenna), s.thread, q.received(), q.duplicates(),
+                q.implausible(), q.missing(), q.lowest(), q.newest());
         }
     }
     if (merged_) {
-        return merged_parts_reconcile_;
+        return merged_disagreement_;
     }
     // Each output must account for every record routed to it: per-run outputs
     // (pcap) see every frame, per-antenna outputs every frame of their streams.
@@ -258,10 +268,17 @@ bool Ledger::reconciles() const {
             expected = it->second.packets - (whole_frames ? it->second.payload_absent : 0);
         }
         if (o.packets + o.dropped != expected) {
-            return false;
+            return fmt::format(
+                "{} holds {} records and {} were not written, but {} {} {}", o.path, o.packets,
+                o.dropped, expected,
+                o.antenna.empty() ? "frames were captured"
+                                  : fmt::format("frames of {} from antenna {} were captured",
+                                                o.group.empty() ? "its group" : o.group, o.antenna),
+                o.packets + o.dropped > expected ? "(records of another stream, or counted twice)"
+                                                 : "(records neither written nor counted)");
         }
     }
-    return true;
+    return {};
 }
 
 std::vector<std::string> Ledger::loss_reasons() const {
@@ -340,8 +357,8 @@ std::vector<std::string> Ledger::loss_reasons() const {
     if (!incomplete_.empty()) {
         why.push_back("the run ended early: " + incomplete_);
     }
-    if (!reconciles()) {
-        why.emplace_back("the counts do not reconcile");
+    if (const std::string where = disagreement(); !where.empty()) {
+        why.push_back("the counts do not reconcile: " + where);
     }
     return why;
 }

@@ -263,7 +263,12 @@ class Ledger {
     Totals totals() const;
     // Every frame is in exactly one place, every stream's sequence adds up, and
     // every output's records are written or counted as dropped.
-    bool reconciles() const;
+    bool reconciles() const { return disagreement().empty(); }
+    // Empty when the counts reconcile; otherwise where they first disagree,
+    // with the figures: the frame classes, a stream (group, antenna,
+    // thread) or an output (its path, and the stream's frames it should
+    // hold), so that "the counts do not reconcile" says where to look.
+    std::string disagreement() const;
     // "zero-loss" only when nothing at all was lost and the counts reconcile.
     bool zero_loss() const;
     // Human reasons the verdict is "loss" (empty when zero-loss).
@@ -290,7 +295,7 @@ class Ledger {
     // Set once other ledgers are merged in: their outputs were checked
     // against their own frames, which the merged totals can no longer split.
     bool merged_ = false;
-    bool merged_parts_reconcile_ = true;
+    std::string merged_disagreement_;  // the first part's that did not reconcile
 };
 
 }  // namespace ibvcap
