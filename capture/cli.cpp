@@ -611,6 +611,13 @@ int finish_run(const RunOutcome& outcome, const std::string& report_path, bool q
 
 namespace {
 std::atomic<bool> g_stop{false};
+// The signal that stopped the run (the first one): the report's stopped_by.
+// (A lock-free atomic: safe to store from a signal handler.)
+std::atomic<int> g_stop_signal{0};
+void note_stop_signal(int sig) {
+    int none = 0;
+    g_stop_signal.compare_exchange_strong(none, sig);
+}
 
 std::atomic<bool> g_urgent{false};
 
@@ -618,7 +625,8 @@ std::atomic<bool> g_urgent{false};
 // what is queued but finish the write in progress, so files hold whole
 // records (exiting here could cut a write in the middle of a record). Third:
 // end the process on the spot.
-extern "C" void on_stop_signal(int) {
+extern "C" void on_stop_signal(int sig) {
+    note_stop_signal(sig);
     if (!g_stop.exchange(true)) {
         return;
     }
@@ -632,7 +640,8 @@ extern "C" void on_stop_signal(int) {
 // stderr lost its reader, e.g. `| head -1`): a clean stop, as the first
 // Ctrl-C. They never escalate: every later write to a closed pipe raises
 // SIGPIPE again, and that must not abandon the queued records.
-extern "C" void on_end_signal(int) {
+extern "C" void on_end_signal(int sig) {
+    note_stop_signal(sig);
     g_stop.store(true);
 }
 
@@ -687,6 +696,10 @@ void install_stop_handler() {
 
 const std::atomic<bool>& stop_flag() {
     return g_stop;
+}
+
+const std::atomic<int>& stop_signal() {
+    return g_stop_signal;
 }
 
 const std::atomic<bool>& urgent_flag() {

@@ -57,6 +57,8 @@ T option_or(const cxxopts::ParseResult& args, const char* name, T absent) {
 // SIGHUP and SIGPIPE set the stop flag only (a clean end, never escalated).
 void install_stop_handler();
 const std::atomic<bool>& stop_flag();
+// The signal that set it first (0: none yet): RunSettings::stop_signal.
+const std::atomic<int>& stop_signal();
 // Set by a second interrupt: stop at once, leave queued buffers unwritten (a
 // third interrupt ends the process on the spot).
 const std::atomic<bool>& urgent_flag();

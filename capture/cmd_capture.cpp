@@ -171,6 +171,7 @@ int cmd_capture(int argc, char** argv) {
     request.sysfs_root = args["sysfs-root"].as<std::string>();
     request.stats = common.quiet ? nullptr : stderr;  // the live stats line
     request.counts_request = &counts_flag();
+    request.stop_signal = &stop_signal();
     request.notices = &stderr_console();  // "stopping: writing 120.0 MiB; ..."
     if (common.verbose) {
         request.observer = print_frame;

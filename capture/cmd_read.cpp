@@ -40,6 +40,7 @@ int cmd_read(int argc, char** argv) {
         request.observer = print_frame;
     }
     request.counts_request = &counts_flag();
+    request.stop_signal = &stop_signal();
     request.notices = &stderr_console();  // "stopping: writing 120.0 MiB; ..."
     install_stop_handler();
     RunOutcome outcome = run_read(request, stop_flag());

@@ -29,91 +29,13 @@ using test::Result;
 using test::sh;
 using test::slurp;
 
-std::size_t lines(const std::string& s) {
-    return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));
-}
-
-// The binary started directly (no shell between it and the signals a test
-// sends), with stdin, stdout and stderr on the descriptors given.
-pid_t spawn(const test::TempDir& dir, const std::vector<std::string>& args, int in, int out,
-            int err) {
-    std::vector<std::string> argv{IBVCAP_BINARY};
-    argv.insert(argv.end(), args.begin(), args.end());
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        ::dup2(in, 0);
-        ::dup2(out, 1);
-        ::dup2(err, 2);
-        if (::chdir(dir.path().c_str()) != 0) {
-            ::_exit(127);
-        }
-        std::vector<char*> cargv;
-        for (auto& a : argv) {
-            cargv.push_back(a.data());
-        }
-        cargv.push_back(nullptr);
-        ::execv(cargv[0], cargv.data());
-        ::_exit(127);
-    }
-    return pid;
-}
-
-// Its wait status, or -1 after killing it when it runs past `limit`.
-int wait_for(pid_t pid, std::chrono::seconds limit) {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    int status = 0;
-    while (::waitpid(pid, &status, WNOHANG) == 0) {
-        if (std::chrono::steady_clock::now() > end) {
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, &status, 0);
-            return -1;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return status;
-}
-
-std::string describe(int status) {
-    if (status == -1) {
-        return "still running at the limit (killed)";
-    }
-    return WIFEXITED(status) ? fmt::format("exit {}", WEXITSTATUS(status))
-                             : fmt::format("killed by signal {}", WTERMSIG(status));
-}
-
-// Whether `pid` has a handler for `sig` (/proc/PID/status, SigCgt): from
-// then on the signal is the run's to handle.
-bool wait_for_handler(pid_t pid, int sig) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (std::chrono::steady_clock::now() < end) {
-        std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-        for (std::string line; std::getline(status, line);) {
-            if (line.rfind("SigCgt:", 0) == 0 &&
-                (std::stoull(line.substr(7), nullptr, 16) >> (sig - 1) & 1) != 0) {
-                return true;
-            }
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-}
-
-int open_file(const std::string& path) {
-    return ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-}
-
-// spawn() with stdin /dev/null and stdout and stderr into the files `out`
-// and `err` of `dir`.
-pid_t spawn_to_files(const test::TempDir& dir, const std::vector<std::string>& args) {
-    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    const int out = open_file(dir / "out");
-    const int err = open_file(dir / "err");
-    const pid_t pid = spawn(dir, args, null, out, err);
-    ::close(null);
-    ::close(out);
-    ::close(err);
-    return pid;
-}
+using test::describe;
+using test::lines;
+using test::open_file;
+using test::spawn;
+using test::spawn_to_files;
+using test::wait_for;
+using test::wait_for_handler;
 
 // The binary must load on acquisition hosts with an older rdma-core:
 // ibv_reg_dmabuf_mr (IBVERBS_1.12, rdma-core 34) is looked up at run time, so
@@ -629,23 +551,7 @@ TEST(Cli, GpuWithoutAGpuFailsInOneLine) {
 namespace ibvcap {
 namespace {
 
-// A live capture on the loopback interface with nothing sent (exit 3, "no
-// CODIF frames were received"): a run that only ends by its duration or a
-// signal. Skips where libpcap may not capture.
-std::vector<std::string> silent_capture(std::vector<std::string> more) {
-    std::vector<std::string> args{"capture", "--source", "pcap", "-i", "lo", "239.1.2.3:5000"};
-    args.insert(args.end(), more.begin(), more.end());
-    return args;
-}
-
-#define SKIP_WITHOUT_CAPTURE_PERMISSION(dir)                                                      \
-    do {                                                                                          \
-        const Result probe =                                                                      \
-            ibvcap(dir, "capture --source pcap -i lo 239.1.2.3:5000 --duration 0.1 -q");          \
-        if (probe.code == 1 && probe.err.find("no permission to capture") != std::string::npos) { \
-            IBVCAP_SKIP_UNLESS_CI(probe.err);                                                     \
-        }                                                                                         \
-    } while (false)
+using test::silent_capture;
 
 // Item 4: stdout and stderr full (a pager, Ctrl-S, a pipe nobody reads) never
 // stall the run: the stats line is dropped and counted, --duration ends the
@@ -696,152 +602,6 @@ TEST(CliEnds, VerboseLinesToAFullStdoutAreCountedNotWaitedFor) {
     EXPECT_EQ(report["lines_not_printed"]["frames"], 800);
     EXPECT_EQ(report["lines_not_printed"]["stats"], 0);
     EXPECT_EQ(report["totals"]["packets"], 800);
-}
-
-// Items 4 and 5: SIGTERM and SIGHUP end a run as the first Ctrl-C does (a
-// clean stop, the files and the report, exit by the verdict), and the stop
-// is acknowledged at once on stderr with what is still queued. The old code
-// died on SIGHUP without a report and said nothing on SIGINT or SIGTERM.
-TEST(CliEnds, InterruptTermAndHangupEndTheRunWithAReport) {
-    test::TempDir dir;
-    SKIP_WITHOUT_CAPTURE_PERMISSION(dir);
-    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
-        SCOPED_TRACE(strsignal(sig));
-        const std::string report = fmt::format("r{}.json", sig);
-        const pid_t pid =
-            spawn_to_files(dir, silent_capture({"-q", "-F", "pcap", "-o", "o" + std::to_string(sig),
-                                                "--report", report}));
-        ASSERT_TRUE(wait_for_handler(pid, sig));
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
-        ::kill(pid, sig);
-        const int status = wait_for(pid, std::chrono::seconds(20));
-        ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << describe(status);
-        const auto j = nlohmann::json::parse(slurp(dir / report));
-        EXPECT_EQ(j["interrupted"], true);
-        EXPECT_NE(slurp(dir / "out").find("(interrupted)"), std::string::npos);
-        const std::string said = slurp(dir / "err");
-        EXPECT_NE(
-            said.find("ibvcap capture: stopping: writing 0.0 MiB; Ctrl-C again to abandon it"),
-            std::string::npos)
-            << said;
-        EXPECT_EQ(lines(said), 1u) << said;
-    }
-}
-
-// Issue 25 item 5: SIGUSR1 (tcpdump's "print the counts") prints the run's
-// counts so far and the run goes on; every other signal whose default ends
-// the process ends the run as SIGTERM does, with its report (the old code
-// died on SIGUSR1 without one).
-TEST(CliEnds, Usr1PrintsTheCountsAndOtherSignalsEndTheRunWithAReport) {
-    test::TempDir dir;
-    SKIP_WITHOUT_CAPTURE_PERMISSION(dir);
-    for (const int sig : {SIGUSR2, SIGALRM, SIGQUIT, SIGRTMIN + 3}) {
-        SCOPED_TRACE(strsignal(sig));
-        const std::string report = fmt::format("u{}.json", sig);
-        const pid_t pid =
-            spawn_to_files(dir, silent_capture({"-q", "-F", "pcap", "-o", "u" + std::to_string(sig),
-                                                "--report", report}));
-        ASSERT_TRUE(wait_for_handler(pid, SIGUSR1));
-        ASSERT_TRUE(wait_for_handler(pid, sig));
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        ::kill(pid, SIGUSR1);
-        // The counts, and the run still going.
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (slurp(dir / "err").find("frames") == std::string::npos &&
-               std::chrono::steady_clock::now() < until) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        const std::string counts = slurp(dir / "err");
-        EXPECT_NE(counts.find("ibvcap capture: after "), std::string::npos) << counts;
-        EXPECT_NE(counts.find(" 0 frames, 0 bytes received"), std::string::npos) << counts;
-        int status = 0;
-        EXPECT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "SIGUSR1 ended the run";
-        ::kill(pid, sig);
-        status = wait_for(pid, std::chrono::seconds(20));
-        ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << describe(status);
-        const auto j = nlohmann::json::parse(slurp(dir / report));
-        EXPECT_EQ(j["interrupted"], true);
-    }
-}
-
-// Item 4: stderr closed under the run (`2>&1 | head -1`): SIGPIPE is a clean
-// stop with the report, not death by signal.
-TEST(CliEnds, AClosedStderrEndsTheRunCleanly) {
-    test::TempDir dir;
-    SKIP_WITHOUT_CAPTURE_PERMISSION(dir);
-    int fds[2];
-    ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    const int out = open_file(dir / "out");
-    const pid_t pid =
-        spawn(dir, silent_capture({"--duration", "30", "--report", "r.json"}), null, out, fds[1]);
-    ::close(fds[1]);
-    ::close(null);
-    ::close(out);
-    // Read the first stats line (after a second), then go away as head -1 does.
-    std::string first;
-    for (char c = 0; first.find('\n') == std::string::npos && ::read(fds[0], &c, 1) == 1;) {
-        first += c;
-    }
-    ::close(fds[0]);
-    EXPECT_NE(first.find("ibvcap stats:"), std::string::npos) << first;
-    const auto start = std::chrono::steady_clock::now();
-    const int status = wait_for(pid, std::chrono::seconds(20));
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << describe(status);
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10))
-        << "ended by its duration, not by the closed stderr";
-    EXPECT_EQ(nlohmann::json::parse(slurp(dir / "r.json"))["interrupted"], true);
-    EXPECT_NE(slurp(dir / "out").find("verdict:"), std::string::npos);
-}
-
-// Item 6: Ctrl-C while `read` waits on a FIFO or on stdin is a clean stop:
-// what arrived is counted, `interrupted` is true, the exit code is the
-// verdict's. The old code reported "Interrupted system call" and exit 1.
-TEST(CliEnds, InterruptWhileReadingAPipeIsACleanStop) {
-    test::TempDir dir;
-    ASSERT_EQ(ibvcap(dir, "gen -q -w x.pcap -c 10 --antennas 1 --threads 1").code, 0);
-    const std::string capture = slurp(dir / "x.pcap");
-    ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
-    for (const bool from_stdin : {false, true}) {
-        SCOPED_TRACE(from_stdin ? "read -r -" : "read -r FIFO");
-        int fds[2] = {-1, -1};
-        ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-        const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-        const int out = open_file(dir / "out");
-        const int err = open_file(dir / "err");
-        const pid_t pid = spawn(dir,
-                                // One -o per run: a second run into the same
-                                // directory would be refused (its outputs exist).
-                                {"read", "-r", from_stdin ? "-" : "fifo", "-F", "pcap", "-o",
-                                 from_stdin ? "o-stdin" : "o-fifo", "--report", "r.json"},
-                                from_stdin ? fds[0] : null, out, err);
-        ::close(fds[0]);
-        ::close(null);
-        ::close(out);
-        ::close(err);
-        int writer = fds[1];
-        if (!from_stdin) {
-            ::close(fds[1]);
-            writer = ::open((dir / "fifo").c_str(), O_WRONLY | O_CLOEXEC);
-        }
-        ASSERT_GE(writer, 0);
-        // The file header and every record; the writer stays open, so read waits for more.
-        ASSERT_EQ(::write(writer, capture.data(), capture.size()),
-                  static_cast<ssize_t>(capture.size()));
-        ASSERT_TRUE(wait_for_handler(pid, SIGINT));
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
-        ::kill(pid, SIGINT);
-        const int status = wait_for(pid, std::chrono::seconds(20));
-        ::close(writer);
-        const std::string said = slurp(dir / "err");
-        ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status) << said;
-        const auto j = nlohmann::json::parse(slurp(dir / "r.json"));
-        EXPECT_EQ(j["interrupted"], true);
-        EXPECT_EQ(j["totals"]["packets"], 10);
-        EXPECT_EQ(j["outputs"][0]["packets"], 10);
-        EXPECT_EQ(said.find("error"), std::string::npos) << said;
-        EXPECT_EQ(j.count("error"), 0u) << j.dump();
-    }
 }
 
 // Item 12: a number out of its range, or one that does not parse, is a usage

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -175,6 +176,9 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     j["input"] = run.input;
     j["duration_s"] = run.duration_s;
     j["interrupted"] = run.interrupted;
+    if (!run.stopped_by.empty()) {
+        j["stopped_by"] = run.stopped_by;
+    }
     if (!run.error.empty()) {
         j["error"] = run.error;
     }
@@ -435,12 +439,51 @@ int replace_file(const std::string& path, std::string_view text, bool durable) {
     return 0;
 }
 
+std::string stopped_by_text(const std::string& stopped_by) {
+    if (stopped_by == "sigint") {
+        return "Ctrl-C (SIGINT)";
+    }
+    if (stopped_by == "sighup") {
+        return "SIGHUP (the terminal or session went away)";
+    }
+    if (stopped_by == "sigpipe") {
+        return "a closed stdout or stderr (SIGPIPE)";
+    }
+    if (stopped_by == "count") {
+        return "-c (--count)";
+    }
+    if (stopped_by == "duration") {
+        return "--duration";
+    }
+    if (stopped_by == "end_of_input") {
+        return "the end of the input";
+    }
+    if (stopped_by == "error") {
+        return "an error";
+    }
+    if (stopped_by.rfind("sig", 0) == 0) {
+        std::string name = stopped_by;
+        for (auto& c : name) {
+            c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        }
+        return name;
+    }
+    return stopped_by;
+}
+
 void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, bool streams_table) {
     const Totals t = ledger.totals();
     const double avg =
         t.packets > 0 ? static_cast<double>(t.bytes) / static_cast<double>(t.packets) : 0.0;
+    // An interrupted run says so, and by what: a run ended after 0.4 s by a
+    // closed pipe is not presented like a complete one.
     fmt::print(out, "ibvcap {}: {} from {}{}\n", run.command, run.source, run.input,
-               run.interrupted ? " (interrupted)" : "");
+               !run.interrupted ? std::string()
+               : run.stopped_by.empty()
+                   ? std::string(" (interrupted)")
+                   : fmt::format(" (interrupted by {} after {:.3f} s: what came later was not "
+                                 "captured)",
+                                 stopped_by_text(run.stopped_by), run.duration_s));
     fmt::print(out, "  total bytes:   {}\n  total packets: {}   average bytes per packet: {:.1f}\n",
                t.bytes, t.packets, avg);
     if (run.duration_s > 0) {

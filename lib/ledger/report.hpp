@@ -118,6 +118,10 @@ struct RunInfo {
     std::string input;    // file or interface
     double duration_s = 0;
     bool interrupted = false;
+    // What ended the run (docs/formats.md, "stopped_by"): "end_of_input",
+    // "count", "duration", "error", or the signal ("sigint", "sigterm",
+    // "sighup", "sigpipe", ...). Empty: not known (a library caller).
+    std::string stopped_by;
     std::string error;                 // the run ended early on this error
     std::vector<PollFigures> polling;  // live verbs captures
     std::uint64_t watchdog_alarms = 0;
@@ -158,6 +162,9 @@ void write_report(const std::string& path, const nlohmann::json& report);
 // write_report uses it; so does the metrics file (lib/run/metrics.hpp).
 int replace_file(const std::string& path, std::string_view text, bool durable);
 // `streams_table`: print one line per stream (off with -q).
+// What stopped_by says, in words: "Ctrl-C (SIGINT)", "-c (--count)".
+std::string stopped_by_text(const std::string& stopped_by);
+
 void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, bool streams_table);
 
 }  // namespace ibvcap

@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <csignal>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <set>
@@ -46,19 +49,46 @@ std::optional<std::uint64_t> sum_writers(const std::vector<std::unique_ptr<Lane>
     return sum;
 }
 
+// The signal's name in the report: "sigint", "sigterm", "sigrtmin+3".
+std::string signal_name(int sig) {
+    if (sig <= 0) {
+        return "signal";
+    }
+    const char* abbrev = ::sigabbrev_np(sig);  // glibc 2.32; "INT", null for a real-time one
+    std::string name = abbrev != nullptr ? abbrev
+                       : sig >= SIGRTMIN ? fmt::format("RTMIN+{}", sig - SIGRTMIN)
+                                         : fmt::format("{}", sig);
+    for (auto& c : name) {
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    return "sig" + name;
+}
+
 // The first stop is acknowledged at once with what is still queued for the
-// disk; the signal handler cannot print (only async-signal-safe calls there).
-void acknowledge_stop(Console* out, const std::string& command,
+// disk, and what stopped the run; the signal handler cannot print (only
+// async-signal-safe calls there). SIGHUP and SIGPIPE never escalate (a
+// closed pipe raises SIGPIPE at every write), so only a Ctrl-C abandons
+// their backlog; every other stop signal escalates as Ctrl-C does
+// (lib/../capture/cli.cpp, install_stop_handler).
+void acknowledge_stop(Console* out, const std::string& command, int sig,
                       const std::vector<std::unique_ptr<Lane>>& lanes) {
     if (out == nullptr) {
         return;
     }
     const auto backlog = sum_writers(lanes, &Writer::backlog_bytes);
+    const bool escalates = sig != SIGHUP && sig != SIGPIPE;
+    std::string name = signal_name(sig).substr(3);  // "term"
+    for (auto& c : name) {
+        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+    const std::string by = sig == SIGINT || sig <= 0 ? std::string() : " (SIG" + name + ")";
+    const std::string again = !escalates                 ? "Ctrl-C to"
+                              : sig > 0 && sig != SIGINT ? "SIG" + name + " or Ctrl-C again to"
+                                                         : "Ctrl-C again to";
     const std::string line =
-        backlog
-            ? fmt::format("ibvcap {}: stopping: writing {:.1f} MiB; Ctrl-C again to abandon it\n",
-                          command, double(*backlog) / double(1 << 20))
-            : fmt::format("ibvcap {}: stopping; Ctrl-C again to stop at once\n", command);
+        backlog ? fmt::format("ibvcap {}: stopping{}: writing {:.1f} MiB; {} abandon it\n", command,
+                              by, double(*backlog) / double(1 << 20), again)
+                : fmt::format("ibvcap {}: stopping{}; {} stop at once\n", command, by, again);
     out->try_write(line);
 }
 
@@ -495,15 +525,21 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             print_counts(settings, source, lanes, seconds_since_start(Clock::now()));
         }
         if (stop.load(std::memory_order_relaxed)) {
+            const int sig = settings.stop_signal != nullptr
+                                ? settings.stop_signal->load(std::memory_order_relaxed)
+                                : 0;
             outcome.info.interrupted = true;
-            acknowledge_stop(settings.notices, settings.command, lanes);
+            outcome.info.stopped_by = signal_name(sig);
+            acknowledge_stop(settings.notices, settings.command, sig, lanes);
             break;
         }
         if (faults.raised()) {
+            outcome.info.stopped_by = "error";
             break;  // a worker thread failed: stop as after a device fault
         }
         const auto now = Clock::now();
         if (limit_s > 0 && now >= deadline) {
+            outcome.info.stopped_by = "duration";
             break;
         }
         if (now - last_tick >= settings.tick) {
@@ -538,6 +574,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         }
         const std::uint64_t frames = source.frames();
         if (settings.count > 0 && frames >= settings.count) {
+            outcome.info.stopped_by = "count";
             break;
         }
         auto wait = kMaxStepWait;
@@ -546,6 +583,15 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             wait = std::clamp(left, std::chrono::milliseconds(0), kMaxStepWait);
         }
         if (!source.step(settings.count > 0 ? settings.count - frames : 0, wait, stop)) {
+            // The source ended: its input did, its count was reached, or a
+            // stop signal or an error ended its wait.
+            if (settings.count > 0 && source.frames() >= settings.count) {
+                outcome.info.stopped_by = "count";
+            } else if (stop.load(std::memory_order_relaxed)) {
+                continue;  // (the loop's top says by what)
+            } else {
+                outcome.info.stopped_by = "end_of_input";
+            }
             break;
         }
     }
@@ -647,6 +693,9 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     outcome.info.stats_lines_dropped = ticker.dropped();
     outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
     apply_faults(faults, outcome);
+    if (!outcome.info.error.empty() && !outcome.info.interrupted) {
+        outcome.info.stopped_by = "error";  // the input cut short, a device or a thread failed
+    }
     if (metrics) {
         // The final values, with the verdict.
         const auto now = Clock::now();

@@ -51,6 +51,9 @@ struct RunSettings {
     // Set by SIGUSR1 (tcpdump's "print the counts"): the loop prints the
     // run's counts so far on `notices`, clears it and goes on (null: none).
     std::atomic<bool>* counts_request = nullptr;
+    // The signal that set the stop flag (0: none): the report's stopped_by
+    // and the acknowledgement's words (null: "a signal").
+    const std::atomic<int>* stop_signal = nullptr;
     // Witnesses outside the source (the GPU's XIDs): sampled once a second
     // with the source's own (Source::witnesses), on the run loop's thread.
     std::vector<std::function<std::vector<SourceCounter>()>> witnesses;

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <iterator>
 #include <stdexcept>
@@ -62,6 +64,13 @@ PcapFileSource::PcapFileSource(const std::string& path, bool mapped) : path_(pat
         // libpcap's savefile.c says "PATH: strerror" when the file cannot be
         // opened, and "unknown file format" when it is neither pcap nor pcapng.
         std::string_view why = errbuf;
+        if (why.ends_with(std::strerror(EINTR))) {
+            // A stop signal (Ctrl-C, SIGTERM: install_stop_handler, without
+            // SA_RESTART) ended the wait for the first bytes of a pipe, FIFO
+            // or stdin: a clean stop with a report, not an error (run()).
+            interrupted_at_open_ = true;
+            return;
+        }
         if (why.starts_with(path) && why.substr(path.size()).starts_with(": ")) {
             why.remove_prefix(path.size() + 2);
         }
@@ -259,6 +268,12 @@ PcapFileSource::Result PcapFileSource::run(Demux& demux, std::uint64_t max_frame
         return run_mapped(demux, max_frames, stop);
     }
     Result result;
+    if (pcap_ == nullptr) {  // (interrupted_at_open_: nothing was read)
+        if (!stop.load(std::memory_order_relaxed)) {
+            result.error = fmt::format("{}: interrupted before its first bytes arrived", path_);
+        }
+        return result;
+    }
     for (;;) {
         if (stop.load(std::memory_order_relaxed) ||
             (max_frames != 0 && result.frames >= max_frames)) {
