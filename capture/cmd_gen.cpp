@@ -185,13 +185,16 @@ int cmd_gen(int argc, char** argv) {
     } else {
         path = args["write"].as<std::string>();
         // A regular file is replaced only when asked (a FIFO or device is
-        // written into, as before).
+        // written into, as before; "-" is standard output).
         if (std::error_code ec;
-            std::filesystem::is_regular_file(path, ec) && !args.count("overwrite")) {
+            path != "-" && std::filesystem::is_regular_file(path, ec) && !args.count("overwrite")) {
             throw std::runtime_error(fmt::format(
                 "{} exists; add --overwrite to replace it, or choose another -w FILE", path));
         }
-        packets = write_generated_pcap(generator, path);
+        // Ctrl-C or SIGTERM: stop at the next slot boundary, the file whole,
+        // its index and the truth of what was written.
+        install_stop_handler();
+        packets = write_generated_pcap(generator, path, &stop_flag());
     }
     // After an early stop the truth covers the slots actually sent.
     const auto truth = generator.truth_json();
@@ -203,6 +206,8 @@ int cmd_gen(int argc, char** argv) {
             throw std::runtime_error(fmt::format("cannot write {}", truth_path));
         }
     }
+    // With -w - the pcap is on standard output: the summary goes to stderr.
+    std::FILE* say = !send && path == "-" ? stderr : stdout;
     if (!args.count("quiet")) {
         const auto& t = truth["totals"];
         std::uint64_t frames = 0;  // slots per stream (fewer after an early stop)
@@ -210,6 +215,7 @@ int cmd_gen(int argc, char** argv) {
             frames = std::max(frames, s.slots);
         }
         fmt::print(
+            say,
             "ibvcap gen: {} {} packets {} {}: {} streams ({} groups x {} antennas x {} "
             "threads) x {} frames of {} bytes; injected missing {}, duplicates {}, out of order "
             "{}\n",
@@ -217,6 +223,10 @@ int cmd_gen(int argc, char** argv) {
             config.groups.size(), config.antennas.size(), config.threads, frames,
             config.frame_bytes(), t["missing"].get<std::uint64_t>(),
             t["duplicates"].get<std::uint64_t>(), t["out_of_order"].get<std::uint64_t>());
+        if (!send && generator.ended_early()) {
+            fmt::print(say, "ibvcap gen: stopped early after {} of {} frame slots\n", frames,
+                       config.frames);
+        }
         if (send) {
             fmt::print("ibvcap gen: sent {} packets in {:.3f} s ({:.0f} packets/s){}\n", packets,
                        sent.seconds,

@@ -131,7 +131,27 @@ std::vector<std::string> existing_outputs(const OutputOptions& options) {
     return found;
 }
 
-void claim_outputs(const OutputOptions& options, const std::string& input_file) {
+void claim_outputs(const OutputOptions& options, const std::string& input_file, bool direct_io) {
+    if (direct_io) {
+        // A FIFO or device with an output's name is written into in order
+        // (docs/formats.md); --direct-io writes whole pages at offsets and
+        // pads the last, which neither can take.
+        std::error_code ec;
+        for (const auto& entry : std::filesystem::directory_iterator(options.output_dir, ec)) {
+            const std::string name = entry.path().filename().string();
+            std::error_code sec;
+            const auto status = entry.status(sec);
+            if (is_run_output_name(options, name) && !sec &&
+                (std::filesystem::is_fifo(status) || std::filesystem::is_character_file(status) ||
+                 std::filesystem::is_block_file(status) || std::filesystem::is_socket(status))) {
+                throw std::runtime_error(fmt::format(
+                    "{} is a {}, which --direct-io cannot write (it writes whole pages at "
+                    "offsets): drop --direct-io, or choose another -o DIR or --prefix",
+                    entry.path().string(),
+                    std::filesystem::is_fifo(status) ? "FIFO" : "device or socket"));
+            }
+        }
+    }
     const std::vector<std::string> found = existing_outputs(options);
     if (found.empty()) {
         return;

@@ -65,7 +65,8 @@ std::vector<std::string> existing_outputs(const OutputOptions& options);
 // --overwrite); with it they are removed, so no file of an earlier run is
 // mistaken for part of this one. `input_file` (read -r) is never removed:
 // naming it as an output is an error.
-void claim_outputs(const OutputOptions& options, const std::string& input_file);
+void claim_outputs(const OutputOptions& options, const std::string& input_file,
+                   bool direct_io = false);
 
 // --report PATH, checked before the run starts. Returns a usage problem (the
 // path is the input file, or a file this run writes: exit 2) or an empty

@@ -10,16 +10,31 @@
 
 namespace ibvcap {
 
-std::uint64_t write_generated_pcap(Generator& generator, const std::string& path) {
+std::uint64_t write_generated_pcap(Generator& generator, const std::string& path,
+                                   const std::atomic<bool>* stop) {
     Writer::Options wopts;
     wopts.buffers = 8;
     wopts.block_when_full = true;
+    const bool to_stdout = path == "-";
+    // (Standard output by its /dev name: the writer opens outputs by path.
+    // No index beside it: "/dev/stdout.idx.json" is no place for one.)
+    wopts.index = !to_stdout;
     Writer writer(wopts);
     const auto header = pcap_file_header();
-    const auto out = writer.add_output(OutputFormat::pcap, path, "", "", header);
+    const auto out =
+        writer.add_output(OutputFormat::pcap, to_stdout ? "/dev/stdout" : path, "", "", header);
     GeneratedFrame f;
     std::uint64_t n = 0;
-    while (generator.next(f)) {
+    bool ending = false;
+    for (;;) {
+        if (stop != nullptr && !ending && generator.at_slot_boundary() &&
+            stop->load(std::memory_order_relaxed)) {
+            generator.end_early();  // the frames of an open swap still come
+            ending = true;
+        }
+        if (!generator.next(f)) {
+            break;
+        }
         const auto size = static_cast<std::uint32_t>(f.bytes.size());
         const auto record = pcap_record_header(f.timestamp_ns, size, size);
         const std::array<Bytes, 2> pieces = {Bytes(record), f.bytes};

@@ -1,6 +1,7 @@
 // `ibvcap gen -w FILE`: the generator's frames into a pcap file.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -8,8 +9,13 @@
 
 namespace ibvcap {
 
-// Write every frame of `generator` to a nanosecond pcap file. Throws
-// std::runtime_error (one line) when the file cannot be written completely.
-std::uint64_t write_generated_pcap(Generator& generator, const std::string& path);
+// Write every frame of `generator` to a nanosecond pcap file ("-": standard
+// output, with no sidecar index). When `stop` is set (Ctrl-C, SIGTERM) the
+// run ends at the next slot boundary (Generator::end_early): the file holds
+// whole records and its index, and the truth is that of what was written.
+// Throws std::runtime_error (one line) when the file cannot be written
+// completely.
+std::uint64_t write_generated_pcap(Generator& generator, const std::string& path,
+                                   const std::atomic<bool>* stop = nullptr);
 
 }  // namespace ibvcap

@@ -281,7 +281,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         // Every name this run may write is checked here, under the lock:
         // the per-antenna files that appear with their first frame too, so
         // the disk threads never find an earlier run's file in their way.
-        claim_outputs(settings.outputs, source.input_file());
+        claim_outputs(settings.outputs, source.input_file(), settings.writer.direct_io);
     }
     source.arm();
     Faults local_faults;

@@ -214,6 +214,7 @@ Writer::Writer(const Options& options) : options_(options) {
     for (unsigned t = 0; t < options_.threads; ++t) {
         Lane* lane = lanes_[t].get();
         lane->thread = std::thread([this, lane, t] {
+            writer_detail::block_sigpipe_here();
             WriterIo io(options_, *lane);
             for (;;) {
                 Buffer* buffer = nullptr;

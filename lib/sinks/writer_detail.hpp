@@ -4,12 +4,14 @@
 // work on one output. Include only from lib/sinks/writer*.cpp.
 #pragma once
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -30,7 +32,20 @@ namespace ibvcap {
 
 namespace writer_detail {
 
-struct MemoryCount;                         // writer_memory.hpp
+struct MemoryCount;  // writer_memory.hpp
+
+// Called first by every thread that writes outputs: a FIFO output whose
+// reader went away makes write() raise SIGPIPE, which the run takes as
+// "stdout or stderr closed" and stops. Blocked on this thread, the signal
+// stays pending here (a write's SIGPIPE goes to the thread that wrote,
+// signal(7)) and the write fails with EPIPE: that output fails and the run
+// goes on.
+inline void block_sigpipe_here() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
 inline constexpr std::size_t kPage = 4096;  // O_DIRECT alignment (covers 512-byte sector devices)
 
 inline std::uint8_t* page_alloc(std::size_t bytes) {

@@ -30,6 +30,7 @@ namespace {
 
 // pwritev of every iovec (advancing through partial writes); 0 or an errno.
 int pwritev_all(int fd, iovec* iov, std::size_t count, std::uint64_t offset) {
+    bool seekable = true;
     for (;;) {
         while (count > 0 && iov->iov_len == 0) {  // nothing to write there
             ++iov;
@@ -39,9 +40,16 @@ int pwritev_all(int fd, iovec* iov, std::size_t count, std::uint64_t offset) {
             return 0;
         }
         const int chunk = static_cast<int>(std::min<std::size_t>(count, IOV_MAX));
-        const ssize_t n = ::pwritev(fd, iov, chunk, static_cast<off_t>(offset));
+        // A FIFO or character device has no offsets (ESPIPE): written in
+        // order, as docs/formats.md promises an output of that name is.
+        const ssize_t n = seekable ? ::pwritev(fd, iov, chunk, static_cast<off_t>(offset))
+                                   : ::writev(fd, iov, chunk);
         if (n < 0) {
             if (errno == EINTR) {
+                continue;
+            }
+            if (errno == ESPIPE && seekable) {
+                seekable = false;
                 continue;
             }
             return errno;
@@ -109,6 +117,7 @@ namespace writer_detail {
 
 AsyncPwrite::AsyncPwrite() {
     thread_ = std::thread([this] {
+        block_sigpipe_here();
         std::unique_lock lock(mu_);
         for (;;) {
             cv_.wait(lock, [this] { return job_ || quit_; });
