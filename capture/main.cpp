@@ -85,9 +85,11 @@ int main(int argc, char** argv) {
         return kExitUsage;
     } catch (const cli::UsageError& e) {
         fmt::print(stderr, "ibvcap {}: {}\n", command, e.what());
+        remove_unused_output_dirs();
         return kExitUsage;
     } catch (const std::exception& e) {
         fmt::print(stderr, "ibvcap {}: {}\n", command, e.what());
+        remove_unused_output_dirs();
         return kExitError;
     }
 }

@@ -245,6 +245,28 @@ TEST(EngineChecks, ACompletionWhoseByteLenTheSlotCannotHoldIsBadAndDeliversNothi
     EXPECT_FALSE(rig.ledger.zero_loss());
 }
 
+// The same with --no-split (one SGE: the whole frame in payload memory): the
+// slot holds max_frame_bytes, not the split's header slot as well (issue 25
+// item 12: a capacity computed as in split mode let a completion one header
+// longer than its slot through, to be read past the slot's end).
+TEST(EngineChecks, WithoutTheSplitACompletionLongerThanItsSlotIsBad) {
+    EngineOptions o = one_queue();
+    o.split = false;
+    Rig rig(o);
+    const std::uint32_t capacity = o.max_frame_bytes;  // the one SGE
+    rig.nic->deliver(frame(0));
+    rig.nic->corrupt_next_byte_len(capacity + 1);
+    rig.nic->deliver(frame(1));
+    rig.nic->deliver(frame(2));
+    rig.poll_all();
+    EXPECT_EQ(rig.engine->stats().bad_byte_len, 1u);
+    expect_each_frame_once(rig, 2);
+    EXPECT_EQ(rig.posted(), kDepth);
+    rig.engine->report_to(rig.ledger);
+    EXPECT_EQ(rig.ledger.totals().wc_errors, 1u);
+    EXPECT_FALSE(rig.ledger.zero_loss());
+}
+
 // A frame whose completion reports an error that puts the QP in error: the
 // frame is a wc error, the rest of the ring flushes, and the QP recovers.
 TEST(EngineChecks, AFrameCompletedInErrorIsAWcErrorAndTheQueueRecovers) {

@@ -300,6 +300,56 @@ TEST(ExpectEvaluation, UnexpectedStreamsAreListedAndLoseNothing) {
     EXPECT_EQ(ledger.loss_reasons(), std::vector<std::string>{"no CODIF frames were received"});
 }
 
+// Issue 25 item 12: the rate counts what was sent, not only what arrived. A
+// stream at the header's 1000 frames/s that lost every fifth frame on the
+// way runs at the right rate (its gaps are loss of their own, counted as
+// missing), not at 800: the span of frame numbers over the span of time.
+TEST(ExpectEvaluation, AStreamThatLostFramesIsNotWrongRate) {
+    const auto m = parse_expect_manifest(
+        R"({"groups": ["239.17.0.1:36001"], "antennas": ["10.0.0.11"], "threads": [0]})", "m.json");
+    StreamStats s = stream(kG1, kA1, 0, 1);
+    s.sequence = SequenceTracker();
+    for (std::uint64_t i = 0; i < 3000; ++i) {
+        if (i % 5 != 4) {
+            s.sequence.observe(i);
+        }
+    }
+    ASSERT_EQ(s.sequence.missing(), 599u);                    // (2999, the last, never came)
+    s.last_arrival_ns = s.first_arrival_ns + 2'998'000'000u;  // frames 0..2998 at 1000/s
+    const auto r = evaluate_expectations(m, {}, std::vector<StreamStats>{s}, {}, live(3.2));
+    EXPECT_EQ(problems_of(r, kG1, kA1, 0), Problems{});
+    const auto* e = find(r, kG1, kA1, 0);
+    ASSERT_NE(e, nullptr);
+    ASSERT_TRUE(e->frames_per_second);
+    EXPECT_NEAR(*e->frames_per_second, 1000.0, 1.0);
+}
+
+// Issue 25 item 12: `read --expect` judges on the file's own clock: the
+// join is the file's first CODIF frame, the end its last, a stream's times
+// its frames' timestamps, whatever the host's clock said when the demux
+// registered it (here 0 for every stream: a host-clock judgement would see
+// neither a late start nor an early stop).
+TEST(ExpectEvaluation, ReadJudgesOnTheFilesOwnClock) {
+    ExpectOptions o;
+    o.grace_s = 0.5;
+    const auto m = parse_expect_manifest(
+        R"({"groups": ["239.17.0.1:36001"], "antennas": ["10.0.0.11", "10.0.0.12", "10.0.0.13"], "threads": [0]})",
+        "m.json");
+    std::vector<StreamStats> streams{
+        stream(kG1, kA1, 0, 3000, 1000, 0.1),  // 0.1 .. 3.099 s of the file
+        stream(kG1, kA2, 0, 1000, 1000, 0.1),  // stops at 1.099 s: 2 s before the end
+        stream(kG1, kA3, 0, 2000, 1000, 1.1),  // starts 1 s after the file's first frame
+    };
+    for (auto& s : streams) {
+        s.registered_ns = 0;
+    }
+    const auto r = evaluate_expectations(m, o, streams, {}, ExpectTimes{false, 0, 0});
+    EXPECT_EQ(r.clock, "file");
+    EXPECT_EQ(problems_of(r, kG1, kA1, 0), Problems{});
+    EXPECT_EQ(problems_of(r, kG1, kA2, 0), Problems{P::stopped_early});
+    EXPECT_EQ(problems_of(r, kG1, kA3, 0), Problems{P::late_start});
+}
+
 TEST(ExpectEvaluation, LateStartStoppedEarlyAndWrongRateAgainstTheGrace) {
     ExpectOptions o;
     o.grace_s = 0.5;

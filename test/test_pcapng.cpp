@@ -20,6 +20,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "formats/output.hpp"
@@ -822,6 +823,81 @@ TEST(PcapngCapture, EachDevicesFileNamesItsInterfaceAndCountsItsFrames) {
         // A live run's statistics span its wall-clock time.
         EXPECT_GE(isbs[0]->time(pcapng::kIsbStartTime), before) << name;
         EXPECT_GE(isbs[0]->time(pcapng::kIsbEndTime), isbs[0]->time(pcapng::kIsbStartTime));
+    }
+}
+
+// Issue 25 item 12: with two devices, each file's statistics block counts
+// its own device's drops, not the run's: out_of_buffer moves by 7 on the
+// first and by 3 on the second, and the files say 7 and 3 (a device filter
+// left out gave both 10, and the two-device test above, without NIC
+// counters, could not see it).
+TEST(PcapngCapture, EachDevicesFileCountsItsOwnDrops) {
+    sim::SimProvider provider;
+    sim::SimConfig a;
+    a.name = "sim_mlx5_0";
+    sim::SimConfig b;
+    b.name = "sim_mlx5_1";
+    auto nic_a = provider.add(a);
+    auto nic_b = provider.add(b);
+    test::TempDir dir;
+    const fs::path sysfs = dir.path() / "sys";
+    nic_a->write_sysfs(sysfs / "class" / "infiniband");
+    nic_b->write_sysfs(sysfs / "class" / "infiniband");
+    const auto oob = [&](const char* device) {
+        return sysfs / "class" / "infiniband" / device / "ports" / "1" / "hw_counters" /
+               "out_of_buffer";
+    };
+    const Endpoint g1{test::kGroup1, 36001};
+    const Endpoint g2{test::kGroup2, 36002};
+    CaptureRequest request;
+    request.targets = {{"sim_mlx5_0", 1, "", 0}, {"sim_mlx5_1", 1, "", 0}};
+    request.engine.groups = {g1, g2};
+    request.engine.ring_depth = 64;
+    request.engine.drain_timeout = std::chrono::milliseconds(50);
+    request.demux.groups = {g1, g2};
+    request.outputs.output_dir = (dir.path() / "out").string();
+    request.outputs.formats = {OutputFormat::pcapng};
+    request.sysfs_root = sysfs;
+    request.tick = std::chrono::seconds(30);
+    GeneratorConfig ca = small_config();
+    GeneratorConfig cb = small_config();
+    cb.groups = {g2};
+    const auto fa = test::frames_of(ca);
+    const auto fb = test::frames_of(cb);
+    request.duration_s = 60;  // a bound, never reached when all goes well
+    request.count = fa.size() + fb.size();
+    std::thread wire([&] {
+        while (nic_a->flows() < 2 || nic_b->flows() < 2) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        for (std::size_t i = 0; i < fa.size(); ++i) {
+            while (nic_a->min_posted_wrs() == 0 || nic_b->min_posted_wrs() == 0) {
+                std::this_thread::yield();
+            }
+            if (i + 1 == fa.size()) {
+                std::ofstream(oob("sim_mlx5_0"), std::ios::trunc) << "7\n";
+                std::ofstream(oob("sim_mlx5_1"), std::ios::trunc) << "3\n";
+            }
+            nic_a->deliver(fa[i]);
+            nic_b->deliver(fb[i]);
+        }
+    });
+    std::atomic<bool> stop{false};
+    const RunOutcome out = run_verbs_capture(
+        request, provider,
+        [](const CaptureTarget&, const Endpoint&) { return std::make_unique<NoMembership>(); },
+        stop);
+    wire.join();
+    EXPECT_EQ(out.ledger.totals().nic_drops, 10u);
+    const std::tuple<std::string, std::size_t, std::uint64_t> files[] = {
+        {"ibvcap_sim_mlx5_0p1.pcapng", fa.size(), 7}, {"ibvcap_sim_mlx5_1p1.pcapng", fb.size(), 3}};
+    for (const auto& [name, frames, drops] : files) {
+        const auto blocks = parse_ok(test::read_file(dir.path() / "out" / name));
+        const auto isbs = of_type(blocks, pcapng::kInterfaceStatisticsBlock);
+        ASSERT_EQ(isbs.size(), 1u) << name;
+        EXPECT_EQ(isbs[0]->u64(pcapng::kIsbIfRecv), frames) << name;
+        EXPECT_EQ(isbs[0]->u64(pcapng::kIsbIfDrop), drops) << name;
+        EXPECT_EQ(isbs[0]->u64(pcapng::kIsbOsDrop), drops) << name;
     }
 }
 

@@ -176,6 +176,9 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     j["input"] = run.input;
     j["duration_s"] = run.duration_s;
     j["interrupted"] = run.interrupted;
+    if (!run.run_id.empty()) {
+        j["run_id"] = run.run_id;
+    }
     if (!run.stopped_by.empty()) {
         j["stopped_by"] = run.stopped_by;
     }

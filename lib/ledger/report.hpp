@@ -116,6 +116,10 @@ struct RunInfo {
     std::string command;  // "read", "capture"
     std::string source;   // "verbs", "pcap", "file"
     std::string input;    // file or interface
+    // This run's identity, also in every sidecar index it writes (16 hex
+    // digits from getrandom(2)): `verify --report` knows a report of
+    // another run by it. Empty: not known (a library caller).
+    std::string run_id;
     double duration_s = 0;
     bool interrupted = false;
     // What ended the run (docs/formats.md, "stopped_by"): "end_of_input",

@@ -12,14 +12,37 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <stdexcept>
 #include <utility>
 
 namespace ibvcap {
 
+namespace {
+// The -o directories this process made (the first missing ancestor and the
+// directory itself), so that a run that fails before it starts leaves none
+// of them behind empty (remove_unused_output_dirs).
+std::mutex g_made_mu;
+std::vector<std::pair<std::filesystem::path, std::filesystem::path>> g_made;
+}  // namespace
+
 void prepare_output_dir(const std::string& dir) {
     std::error_code ec;
+    const std::filesystem::path leaf = std::filesystem::absolute(dir, ec).lexically_normal();
+    std::filesystem::path top;  // the first directory this call makes
+    for (std::filesystem::path p = leaf; !ec && !p.empty() && !std::filesystem::exists(p, ec);
+         p = p.parent_path()) {
+        top = p;
+        if (p == p.parent_path()) {
+            break;
+        }
+    }
+    ec.clear();
     std::filesystem::create_directories(dir, ec);
+    if (!ec && !top.empty()) {
+        const std::lock_guard lock(g_made_mu);
+        g_made.emplace_back(top, leaf);
+    }
     if (ec) {
         throw std::runtime_error(
             fmt::format("cannot create output directory {}: {}; choose "
@@ -37,6 +60,20 @@ void prepare_output_dir(const std::string& dir) {
     }
     ::close(fd);
     ::unlink(probe.c_str());
+}
+
+void remove_unused_output_dirs() {
+    const std::lock_guard lock(g_made_mu);
+    for (const auto& [top, leaf] : g_made) {
+        // From the directory up to the first one made: each only if empty
+        // (rmdir fails on anything with a file in it).
+        for (std::filesystem::path p = leaf;; p = p.parent_path()) {
+            if (::rmdir(p.c_str()) != 0 || p == top || p == p.parent_path()) {
+                break;
+            }
+        }
+    }
+    g_made.clear();
 }
 
 OutputDirLock::OutputDirLock(const std::string& dir) : path_(dir + "/" + kOutputLockName) {

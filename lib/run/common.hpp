@@ -24,6 +24,10 @@ enum ExitCode : int { kExitZeroLoss = 0, kExitError = 1, kExitUsage = 2, kExitLo
 // created in it. Throws std::runtime_error with a one-line message otherwise,
 // so a run fails before it captures anything.
 void prepare_output_dir(const std::string& dir);
+// The directories prepare_output_dir made, removed where they are still
+// empty: a run that fails before it starts (no device, a refused option)
+// leaves no empty -o directory behind. Called on every error exit.
+void remove_unused_output_dirs();
 
 struct RunOutcome {
     Ledger ledger;

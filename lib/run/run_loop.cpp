@@ -1,6 +1,8 @@
 #include "lib/run/run_loop.hpp"
 
 #include <fmt/format.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -47,6 +49,19 @@ std::optional<std::uint64_t> sum_writers(const std::vector<std::unique_ptr<Lane>
         }
     }
     return sum;
+}
+
+// 16 hex digits from getrandom(2): the run's identity in its report and its
+// files' indexes (RunInfo::run_id). (Without entropy yet, early at boot, the
+// clock and the process id stand in: unique enough to tell two runs apart.)
+std::string new_run_id() {
+    std::uint64_t id = 0;
+    if (::getrandom(&id, sizeof id, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof id)) {
+        id = static_cast<std::uint64_t>(
+                 std::chrono::system_clock::now().time_since_epoch().count()) ^
+             (static_cast<std::uint64_t>(::getpid()) << 48);
+    }
+    return fmt::format("{:016x}", id);
 }
 
 // The signal's name in the report: "sigint", "sigterm", "sigrtmin+3".
@@ -286,6 +301,8 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     source.arm();
     Faults local_faults;
     Writer::Options writer_options = settings.writer;
+    outcome.info.run_id = new_run_id();
+    writer_options.run_id = outcome.info.run_id;
     // Never more than the host can give: capped, saying so.
     const WriterMemoryCap memory_cap = cap_writer_memory(writer_options.memory_bytes);
     if (!memory_cap.note.empty() && settings.notices != nullptr) {

@@ -242,6 +242,7 @@ struct ReportFile {
     std::string path;
     std::uint64_t packets = 0;
     std::uint64_t bytes = 0;
+    std::string run;  // the report's run_id (empty: a report older than it)
 };
 struct ReportOutput {
     std::string path;
@@ -289,6 +290,8 @@ Report load_report(const std::string& path) {
     const char* where = "";  // the part being read, for the error
     try {
         const nlohmann::json j = nlohmann::json::parse(in);
+        where = "run_id";
+        const std::string run_id = j.value("run_id", std::string());
         where = "outputs";
         for (const auto& o : j.at("outputs")) {
             ReportOutput out;
@@ -301,7 +304,7 @@ Report load_report(const std::string& path) {
             for (const auto& f : o.at("on_disk")) {
                 out.on_disk.push_back({f.at("path").get<std::string>(),
                                        f.at("packets").get<std::uint64_t>(),
-                                       f.at("bytes").get<std::uint64_t>()});
+                                       f.at("bytes").get<std::uint64_t>(), run_id});
             }
             r.outputs.push_back(std::move(out));
         }
@@ -412,6 +415,13 @@ bool check_file(VerifiedFile& v, const std::optional<ReportFile>& claimed, Endpo
         }
     } else {
         v.differences.push_back(fmt::format("index {}: {}", file_index_path(v.path), index_error));
+    }
+    // The file's index names the run that wrote it: a report of another run
+    // (the same names, perhaps the same counts) is not this file's.
+    if (claimed && idx && !claimed->run.empty() && !idx->run.empty() && claimed->run != idx->run) {
+        v.differences.push_back(
+            fmt::format("written by run {}, but the report is of run {}: a report of another run",
+                        idx->run, claimed->run));
     }
     if (claimed && bytes.size() != claimed->bytes) {
         v.differences.push_back(

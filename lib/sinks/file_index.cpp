@@ -29,6 +29,7 @@ int write_file_index(const std::string& file, const FileIndex& index) {
         {"file", index.file},
         {"format", index.format},
         {"ibvcap_version", index.version},
+        {"run", index.run},
         {"group", index.group},
         {"antenna", index.antenna},
         {"bytes", index.bytes},
@@ -70,6 +71,7 @@ std::optional<FileIndex> read_file_index(const std::string& file, std::string& e
         idx.file = j.at("file").get<std::string>();
         idx.format = j.at("format").get<std::string>();
         idx.version = j.value("ibvcap_version", std::string());
+        idx.run = j.value("run", std::string());
         idx.group = j.value("group", std::string());
         idx.antenna = j.value("antenna", std::string());
         idx.bytes = j.at("bytes").get<std::uint64_t>();

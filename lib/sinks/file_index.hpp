@@ -34,6 +34,11 @@ struct FileIndex {
     std::uint64_t bytes = 0;
     std::uint64_t frames = 0;  // records
     std::uint64_t checksum = 0;
+    // The run that wrote it (RunInfo::run_id; empty from a library caller or
+    // an index older than the field): `verify --report` compares it with
+    // the report's, so that a report of another run is never taken for
+    // this file's.
+    std::string run;
     // Empty: the file was closed normally. Otherwise why it stopped early
     // (a write error, an abandon); it still holds exactly what is indexed.
     std::string stopped;

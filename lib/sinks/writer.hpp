@@ -144,6 +144,7 @@ class Writer {
         unsigned threads = 1;              // disk threads (--disk-threads)
         std::vector<int> cpus;             // disk thread i runs on cpus[i % size] (empty: any)
         Rotation rotation;                 // -G, -C, -W
+        std::string run_id;                // in every sidecar index (FileIndex::run)
         std::size_t max_pieces = 4096;     // held frames per buffer (then the buffer is sent)
         std::size_t min_hold_bytes = 512;  // smaller slices are copied, not held
         // Where a disk thread reports an exception (a device copy that

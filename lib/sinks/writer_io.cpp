@@ -444,6 +444,7 @@ void WriterIo::write_index(Writer::Output& out) {
     idx.file = slash == std::string::npos ? out.current_path : out.current_path.substr(slash + 1);
     idx.format = std::string(to_string(out.format));
     idx.version = IBVCAP_VERSION;
+    idx.run = options_.run_id;
     idx.group = out.group;
     idx.antenna = out.antenna;
     idx.bytes = out.offset;

@@ -126,6 +126,18 @@ flip "$WORK/flipped/ibvcap.pcap" $((size / 2))
 verify_rc flipped 3 --report "$WORK/flipped/report.json"
 expect_line flipped "^FAIL .*/flipped/ibvcap\.pcap: edited after the run: checksum differs"
 
+say "a report of another run (issue 25 item 12): the same names and counts"
+# The same input read again: every file, count and checksum alike; only the
+# run differs, and each index names the run that wrote it.
+"$IBVCAP" read -q -r "$WORK/ref.pcap" -F raw -F codif -F codifhdr -F pcap -o "$WORK/again" \
+  --report "$WORK/again/report.json" >"$WORK/again.log" 2>&1 || fail "ibvcap read (again) failed"
+[ "$(j "$WORK/again/report.json" .run_id)" != "$(j "$WORK/run/report.json" .run_id)" ] ||
+  fail "two runs with one run_id: $(j "$WORK/run/report.json" .run_id)"
+cp "$WORK/run/report.json" "$WORK/again/other.json"
+verify_rc other 3 --report "$WORK/again/other.json"
+expect_line other "^FAIL .*/again/$codif: written by run [0-9a-f]{16}, but the report is of run [0-9a-f]{16}: a report of another run"
+verify_rc own 0 --report "$WORK/again/report.json"
+
 say "a CODIF frame number changed"
 copy renumbered
 frame=$((64 + 1024))
