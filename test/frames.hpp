@@ -1,6 +1,7 @@
 // Test helpers: hand-built CODIF frames and temporary directories.
 #pragma once
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "formats/codif.hpp"
@@ -124,6 +126,46 @@ class FileSizeLimit {
     rlimit old_{};
     void (*old_handler_)(int) = nullptr;
     bool ok_ = false;
+};
+
+// The reader of a FIFO that a test's writer output is, on a thread of its
+// own: start() opens the read end (which lets the writer's open() return)
+// and reads everything until the writer closes it. A writer writes into a
+// FIFO in order (docs/formats.md), so a FIFO stalls a disk thread only in
+// open() until start() is called.
+class FifoReader {
+  public:
+    explicit FifoReader(std::string path) : path_(std::move(path)) {}
+    ~FifoReader() { join(); }
+    FifoReader(const FifoReader&) = delete;
+    FifoReader& operator=(const FifoReader&) = delete;
+    void start() {
+        if (thread_.joinable()) {
+            return;
+        }
+        thread_ = std::thread([this] {
+            const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+            char buf[65536];
+            for (ssize_t n; fd >= 0 && (n = ::read(fd, buf, sizeof buf)) > 0;) {
+                bytes_ += static_cast<std::uint64_t>(n);
+            }
+            if (fd >= 0) {
+                ::close(fd);
+            }
+        });
+    }
+    // Waits for the writer's close; the bytes read.
+    std::uint64_t join() {
+        if (thread_.joinable()) {
+            thread_.join();
+        }
+        return bytes_;
+    }
+
+  private:
+    std::string path_;
+    std::thread thread_;
+    std::uint64_t bytes_ = 0;
 };
 
 // What a receiver observes of one stream, from the frames alone: an

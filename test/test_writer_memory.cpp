@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,28 +44,20 @@ ByteVec read_all(const std::string& path) {
 
 // The latch: a disk thread opening a FIFO blocks in open() until a reader
 // comes (fifo(7)), so everything queued behind that output waits, as behind a
-// stalled disk. (pwrite on the FIFO then fails with ESPIPE: the FIFO's own
-// records are dropped by the writer, the others are written.)
+// stalled disk. open() lets it go: a reader takes whatever is written into
+// the FIFO until the writer closes it.
 struct Latch {
     std::string path;
-    int reader = -1;
+    std::unique_ptr<test::FifoReader> reader;
     explicit Latch(const TempDir& dir) : path(dir / "latch.fifo") {
         if (::mkfifo(path.c_str(), 0600) != 0) {
             throw std::runtime_error("mkfifo failed");
         }
-    }
-    ~Latch() {
-        if (reader >= 0) {
-            ::close(reader);
-        }
+        reader = std::make_unique<test::FifoReader>(path);
     }
     Latch(const Latch&) = delete;
     Latch& operator=(const Latch&) = delete;
-    void open() {
-        if (reader < 0) {
-            reader = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        }
-    }
+    void open() { reader->start(); }
 };
 // Opens the latch when a test leaves early (a failed ASSERT), before the
 // writer's destructor waits for its disk thread: declared after the writer.

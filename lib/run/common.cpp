@@ -3,11 +3,15 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -412,6 +416,34 @@ void apply_faults(const Faults& faults, RunOutcome& outcome) {
     }
     outcome.ledger.set_incomplete(why);
     outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
+}
+
+// 16 hex digits from getrandom(2): the run's identity in its report and its
+// files' indexes (RunInfo::run_id). (Without entropy yet, early at boot, the
+// clock and the process id stand in: unique enough to tell two runs apart.)
+std::string new_run_id() {
+    std::uint64_t id = 0;
+    if (::getrandom(&id, sizeof id, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof id)) {
+        id = static_cast<std::uint64_t>(
+                 std::chrono::system_clock::now().time_since_epoch().count()) ^
+             (static_cast<std::uint64_t>(::getpid()) << 48);
+    }
+    return fmt::format("{:016x}", id);
+}
+
+// The signal's name in the report: "sigint", "sigterm", "sigrtmin+3".
+std::string signal_name(int sig) {
+    if (sig <= 0) {
+        return "signal";
+    }
+    const char* abbrev = ::sigabbrev_np(sig);  // glibc 2.32; "INT", null for a real-time one
+    std::string name = abbrev != nullptr ? abbrev
+                       : sig >= SIGRTMIN ? fmt::format("RTMIN+{}", sig - SIGRTMIN)
+                                         : fmt::format("{}", sig);
+    for (auto& c : name) {
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    return "sig" + name;
 }
 
 }  // namespace ibvcap

@@ -29,6 +29,12 @@ void prepare_output_dir(const std::string& dir);
 // leaves no empty -o directory behind. Called on every error exit.
 void remove_unused_output_dirs();
 
+// A run's identity: 16 hex digits from getrandom(2) (RunInfo::run_id).
+std::string new_run_id();
+// A stop signal as the report's stopped_by names it: "sigint", "sigterm",
+// "sigrtmin+3"; "signal" for 0 (not known).
+std::string signal_name(int sig);
+
 struct RunOutcome {
     Ledger ledger;
     RunInfo info;

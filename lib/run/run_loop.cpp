@@ -1,8 +1,6 @@
 #include "lib/run/run_loop.hpp"
 
 #include <fmt/format.h>
-#include <sys/random.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -51,40 +49,9 @@ std::optional<std::uint64_t> sum_writers(const std::vector<std::unique_ptr<Lane>
     return sum;
 }
 
-// 16 hex digits from getrandom(2): the run's identity in its report and its
-// files' indexes (RunInfo::run_id). (Without entropy yet, early at boot, the
-// clock and the process id stand in: unique enough to tell two runs apart.)
-std::string new_run_id() {
-    std::uint64_t id = 0;
-    if (::getrandom(&id, sizeof id, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof id)) {
-        id = static_cast<std::uint64_t>(
-                 std::chrono::system_clock::now().time_since_epoch().count()) ^
-             (static_cast<std::uint64_t>(::getpid()) << 48);
-    }
-    return fmt::format("{:016x}", id);
-}
-
-// The signal's name in the report: "sigint", "sigterm", "sigrtmin+3".
-std::string signal_name(int sig) {
-    if (sig <= 0) {
-        return "signal";
-    }
-    const char* abbrev = ::sigabbrev_np(sig);  // glibc 2.32; "INT", null for a real-time one
-    std::string name = abbrev != nullptr ? abbrev
-                       : sig >= SIGRTMIN ? fmt::format("RTMIN+{}", sig - SIGRTMIN)
-                                         : fmt::format("{}", sig);
-    for (auto& c : name) {
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
-    return "sig" + name;
-}
-
-// The first stop is acknowledged at once with what is still queued for the
-// disk, and what stopped the run; the signal handler cannot print (only
-// async-signal-safe calls there). SIGHUP and SIGPIPE never escalate (a
-// closed pipe raises SIGPIPE at every write), so only a Ctrl-C abandons
-// their backlog; every other stop signal escalates as Ctrl-C does
-// (lib/../capture/cli.cpp, install_stop_handler).
+// The first stop is acknowledged at once with what is still queued and what
+// stopped the run (the handler cannot print). SIGHUP and SIGPIPE never
+// escalate (capture/cli.cpp): only a Ctrl-C abandons their backlog.
 void acknowledge_stop(Console* out, const std::string& command, int sig,
                       const std::vector<std::unique_ptr<Lane>>& lanes) {
     if (out == nullptr) {

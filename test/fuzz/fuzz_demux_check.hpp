@@ -49,7 +49,13 @@ class DemuxCheck {
     void feed(const Frame& frame) {
         demux_.on_frame(frame);
         ++frames_;
-        wire_bytes_ += frame.wire_bytes;
+        // A length on the wire under the bytes captured or past any link's
+        // is a damaged record header, counted at the captured length
+        // (Demux::on_frame).
+        const std::uint64_t captured = frame.captured_bytes();
+        const bool damaged = frame.wire_bytes < captured || frame.wire_bytes > kMaxWireBytes;
+        wire_bytes_ += damaged ? captured : frame.wire_bytes;
+        damaged_ += damaged ? 1 : 0;
     }
     // For frames that reached the demux other than through feed() (PcapFileSource).
     void delivered(std::uint64_t frames, std::uint64_t wire_bytes) {
@@ -62,6 +68,7 @@ class DemuxCheck {
         const Totals t = ledger_.totals();
         FUZZ_CHECK(t.packets == frames_);
         FUZZ_CHECK(!check_bytes || t.bytes == wire_bytes_);
+        FUZZ_CHECK(!check_bytes || t.bad_wire_length == damaged_);
         FUZZ_CHECK(t.packets == t.codif + t.malformed + t.non_codif);
         FUZZ_CHECK(t.codif == observed_);
         FUZZ_CHECK(t.payload_absent == observed_absent_);
@@ -140,6 +147,7 @@ class DemuxCheck {
     Demux demux_;
     std::uint64_t frames_ = 0;
     std::uint64_t wire_bytes_ = 0;
+    std::uint64_t damaged_ = 0;  // frames fed with a damaged length on the wire
     std::uint64_t observed_ = 0;
     std::uint64_t observed_absent_ = 0;
 };
