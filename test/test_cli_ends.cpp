@@ -36,6 +36,39 @@ using test::spawn_to_files;
 using test::wait_for;
 using test::wait_for_handler;
 
+// `read -r -` (from_stdin) or `read -r fifo` (a FIFO the test made in
+// `dir`), with `more` arguments, stdout and stderr into dir/out and dir/err;
+// its pid and the write end of its input (-1 when it could not be opened),
+// which stays open: read waits for whatever is not written.
+struct PipedRead {
+    pid_t pid = -1;
+    int writer = -1;
+};
+PipedRead spawn_piped_read(const test::TempDir& dir, bool from_stdin,
+                           const std::vector<std::string>& more) {
+    std::vector<std::string> args{"read", "-r", from_stdin ? "-" : "fifo"};
+    args.insert(args.end(), more.begin(), more.end());
+    int fds[2] = {-1, -1};
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+        return {};
+    }
+    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const int out = open_file(dir / "out");
+    const int err = open_file(dir / "err");
+    PipedRead r;
+    r.pid = spawn(dir, args, from_stdin ? fds[0] : null, out, err);
+    ::close(fds[0]);
+    ::close(null);
+    ::close(out);
+    ::close(err);
+    r.writer = fds[1];
+    if (!from_stdin) {
+        ::close(fds[1]);
+        r.writer = ::open((dir / "fifo").c_str(), O_WRONLY | O_CLOEXEC);
+    }
+    return r;
+}
+
 // Items 4 and 5: SIGTERM and SIGHUP end a run as the first Ctrl-C does (a
 // clean stop, the files and the report, exit by the verdict), and the stop
 // is acknowledged at once on stderr with what is still queued. The old code
@@ -161,26 +194,11 @@ TEST(CliEnds, InterruptWhileReadingAPipeIsACleanStop) {
     ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
     for (const bool from_stdin : {false, true}) {
         SCOPED_TRACE(from_stdin ? "read -r -" : "read -r FIFO");
-        int fds[2] = {-1, -1};
-        ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-        const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-        const int out = open_file(dir / "out");
-        const int err = open_file(dir / "err");
-        const pid_t pid = spawn(dir,
-                                // One -o per run: a second run into the same
-                                // directory would be refused (its outputs exist).
-                                {"read", "-r", from_stdin ? "-" : "fifo", "-F", "pcap", "-o",
-                                 from_stdin ? "o-stdin" : "o-fifo", "--report", "r.json"},
-                                from_stdin ? fds[0] : null, out, err);
-        ::close(fds[0]);
-        ::close(null);
-        ::close(out);
-        ::close(err);
-        int writer = fds[1];
-        if (!from_stdin) {
-            ::close(fds[1]);
-            writer = ::open((dir / "fifo").c_str(), O_WRONLY | O_CLOEXEC);
-        }
+        // One -o per run: a second run into the same directory would be
+        // refused (its outputs exist).
+        const auto [pid, writer] = spawn_piped_read(
+            dir, from_stdin,
+            {"-F", "pcap", "-o", from_stdin ? "o-stdin" : "o-fifo", "--report", "r.json"});
         ASSERT_GE(writer, 0);
         // The file header and every record; the writer stays open, so read waits for more.
         ASSERT_EQ(::write(writer, capture.data(), capture.size()),
@@ -236,24 +254,8 @@ TEST(CliEnds, AStopBeforeTheFirstByteIsACleanStop) {
             SCOPED_TRACE(
                 fmt::format("{} {}", from_stdin ? "read -r -" : "read -r FIFO", strsignal(sig)));
             const std::string o = fmt::format("o{}{}", sig, from_stdin ? "s" : "f");
-            int fds[2] = {-1, -1};
-            ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-            const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-            const int out = open_file(dir / "out");
-            const int err = open_file(dir / "err");
-            const pid_t pid = spawn(dir,
-                                    {"read", "-r", from_stdin ? "-" : "fifo", "-F", "pcap", "-o", o,
-                                     "--report", o + ".json"},
-                                    from_stdin ? fds[0] : null, out, err);
-            ::close(fds[0]);
-            ::close(null);
-            ::close(out);
-            ::close(err);
-            int writer = fds[1];
-            if (!from_stdin) {
-                ::close(fds[1]);
-                writer = ::open((dir / "fifo").c_str(), O_WRONLY | O_CLOEXEC);
-            }
+            const auto [pid, writer] =
+                spawn_piped_read(dir, from_stdin, {"-F", "pcap", "-o", o, "--report", o + ".json"});
             ASSERT_GE(writer, 0);
             // Nothing written: read waits for the file's header.
             ASSERT_TRUE(wait_for_handler(pid, sig));

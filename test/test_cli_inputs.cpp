@@ -42,6 +42,7 @@ TEST(CliInputs, NoInternalTextReachesTheOperator) {
     std::ofstream(dir / "bad.json") << "{\n";
     std::ofstream(dir / "number.json") << R"({"outputs": 3})";
     std::ofstream(dir / "streams.json") << R"({"outputs": [], "streams": [{"group": 1}]})";
+    std::ofstream(dir / "array.json") << "[1]";
     struct Case {
         std::string args;
         std::string says;  // in the line
@@ -52,6 +53,9 @@ TEST(CliInputs, NoInternalTextReachesTheOperator) {
         {"verify --report bad.json", "not valid JSON: parse error at line 2, column 1"},
         {"verify --report number.json", "its \"outputs\" is missing or not as a report writes it"},
         {"verify --report streams.json", "its \"streams\" is missing"},
+        {"verify --report array.json",
+         "array.json is not an ibvcap report (give the --report JSON of the run): it is not a JSON "
+         "object"},
         {"read -r a.pcap -F pcap -o m1 --writer-memory 1k", "--writer-memory 1 KiB is too small"},
         {"read -r a.pcap -F pcap -o m2 --writer-memory 1536",
          "--writer-memory 1536 bytes is too small"},

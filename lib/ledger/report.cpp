@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <system_error>
+#include <utility>
 
 #include "lib/frame.hpp"
 
@@ -443,35 +444,27 @@ int replace_file(const std::string& path, std::string_view text, bool durable) {
 }
 
 std::string stopped_by_text(const std::string& stopped_by) {
-    if (stopped_by == "sigint") {
-        return "Ctrl-C (SIGINT)";
+    static constexpr std::pair<std::string_view, std::string_view> kWords[] = {
+        {"sigint", "Ctrl-C (SIGINT)"},
+        {"sighup", "SIGHUP (the terminal or session went away)"},
+        {"sigpipe", "a closed stdout or stderr (SIGPIPE)"},
+        {"count", "-c (--count)"},
+        {"duration", "--duration"},
+        {"end_of_input", "the end of the input"},
+        {"error", "an error"},
+    };
+    for (const auto& [key, words] : kWords) {
+        if (stopped_by == key) {
+            return std::string(words);
+        }
     }
-    if (stopped_by == "sighup") {
-        return "SIGHUP (the terminal or session went away)";
-    }
-    if (stopped_by == "sigpipe") {
-        return "a closed stdout or stderr (SIGPIPE)";
-    }
-    if (stopped_by == "count") {
-        return "-c (--count)";
-    }
-    if (stopped_by == "duration") {
-        return "--duration";
-    }
-    if (stopped_by == "end_of_input") {
-        return "the end of the input";
-    }
-    if (stopped_by == "error") {
-        return "an error";
-    }
-    if (stopped_by.rfind("sig", 0) == 0) {
-        std::string name = stopped_by;
+    std::string name = stopped_by;  // another signal: "sigterm" -> "SIGTERM"
+    if (name.starts_with("sig")) {
         for (auto& c : name) {
             c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
         }
-        return name;
     }
-    return stopped_by;
+    return name;
 }
 
 void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, bool streams_table) {

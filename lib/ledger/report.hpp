@@ -165,10 +165,10 @@ void write_report(const std::string& path, const nlohmann::json& report);
 // EEXIST when `path` is there and is not a regular file (never replaced).
 // write_report uses it; so does the metrics file (lib/run/metrics.hpp).
 int replace_file(const std::string& path, std::string_view text, bool durable);
-// `streams_table`: print one line per stream (off with -q).
 // What stopped_by says, in words: "Ctrl-C (SIGINT)", "-c (--count)".
 std::string stopped_by_text(const std::string& stopped_by);
 
+// `streams_table`: print one line per stream (off with -q).
 void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, bool streams_table);
 
 }  // namespace ibvcap

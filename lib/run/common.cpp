@@ -153,14 +153,24 @@ void OutputDirLock::release() {
     }
 }
 
-std::vector<std::string> existing_outputs(const OutputOptions& options) {
-    std::vector<std::string> found;
+namespace {
+// The entries of the -o directory named as this run may write
+// (is_run_output_name): another group's or antenna's files are not in its way.
+std::vector<std::filesystem::directory_entry> run_named_entries(const OutputOptions& options) {
+    std::vector<std::filesystem::directory_entry> named;
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(options.output_dir, ec)) {
-        const std::string name = entry.path().filename().string();
-        if (!is_run_output_name(options, name)) {
-            continue;  // (another group's or antenna's files are not in this run's way)
+        if (is_run_output_name(options, entry.path().filename().string())) {
+            named.push_back(entry);
         }
+    }
+    return named;
+}
+}  // namespace
+
+std::vector<std::string> existing_outputs(const OutputOptions& options) {
+    std::vector<std::string> found;
+    for (const auto& entry : run_named_entries(options)) {
         std::error_code sec;
         const auto status = entry.symlink_status(sec);
         if (!sec &&
@@ -177,14 +187,12 @@ void claim_outputs(const OutputOptions& options, const std::string& input_file, 
         // A FIFO or device with an output's name is written into in order
         // (docs/formats.md); --direct-io writes whole pages at offsets and
         // pads the last, which neither can take.
-        std::error_code ec;
-        for (const auto& entry : std::filesystem::directory_iterator(options.output_dir, ec)) {
-            const std::string name = entry.path().filename().string();
+        for (const auto& entry : run_named_entries(options)) {
             std::error_code sec;
             const auto status = entry.status(sec);
-            if (is_run_output_name(options, name) && !sec &&
-                (std::filesystem::is_fifo(status) || std::filesystem::is_character_file(status) ||
-                 std::filesystem::is_block_file(status) || std::filesystem::is_socket(status))) {
+            if (!sec && std::filesystem::exists(status) &&
+                !std::filesystem::is_regular_file(status) &&
+                !std::filesystem::is_directory(status)) {
                 throw std::runtime_error(fmt::format(
                     "{} is a {}, which --direct-io cannot write (it writes whole pages at "
                     "offsets): drop --direct-io, or choose another -o DIR or --prefix",

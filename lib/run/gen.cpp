@@ -25,12 +25,10 @@ std::uint64_t write_generated_pcap(Generator& generator, const std::string& path
         writer.add_output(OutputFormat::pcap, to_stdout ? "/dev/stdout" : path, "", "", header);
     GeneratedFrame f;
     std::uint64_t n = 0;
-    bool ending = false;
     for (;;) {
-        if (stop != nullptr && !ending && generator.at_slot_boundary() &&
-            stop->load(std::memory_order_relaxed)) {
-            generator.end_early();  // the frames of an open swap still come
-            ending = true;
+        if (stop != nullptr && stop->load(std::memory_order_relaxed) &&
+            generator.at_slot_boundary()) {
+            generator.end_early();  // no-op once ended; an open swap's frames still come
         }
         if (!generator.next(f)) {
             break;

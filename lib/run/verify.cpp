@@ -242,7 +242,6 @@ struct ReportFile {
     std::string path;
     std::uint64_t packets = 0;
     std::uint64_t bytes = 0;
-    std::string run;  // the report's run_id (empty: a report older than it)
 };
 struct ReportOutput {
     std::string path;
@@ -265,6 +264,7 @@ struct ReportStream {
 };
 struct Report {
     fs::path dir;
+    std::string run_id;  // (empty: a report older than it)
     std::vector<ReportOutput> outputs;
     std::vector<ReportStream> streams;
 };
@@ -287,11 +287,16 @@ Report load_report(const std::string& path) {
     }
     Report r;
     r.dir = fs::path(path).parent_path();
-    const char* where = "";  // the part being read, for the error
+    const char* where = "run_id";  // the part being read, for the error
     try {
         const nlohmann::json j = nlohmann::json::parse(in);
-        where = "run_id";
-        const std::string run_id = j.value("run_id", std::string());
+        if (!j.is_object()) {
+            throw std::runtime_error(fmt::format(
+                "{} is not an ibvcap report (give the --report JSON of the run): it is not a "
+                "JSON object",
+                path));
+        }
+        r.run_id = j.value("run_id", std::string());
         where = "outputs";
         for (const auto& o : j.at("outputs")) {
             ReportOutput out;
@@ -304,7 +309,7 @@ Report load_report(const std::string& path) {
             for (const auto& f : o.at("on_disk")) {
                 out.on_disk.push_back({f.at("path").get<std::string>(),
                                        f.at("packets").get<std::uint64_t>(),
-                                       f.at("bytes").get<std::uint64_t>(), run_id});
+                                       f.at("bytes").get<std::uint64_t>()});
             }
             r.outputs.push_back(std::move(out));
         }
@@ -325,14 +330,13 @@ Report load_report(const std::string& path) {
         throw std::runtime_error(fmt::format(
             "{} is not an ibvcap report (give the --report JSON of the run): not valid JSON: {}",
             path, json_error_text(e)));
-    } catch (const std::exception&) {
+    } catch (const nlohmann::json::exception&) {
         // (The library's own words, "cannot use at() with number", say
         // nothing to an operator: which part is wrong does.)
         throw std::runtime_error(fmt::format(
-            "{} is not an ibvcap report (give the --report JSON of the run): {}", path,
-            *where == '\0'
-                ? std::string("it is not a JSON object")
-                : fmt::format("its \"{}\" is missing or not as a report writes it", where)));
+            "{} is not an ibvcap report (give the --report JSON of the run): its \"{}\" is "
+            "missing or not as a report writes it",
+            path, where));
     }
     return r;
 }
@@ -376,7 +380,7 @@ std::string stream_name(const std::string& group, const std::string& antenna,
 // the walk read every byte of the file as whole records (so that `demux`
 // has all of them).
 bool check_file(VerifiedFile& v, const std::optional<ReportFile>& claimed, Endpoint group,
-                std::uint32_t antenna, Demux& demux) {
+                std::uint32_t antenna, Demux& demux, std::string_view report_run = {}) {
     std::error_code ec;
     if (!fs::exists(v.path, ec)) {
         v.differences.push_back("missing");
@@ -418,10 +422,10 @@ bool check_file(VerifiedFile& v, const std::optional<ReportFile>& claimed, Endpo
     }
     // The file's index names the run that wrote it: a report of another run
     // (the same names, perhaps the same counts) is not this file's.
-    if (claimed && idx && !claimed->run.empty() && !idx->run.empty() && claimed->run != idx->run) {
+    if (idx && !report_run.empty() && !idx->run.empty() && report_run != idx->run) {
         v.differences.push_back(
             fmt::format("written by run {}, but the report is of run {}: a report of another run",
-                        idx->run, claimed->run));
+                        idx->run, report_run));
     }
     if (claimed && bytes.size() != claimed->bytes) {
         v.differences.push_back(
@@ -555,7 +559,7 @@ VerifyOutcome run_verify(const VerifyRequest& request) {
                 }
                 VerifiedFile v;
                 v.path = path;
-                whole = check_file(v, f, group, antenna, demux) && whole;
+                whole = check_file(v, f, group, antenna, demux, report->run_id) && whole;
                 outcome.files.push_back(std::move(v));
             }
             if (whole && out.dropped == 0 && out.overwritten == 0 &&

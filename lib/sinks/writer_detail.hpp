@@ -125,12 +125,7 @@ struct Writer::Buffer {
     void trim(std::size_t size, std::size_t holds, std::size_t cost) {
         cap(size, holds);
         charged = cost;
-        const std::size_t from =
-            (size + writer_detail::kPage - 1) / writer_detail::kPage * writer_detail::kPage;
-        const std::size_t to = capacity / writer_detail::kPage * writer_detail::kPage;
-        if (to > from) {
-            ::madvise(data.get() + from, to - from, MADV_DONTNEED);
-        }
+        give_back_past(size);
     }
     // Takes no more than `size` bytes and `holds` frames before it is sent;
     // its memory stays as it is (and counted) until it is written.
@@ -150,13 +145,22 @@ struct Writer::Buffer {
         fresh_pieces.reserve(holds * 4 + 8);
         fresh_owners.reserve(holds);
         fresh_tokens.reserve(holds);
-        trim(size, holds, charged);
+        give_back_past(size);
         pieces = std::move(fresh_pieces);
         owners = std::move(fresh_owners);
         tokens = std::move(fresh_tokens);
         capacity = size;
         max_holds = holds;
         reset();
+    }
+    // The whole pages of `data` past `size` go back to the system.
+    void give_back_past(std::size_t size) {
+        const std::size_t from =
+            (size + writer_detail::kPage - 1) / writer_detail::kPage * writer_detail::kPage;
+        const std::size_t to = capacity / writer_detail::kPage * writer_detail::kPage;
+        if (to > from) {
+            ::madvise(data.get() + from, to - from, MADV_DONTNEED);
+        }
     }
     void reset() {
         limit = capacity;

@@ -67,8 +67,8 @@ PcapFileSource::PcapFileSource(const std::string& path, bool mapped) : path_(pat
         if (why.ends_with(std::strerror(EINTR))) {
             // A stop signal (Ctrl-C, SIGTERM: install_stop_handler, without
             // SA_RESTART) ended the wait for the first bytes of a pipe, FIFO
-            // or stdin: a clean stop with a report, not an error (run()).
-            interrupted_at_open_ = true;
+            // or stdin: a clean stop with a report, not an error (run(),
+            // with no pcap_).
             return;
         }
         if (why.starts_with(path) && why.substr(path.size()).starts_with(": ")) {
@@ -268,7 +268,7 @@ PcapFileSource::Result PcapFileSource::run(Demux& demux, std::uint64_t max_frame
         return run_mapped(demux, max_frames, stop);
     }
     Result result;
-    if (pcap_ == nullptr) {  // (interrupted_at_open_: nothing was read)
+    if (pcap_ == nullptr) {  // (interrupted while it opened: nothing was read)
         if (!stop.load(std::memory_order_relaxed)) {
             result.error = fmt::format("{}: interrupted before its first bytes arrived", path_);
         }

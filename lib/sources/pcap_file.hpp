@@ -86,7 +86,6 @@ class PcapFileSource final : public Source {
     std::uint64_t frames_ = 0;
     std::string error_;
     pcap_t* pcap_ = nullptr;
-    bool interrupted_at_open_ = false;  // a stop signal came before the first bytes
     LinkType link_ = LinkType::ethernet;
     std::uint32_t pcap_link_type_ = 1;
     bool classic_ = true;  // classic pcap, not pcapng
