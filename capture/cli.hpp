@@ -14,13 +14,12 @@
 #include "lib/netaddr.hpp"
 #include "lib/run/common.hpp"
 #include "lib/sinks/file_sinks.hpp"
+#include "lib/usage_error.hpp"
 
 namespace ibvcap::cli {
 
-// A mistake on the command line: exit code 2, one line.
-struct UsageError : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
+// A mistake on the command line: exit code 2, one line (lib/usage_error.hpp).
+using ibvcap::UsageError;
 
 std::vector<OutputFormat> parse_formats(const std::vector<std::string>& names);
 std::vector<Endpoint> parse_groups(const std::vector<std::string>& texts);

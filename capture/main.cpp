@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
             "ibvcap: unknown command '{}' (valid: capture, read, gen, devices, doctor, verify)\n",
             command);
         return kExitUsage;
-    } catch (const cli::UsageError& e) {
+    } catch (const UsageError& e) {
         fmt::print(stderr, "ibvcap {}: {}\n", command, e.what());
         remove_unused_output_dirs();
         return kExitUsage;

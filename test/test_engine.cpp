@@ -21,6 +21,7 @@
 #include "lib/sinks/block_consumer.hpp"
 #include "lib/sources/verbs/engine.hpp"
 #include "lib/traffic/generator.hpp"
+#include "lib/usage_error.hpp"
 #include "test/sim/sim_nic.hpp"
 
 namespace ibvcap {
@@ -667,6 +668,32 @@ TEST(Engine, TwoDevicesEachWithTheirOwnCqThroughTheCaptureRunner) {
     EXPECT_TRUE(std::filesystem::exists(dir / "ibvcap_sim_mlx5_0p1.pcap"));
     EXPECT_TRUE(std::filesystem::exists(dir / "ibvcap_sim_mlx5_1p1.pcap"));
     EXPECT_EQ(log.events.size(), 8u);  // 2 devices x 2 groups, joined and left
+}
+
+// verbs-mlx5-2.md N6: the same device and port given twice (here by two
+// names of one netdev) would install every rule twice, and mlx5 forwards each
+// frame to both destinations of the entry: a usage error before anything is
+// made. Two devices are two captures.
+TEST(Engine, OnePortGivenTwiceIsAUsageError) {
+    SimProvider provider;
+    auto nic = provider.add({});
+    CaptureRequest request = one_device_request(16);
+    request.targets = {{"sim_mlx5_0", 1, "ens1f0np0", 0}, {"sim_mlx5_0", 1, "10.0.0.1", 0}};
+    std::atomic<bool> stop{true};
+    try {
+        run_verbs_capture(request, provider, {}, stop);
+        ADD_FAILURE() << "a port given twice was accepted";
+    } catch (const UsageError& e) {
+        EXPECT_STREQ(e.what(),
+                     "-i ens1f0np0 and -i 10.0.0.1 are the same port (sim_mlx5_0 port 1): each "
+                     "frame would be captured twice; give each port once");
+    }
+    EXPECT_EQ(nic->flows(), 0u);
+    SimConfig second;
+    second.name = "sim_mlx5_1";
+    provider.add(second);
+    request.targets = {{"sim_mlx5_0", 1, "ens1f0np0", 0}, {"sim_mlx5_1", 1, "ens1f1np1", 0}};
+    EXPECT_NO_THROW(VerbsSource(request, provider, {}));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "lib/host/devices.hpp"
 #include "lib/host/nic_counters.hpp"
+#include "lib/usage_error.hpp"
 
 namespace ibvcap {
 
@@ -135,6 +136,23 @@ VerbsSource::VerbsSource(VerbsSourceOptions options, verbs::Provider& provider,
       host_memory_(make_host_payload_memory()) {
     if (options_.targets.empty()) {
         throw std::runtime_error("no device to capture on");
+    }
+    // One port given twice (by two names, or a name and its address) would
+    // install the same rules twice; mlx5 adds the second destination to the
+    // same flow-table entry, so every frame would reach both engines and be
+    // written twice (verbs-mlx5-2.md N6).
+    for (std::size_t i = 0; i < options_.targets.size(); ++i) {
+        for (std::size_t j = 0; j < i; ++j) {
+            const CaptureTarget& a = options_.targets[j];
+            const CaptureTarget& b = options_.targets[i];
+            if (a.device == b.device && a.port == b.port) {
+                throw UsageError(fmt::format(
+                    "-i {} and -i {} are the same port ({} port {}): each frame would be "
+                    "captured twice; give each port once",
+                    a.netdev.empty() ? a.device : a.netdev, b.netdev.empty() ? b.device : b.netdev,
+                    a.device, a.port));
+            }
+        }
     }
     for (const auto& target : options_.targets) {
         auto part = std::make_unique<Part>();
