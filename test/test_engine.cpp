@@ -792,6 +792,12 @@ TEST(Engine, ADeviceFatalErrorEndsTheRunWithItsCauseAndAnIncompleteLedger) {
         ended_early = ended_early || why.find("the run ended early") != std::string::npos;
     }
     EXPECT_TRUE(ended_early);
+    // The rules' counters are not read from a device in internal error (its
+    // firmware refuses the read), and the report says so (verbs-mlx5-2 N4).
+    const auto& notes = out.ledger.notes();
+    EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+        return n.find("counters were not read after the fatal error") != std::string::npos;
+    }));
 }
 
 // The poll loop may see a device fatal error's flushes, and fail to recover

@@ -398,6 +398,14 @@ class SimFlow final : public verbs::Flow {
         if (!rec_->counted) {
             return std::nullopt;
         }
+        // ibv_read_counters reaches the firmware (QUERY_FLOW_COUNTER), which
+        // mlx5_internal_err_ret_value() (drivers/net/ethernet/mellanox/mlx5/
+        // core/cmd.c) answers with -EIO once the device is in internal error:
+        // only the teardown commands are completed there.
+        if (s.fatal) {
+            fail(EIO, fmt::format("ibv_read_counters: {}: device is in a fatal error state",
+                                  s.config.name));
+        }
         return rec_->matched;
     }
 

@@ -270,16 +270,27 @@ void VerbsSource::start() {
             // Every device tears down on its own thread at once, so no device
             // waits, joined and steering but unpolled, while another drains.
             halt->wait(false);
+            std::string stop_error;
             try {
                 part->engine->stop();  // leave the groups, drain, destroy the rules
             } catch (const std::exception& e) {
-                part->error = part->error.empty() ? e.what() : part->error;
+                stop_error = e.what();
             }
             if (part->engine->stats().device_fatal && part->error.empty()) {
+                // The device's fault is the run's error, whatever failed
+                // after it (the engine notes that).
                 part->error = fmt::format(
                     "{}: the device reported a fatal error; the capture "
                     "stopped (check dmesg and the NIC firmware)",
                     part->device->caps().name);
+            }
+            if (!stop_error.empty()) {
+                if (part->error.empty()) {
+                    part->error = stop_error;
+                } else {
+                    part->ledger->add_note(fmt::format("{}: while stopping: {}",
+                                                       part->device->caps().name, stop_error));
+                }
             }
         });
     }
