@@ -1236,6 +1236,48 @@ TEST(Engine, TimestampsFallBackToWhatTheDevicesClockModeGives) {
     }
 }
 
+// verbs-mlx5-2.md N3: a wall-clock CQ reads the kernel's clock-info page with
+// every poll that finds a completion, also in real-time mode, and fails with
+// EINVAL, the completion consumed, where the page is not mapped (rdma-core
+// providers/mlx5/cq.c mlx5_start_poll, mlx5.c _mlx5dv_get_clock_info). The run
+// goes on with host timestamps, says so, and counts the consumed frame lost.
+TEST(Engine, AClockPageThatCannotBeReadFallsBackToHostTimestamps) {
+    SimConfig config;
+    config.ts_free_running = false;
+    config.ts_real_time = true;
+    config.clock_info_page = false;
+    Rig rig(options_for({kG1}, 16), {OutputFormat::pcap}, config);
+    ASSERT_EQ(rig.engine->timestamps(), verbs::TimestampFormat::wallclock_ns);
+    rig.engine->start();
+    auto t = traffic({kG1}, 4);
+    t.antennas = {test::kAntenna1};
+    t.threads = 1;
+    const auto frames = frames_of(t);
+    for (const auto& f : frames) {
+        rig.nic->deliver(f, 1000);
+    }
+    EXPECT_NO_THROW(rig.poll_all());
+    for (const auto& f : frames) {
+        rig.nic->deliver(f, 1000);  // after the switch: no completion is lost
+    }
+    rig.poll_all();
+    rig.finish();
+    EXPECT_EQ(rig.engine->timestamps(), verbs::TimestampFormat::none);
+    EXPECT_TRUE(has_note(rig.ledger, "could not read its clock while polling"));
+    EXPECT_EQ(rig.engine->stats().clock_lost_completions, 1u);
+    EXPECT_EQ(rig.engine->stats().frames, 2 * frames.size() - 1);
+    EXPECT_EQ(rig.ledger.totals().codif, 2 * frames.size() - 1);
+    EXPECT_FALSE(rig.ledger.zero_loss()) << "the consumed completion is a lost frame";
+    EXPECT_EQ(rig.ledger.totals().wc_errors, 1u);
+    // Host time at the poll, not the NIC's clock (which starts in 2026-01-01).
+    const auto pcap = test::read_file(rig.dir / "ibvcap.pcap");
+    ASSERT_GE(pcap.size(), 24u + 16u);
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    EXPECT_NEAR(static_cast<double>(load_le32(pcap.data() + 24)), static_cast<double>(now), 60.0);
+}
+
 // The counted rule is refused only at ibv_create_flow (rdma-core mlx5/verbs.c:
 // the probe's attach never reaches the kernel). The run goes on without
 // counters for that rule and the rest, and says so.

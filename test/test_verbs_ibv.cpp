@@ -564,13 +564,23 @@ TEST(MemoryRegions, LocalWriteWithRelaxedOrderingThatCanNeverFailARegistration) 
 }
 
 TEST(StartPoll, EmptyAndBusyAreNotErrors) {
-    EXPECT_EQ(d::classify_start_poll(0), d::PollStart::ready);
-    EXPECT_EQ(d::classify_start_poll(ENOENT), d::PollStart::empty);
-    // Wall-clock CQs: the clock information was being updated; retry.
-    EXPECT_EQ(d::classify_start_poll(EBUSY), d::PollStart::retry);
-    for (const int err : {EIO, EINVAL, -1, ENOMEM}) {
-        EXPECT_EQ(d::classify_start_poll(err), d::PollStart::error) << err;
+    using ibvcap::verbs::TimestampFormat;
+    for (const auto ts :
+         {TimestampFormat::none, TimestampFormat::device_ticks, TimestampFormat::wallclock_ns}) {
+        EXPECT_EQ(d::classify_start_poll(0, ts), d::PollStart::ready);
+        EXPECT_EQ(d::classify_start_poll(ENOENT, ts), d::PollStart::empty);
+        // Wall-clock CQs: the clock information was being updated; retry.
+        EXPECT_EQ(d::classify_start_poll(EBUSY, ts), d::PollStart::retry);
+        for (const int err : {EIO, -1, ENOMEM}) {
+            EXPECT_EQ(d::classify_start_poll(err, ts), d::PollStart::error) << err;
+        }
     }
+    // A wall-clock CQ whose clock-info page is not mapped (verbs-mlx5-2 N3):
+    // polled on without its clock, not a CQ error.
+    EXPECT_EQ(d::classify_start_poll(EINVAL, TimestampFormat::wallclock_ns),
+              d::PollStart::no_clock);
+    EXPECT_EQ(d::classify_start_poll(EINVAL, TimestampFormat::none), d::PollStart::error);
+    EXPECT_EQ(d::classify_start_poll(EINVAL, TimestampFormat::device_ticks), d::PollStart::error);
 }
 
 TEST(DmaBufSymbol, FoundAtRunTimeUnderItsVersion) {

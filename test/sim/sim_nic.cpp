@@ -353,6 +353,23 @@ class SimCompletionQueue final : public verbs::CompletionQueue {
         }
         State& s = hw_->state();
         const std::lock_guard lock(s.mu);
+        if (rec_->timestamps == verbs::TimestampFormat::wallclock_ns && !s.config.clock_info_page &&
+            rec_->count > 0) {
+            // ibv_start_poll found a completion, then failed with EINVAL on
+            // the clock-info page, the completion consumed (SimConfig::
+            // clock_info_page). The engine's CQ wrapper (lib/sources/verbs/
+            // ibv_queues.cpp) then polls with ibv_poll_cq, which reads no
+            // clock, and says so through timestamps() and lost_completions().
+            rec_->head = (rec_->head + 1) % rec_->ring.size();
+            --rec_->count;
+            ++lost_;
+            rec_->timestamps = verbs::TimestampFormat::none;
+            for (std::size_t i = 0, at = rec_->head; i < rec_->count;
+                 ++i, at = (at + 1) % rec_->ring.size()) {
+                rec_->ring[at].has_timestamp = false;  // ibv_wc has no timestamp
+                rec_->ring[at].hw_timestamp = 0;
+            }
+        }
         const std::size_t n = std::min(out.size(), rec_->count);
         for (std::size_t i = 0; i < n; ++i) {
             out[i] = rec_->ring[rec_->head];
@@ -366,7 +383,9 @@ class SimCompletionQueue final : public verbs::CompletionQueue {
         return n;
     }
 
+    // Changed only by poll(), on the poll thread that asks.
     verbs::TimestampFormat timestamps() const override { return rec_->timestamps; }
+    std::uint64_t lost_completions() const override { return lost_; }
     std::uint32_t depth() const override { return static_cast<std::uint32_t>(rec_->ring.size()); }
 
     SimHardware& hardware() const { return *hw_; }
@@ -375,6 +394,7 @@ class SimCompletionQueue final : public verbs::CompletionQueue {
   private:
     std::shared_ptr<SimHardware> hw_;
     State::Cq* rec_;
+    std::uint64_t lost_ = 0;  // completions consumed by a failed start_poll
 };
 
 class SimFlow final : public verbs::Flow {
@@ -671,6 +691,10 @@ class SimDevice final : public verbs::Device {
             // ticks (mlx5/cq.c mlx5_cq_fill_pfns).
             if (s.config.ts_real_time) {
                 cq->real_time = true;
+            } else if (!s.config.clock_info_page) {
+                fail(EOPNOTSUPP, fmt::format("ibv_create_cq_ex: {} has no clock-info page to "
+                                             "convert timestamps",
+                                             s.config.name));
             } else if (!s.config.ts_free_running) {
                 fail(EOPNOTSUPP, fmt::format("ibv_create_cq_ex: {} has no clock to give wall-clock "
                                              "timestamps",

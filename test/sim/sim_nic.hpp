@@ -104,6 +104,15 @@ struct SimConfig {
     // mlx5_cq_fill_pfns), else EOPNOTSUPP.
     bool ts_free_running = true;
     bool ts_real_time = false;
+    // Whether the kernel mapped its clock-info page for the context (it does
+    // not where the device reports no clock frequency). Without it a
+    // wall-clock CQ converting free-running ticks is refused at create
+    // (rdma-core providers/mlx5/cq.c mlx5_cq_fill_pfns: EOPNOTSUPP), and a
+    // real-time one is made but every ibv_start_poll that finds a completion
+    // fails with EINVAL, the completion consumed (cq.c mlx5_start_poll with
+    // clock_update; mlx5.c _mlx5dv_get_clock_info: `if (!ci) return EINVAL`;
+    // cons_index is given back for EBUSY only). verbs-mlx5-2.md N3.
+    bool clock_info_page = true;
     bool flow_counters = true;  // counters can be created and attached (the probe)
     // How many counted flow rules the device grants before it refuses one at
     // ibv_create_flow (EOPNOTSUPP); 0 refuses every counted rule.

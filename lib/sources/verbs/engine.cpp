@@ -470,7 +470,7 @@ std::uint64_t VerbsEngine::wc_errors() const {
     // completion in error by its status, whatever its wr_id names.
     return count(WcStatus::loc_len_err) + count(WcStatus::loc_prot_err) +
            count(WcStatus::loc_qp_op_err) + count(WcStatus::other) + stats_.bad_wr_id_frames +
-           stats_.bad_byte_len + stats_.stale_frames;
+           stats_.bad_byte_len + stats_.stale_frames + stats_.clock_lost_completions;
 }
 
 void VerbsEngine::publish_witnesses() {
@@ -512,6 +512,10 @@ void VerbsEngine::report_to(Ledger& ledger) const {
     }
     if (stats_.bad_byte_len > 0) {
         ledger.add_source_counter({dev + "/wc/bad_byte_len", stats_.bad_byte_len, false});
+    }
+    if (stats_.clock_lost_completions > 0) {
+        ledger.add_source_counter(
+            {dev + "/wc/clock_unreadable", stats_.clock_lost_completions, false});
     }
     if (stats_.stale_completions > 0) {
         ledger.add_source_counter({dev + "/wc/stale", stats_.stale_completions, false});

@@ -79,6 +79,9 @@ struct EngineStats {
     std::uint64_t rejoins = 0;
     std::uint64_t other_port_events = 0;  // port events of a port this engine does not use
     std::uint64_t uncounted_rules = 0;    // rules made without the count action the device refused
+    // Completions a wall-clock CQ consumed when it could not read its clock
+    // (verbs-mlx5-2.md N3): frames lost, counted as work-completion errors.
+    std::uint64_t clock_lost_completions = 0;
     bool device_fatal = false;
 };
 
@@ -177,6 +180,8 @@ class VerbsEngine {
     void handle(const verbs::Completion& c);
     std::uint64_t timestamp_ns(const verbs::Completion& c);
     void resync_clock();
+    // The CQ went on without timestamps (its clock could not be read).
+    void clock_unreadable();
     std::vector<SourceCounter> read_flow_counters();
     // The receive WR of a slot (SGE0 header slot + SGE1 payload slot, or one SGE).
     verbs::RecvRequest request_for(const Qp& q, std::uint64_t slot) const;

@@ -197,6 +197,19 @@ void VerbsEngine::resync_clock() {
     last_clock_sync_ = std::chrono::steady_clock::now();
 }
 
+void VerbsEngine::clock_unreadable() {
+    // The CQ polls on without timestamps (seam.hpp, CompletionQueue::
+    // timestamps): from this batch on frames are stamped with host time, and
+    // the completions the failed poll consumed are frames lost.
+    timestamps_ = verbs::TimestampFormat::none;
+    stats_.clock_lost_completions = cq_->lost_completions();
+    ledger_.add_note(fmt::format(
+        "timestamps: {} could not read its clock while polling (ibv_start_poll: EINVAL, the "
+        "clock-info page is not mapped); after frame {} frames are stamped with CLOCK_REALTIME "
+        "when each batch is polled, and {} completion(s) the failed poll consumed are lost",
+        device_.caps().name, stats_.frames, stats_.clock_lost_completions));
+}
+
 void VerbsEngine::handle(const verbs::Completion& c) {
     ++stats_.completions;
     const auto status_index = static_cast<std::size_t>(c.status);
@@ -321,6 +334,10 @@ std::size_t VerbsEngine::poll_once() {
     ++stats_.polls;
     take_releases();
     const std::size_t n = cq_->poll(batch_);
+    if (timestamps_ == verbs::TimestampFormat::wallclock_ns && cq_->timestamps() != timestamps_)
+        [[unlikely]] {
+        clock_unreadable();
+    }
     if (n == 0) {
         ++stats_.empty_polls;
     } else {

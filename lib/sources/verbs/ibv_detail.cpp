@@ -258,7 +258,7 @@ ibv_qp_init_attr raw_qp_init_attr(ibv_cq* cq, std::uint32_t depth, std::uint32_t
     return attr;
 }
 
-PollStart classify_start_poll(int rc) {
+PollStart classify_start_poll(int rc, TimestampFormat timestamps) {
     switch (rc) {
         case 0:
             return PollStart::ready;
@@ -266,6 +266,9 @@ PollStart classify_start_poll(int rc) {
             return PollStart::empty;
         case EBUSY:
             return PollStart::retry;
+        case EINVAL:
+            return timestamps == TimestampFormat::wallclock_ns ? PollStart::no_clock
+                                                               : PollStart::error;
         default:
             return PollStart::error;
     }

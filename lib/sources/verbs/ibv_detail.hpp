@@ -119,9 +119,12 @@ ibv_qp_init_attr raw_qp_init_attr(ibv_cq* cq, std::uint32_t depth, std::uint32_t
 // is ready; ENOENT the CQ is empty; EBUSY, with wall-clock timestamps, the
 // clock information is being updated and the poll should simply be retried
 // (rdma-core providers/mlx5/cq.c mlx5_start_poll; no ibv_end_poll either
-// way); anything else is an error.
-enum class PollStart : std::uint8_t { ready, empty, retry, error };
-PollStart classify_start_poll(int rc);
+// way); EINVAL, with wall-clock timestamps, the clock-info page cannot be
+// read (mlx5.c _mlx5dv_get_clock_info: not mapped), a completion was consumed
+// and the CQ must be polled without its clock (verbs-mlx5-2.md N3); anything
+// else is an error.
+enum class PollStart : std::uint8_t { ready, empty, retry, no_clock, error };
+PollStart classify_start_poll(int rc, TimestampFormat timestamps);
 
 // ibv_reg_dmabuf_mr, looked up at run time (dlvsym, version IBVERBS_1.12):
 // it first shipped in rdma-core 34 (libibverbs/libibverbs.map.in), and a

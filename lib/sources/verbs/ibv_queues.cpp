@@ -94,6 +94,7 @@ class IbvCompletionQueue final : public CompletionQueue {
         : handle_(std::move(handle)), timestamps_(timestamps) {}
 
     TimestampFormat timestamps() const override { return timestamps_; }
+    std::uint64_t lost_completions() const override { return lost_; }
     // The provider's actual size (mlx5: the depth asked for + 1, rounded up
     // to a power of two, − 1; rdma-core providers/mlx5/verbs.c create_cq).
     std::uint32_t depth() const override {
@@ -113,7 +114,7 @@ class IbvCompletionQueue final : public CompletionQueue {
         if (out.empty()) {
             return 0;  // ibv_start_poll would consume a completion
         }
-        return handle_->cq_ex != nullptr ? poll_extended(out) : poll_plain(out);
+        return handle_->cq_ex != nullptr && !plain_ ? poll_extended(out) : poll_plain(out);
     }
 
   private:
@@ -122,12 +123,25 @@ class IbvCompletionQueue final : public CompletionQueue {
         ibv_poll_cq_attr attr{};
         int rc = ibv_start_poll(cq, &attr);
         // No ibv_end_poll after a failed ibv_start_poll (ibv_create_cq_ex(3)).
-        switch (classify_start_poll(rc)) {
+        switch (classify_start_poll(rc, timestamps_)) {
             case PollStart::ready:
                 break;
             case PollStart::empty:
             case PollStart::retry:
                 return 0;
+            case PollStart::no_clock:
+                // A wall-clock CQ polls the clock-info page with every batch,
+                // also in real-time mode, and the page is not mapped (rdma-core
+                // providers/mlx5/cq.c mlx5_start_poll, mlx5.c
+                // _mlx5dv_get_clock_info: EINVAL). The completion it found is
+                // consumed (cons_index is given back for EBUSY only). The same
+                // CQ is polled on with ibv_poll_cq, which reads no clock
+                // (mlx5_poll_cq), so the run goes on without timestamps: the
+                // engine sees timestamps() change and stamps host time.
+                ++lost_;
+                plain_ = true;
+                timestamps_ = TimestampFormat::none;
+                return poll_plain(out);
             case PollStart::error:
                 throw verbs_error(rc > 0 ? rc : EIO, "ibv_start_poll",
                                   "the CQ is in error (an overrun raises IBV_EVENT_CQ_ERR)");
@@ -215,6 +229,8 @@ class IbvCompletionQueue final : public CompletionQueue {
     std::shared_ptr<CqHandle> handle_;
     TimestampFormat timestamps_ = TimestampFormat::none;
     int pending_error_ = 0;
+    bool plain_ = false;      // polled with ibv_poll_cq after PollStart::no_clock
+    std::uint64_t lost_ = 0;  // completions a failed ibv_start_poll consumed
 };
 
 // A raw-packet QP (IBV_QPT_RAW_PACKET) owned through QpHandle. Its state is

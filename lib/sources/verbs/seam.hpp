@@ -154,8 +154,14 @@ class CompletionQueue {
     // error. A transient "try again" from the provider (mlx5: EBUSY while the
     // kernel updates the clock-info page, ibv_create_cq_ex(3)) returns 0.
     virtual std::size_t poll(std::span<Completion> out) = 0;
-    // What the timestamps of its completions mean.
+    // What the timestamps of its completions mean. A wall-clock CQ whose
+    // clock the provider cannot read while polling (mlx5: no clock-info page,
+    // ibv_start_poll fails with EINVAL) goes on without timestamps: from then
+    // on this says none (verbs-mlx5-2.md N3).
     virtual TimestampFormat timestamps() const = 0;
+    // Completions the provider consumed without returning them (the failed
+    // ibv_start_poll above takes the completion it found): frames lost.
+    virtual std::uint64_t lost_completions() const = 0;
     // The entries the CQ has: at least the depth asked for (ibv_create_cq(3):
     // "the cqe attribute in the returned CQ" is the actual size).
     virtual std::uint32_t depth() const = 0;
