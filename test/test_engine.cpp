@@ -1278,6 +1278,72 @@ TEST(Engine, AClockPageThatCannotBeReadFallsBackToHostTimestamps) {
     EXPECT_NEAR(static_cast<double>(load_le32(pcap.data() + 24)), static_cast<double>(now), 60.0);
 }
 
+std::uint64_t counter_named(VerbsEngine& engine, const std::string& name) {
+    for (const auto& c : engine.flow_counters()) {
+        if (c.name == name) {
+            return c.value;
+        }
+    }
+    ADD_FAILURE() << "no counter " << name;
+    return 0;
+}
+
+// verbs-mlx5-2.md N5: frames the rule counted just after a poll found the CQ
+// empty (steered, not yet completed) are delivered by the stop's drain and
+// not reported as undelivered.
+TEST(Engine, TheStopDrainTakesFramesSteeredJustAfterAnEmptyPoll) {
+    Rig rig(options_for({kG1}, 16));
+    rig.engine->start();
+    auto t = traffic({kG1}, 5);
+    t.antennas = {test::kAntenna1};
+    t.threads = 1;
+    const auto frames = frames_of(t);
+    std::size_t next = 0;
+    rig.nic->on_poll([&](bool empty) {
+        if (empty && next < frames.size()) {
+            rig.nic->deliver(frames[next++]);
+        }
+    });
+    rig.engine->stop();
+    rig.nic->on_poll(nullptr);
+    EXPECT_EQ(rig.engine->stats().frames, frames.size());
+    EXPECT_EQ(counter_named(*rig.engine, "sim_mlx5_0/flow/239.17.0.1:36001/matched"),
+              frames.size());
+    EXPECT_EQ(counter_named(*rig.engine, "sim_mlx5_0/flow/239.17.0.1:36001/undelivered"), 0u);
+    EXPECT_FALSE(has_note(rig.ledger, "ended at its bound"));
+}
+
+// A switch that goes on forwarding after the leave (snooping off, a static
+// route, or the last-member queries' two seconds) keeps the CQ busy: the
+// stop's drain ends at its bound and says so, instead of running as long as
+// the traffic does.
+TEST(Engine, TheStopDrainIsBoundedInTime) {
+    EngineOptions options = options_for({kG1}, 16);
+    options.stop_drain_bound = std::chrono::milliseconds(50);
+    Rig rig(options);
+    rig.engine->start();
+    auto t = traffic({kG1}, 1);
+    t.antennas = {test::kAntenna1};
+    t.threads = 1;
+    const auto frame = frames_of(t).front();
+    constexpr std::uint64_t kEndless = 2'000'000;  // far more than 50 ms of polls here
+    std::uint64_t sent = 0;
+    rig.nic->on_poll([&](bool) {
+        if (sent < kEndless) {
+            ++sent;
+            rig.nic->deliver(frame);
+        }
+    });
+    rig.nic->deliver(frame);  // in flight when the stop begins: no poll is ever empty
+    const auto t0 = std::chrono::steady_clock::now();
+    rig.engine->stop();
+    const auto took = std::chrono::steady_clock::now() - t0;
+    rig.nic->on_poll(nullptr);
+    EXPECT_LT(sent, kEndless);
+    EXPECT_LT(took, std::chrono::seconds(5));
+    EXPECT_TRUE(has_note(rig.ledger, "the stop's drain before the rules went ended at its bound"));
+}
+
 // The counted rule is refused only at ibv_create_flow (rdma-core mlx5/verbs.c:
 // the probe's attach never reaches the kernel). The run goes on without
 // counters for that rule and the rest, and says so.

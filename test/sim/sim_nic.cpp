@@ -129,6 +129,9 @@ struct SimHardware::State {
     std::uint64_t clock = 0;  // device clock, ticks
     bool port_up = true;
     bool fatal = false;
+    // SimHardware::on_poll; read without the lock by the polling thread, so
+    // set only while nothing polls.
+    std::function<void(bool)> poll_hook;
     std::uint64_t withheld = 0;  // withhold_buffers()
     std::optional<std::uint64_t> corrupt_wr_id;
     std::optional<WcStatus> fail_frame;             // fail_next_frame()
@@ -348,6 +351,17 @@ class SimCompletionQueue final : public verbs::CompletionQueue {
     SimCompletionQueue& operator=(const SimCompletionQueue&) = delete;
 
     std::size_t poll(std::span<Completion> out) override {
+        State& hook_state = hw_->state();
+        if (hook_state.poll_hook) [[unlikely]] {
+            const std::size_t n = take(out);
+            hook_state.poll_hook(n == 0);
+            return n;
+        }
+        return take(out);
+    }
+
+  private:
+    std::size_t take(std::span<Completion> out) {
         if (rec_->ready.load(std::memory_order_acquire) == 0) {
             return 0;
         }
@@ -383,6 +397,7 @@ class SimCompletionQueue final : public verbs::CompletionQueue {
         return n;
     }
 
+  public:
     // Changed only by poll(), on the poll thread that asks.
     verbs::TimestampFormat timestamps() const override { return rec_->timestamps; }
     std::uint64_t lost_completions() const override { return lost_; }
@@ -843,6 +858,10 @@ SimHardware::SimHardware(SimConfig config)
 }
 
 SimHardware::~SimHardware() = default;
+
+void SimHardware::on_poll(std::function<void(bool empty)> hook) {
+    state_->poll_hook = std::move(hook);
+}
 
 void SimHardware::deliver(Bytes frame, std::uint64_t ticks) {
     UdpPacket pkt;

@@ -63,6 +63,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -210,6 +211,14 @@ class SimHardware {
     // Documentation/networking/device_drivers/ethernet/mellanox/mlx5/
     // counters.rst).
     void withhold_buffers(std::uint64_t frames);
+    // The wire in time with the poll loop: `hook` runs after every poll of a
+    // CQ of this device, told whether the poll found nothing, and may
+    // deliver(). It plays what a real port does between two polls: a frame
+    // steered (its rule counted) just after a poll found the CQ empty, or a
+    // switch that goes on forwarding after the leave (RFC 2236 §8.8/§8.9,
+    // RFC 3376 §8.8: snooping keeps a group for its last-member queries).
+    // Set before the engine polls; null removes it.
+    void on_poll(std::function<void(bool empty)> hook);
 
     SimCounters counters() const;
     // Packets matched by the rules that carry a counter, summed.

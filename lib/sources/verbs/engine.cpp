@@ -384,30 +384,46 @@ void VerbsEngine::stop() {
     while (!memberships_.empty()) {
         memberships_.pop_back();
     }
+    // Each drain waits for a quiet CQ, within a bound (EngineOptions::
+    // stop_quiet, stop_drain_bound; verbs-mlx5-2.md N5).
+    const auto drain_for_stop = [this](const char* when) {
+        if (!drain_until_quiet(options_.stop_quiet, options_.stop_drain_bound)) {
+            ledger_.add_note(fmt::format(
+                "{}: the stop's drain {} ended at its bound of {} ms with frames still "
+                "arriving (the switch still forwards the groups after the leave); frames "
+                "after that were not captured",
+                device_.caps().name, when, options_.stop_drain_bound.count()));
+        }
+    };
     if (!stats_.device_fatal) {
-        drain();
+        drain_for_stop("before the rules went");
     }
-    // The rules' counters die with them: read them now, against what was
-    // delivered by now. Frames steered after this read and before the rules
-    // go are caught by the second drain, so `undelivered` counts only drops.
+    // The rules' counters die with them: read them now. `undelivered` is
+    // what they matched less what was delivered once the second drain has
+    // taken what was still in flight at the read. A frame matched after the
+    // read and delivered by that drain could hide one drop of the last
+    // microseconds; counting it as undelivered would report a drop that did
+    // not happen.
     // A device in internal error refuses the read (the firmware answers
     // QUERY_FLOW_COUNTER with -EIO, drivers/net/ethernet/mellanox/mlx5/core/
     // cmd.c mlx5_internal_err_ret_value): it is not tried, so the run's error
     // stays the device's own (verbs-mlx5-2.md N4).
+    std::vector<std::optional<std::uint64_t>> matches;
     if (stats_.device_fatal) {
         ledger_.add_note(fmt::format(
             "{}: the flow rules' counters were not read after the fatal error (the firmware "
             "refuses commands then): no per-group undelivered counts",
             device_.caps().name));
     } else {
-        final_flow_counters_ = read_flow_counters();
+        matches = read_rule_matches();
     }
     for (auto& q : qps_) {
         // Rules before their QPs (docs/architecture.md, "Setup and teardown order").
         q->flows.clear();
     }
     if (!stats_.device_fatal) {
-        drain();
+        drain_for_stop("after the rules went");
+        final_flow_counters_ = counters_for(matches);
     }
     publish_witnesses();  // the drains' completions too
 }
@@ -446,10 +462,25 @@ std::vector<std::uint32_t> VerbsEngine::qp_numbers() const {
 }
 
 std::vector<SourceCounter> VerbsEngine::read_flow_counters() {
+    return counters_for(read_rule_matches());
+}
+
+std::vector<std::optional<std::uint64_t>> VerbsEngine::read_rule_matches() {
+    std::vector<std::optional<std::uint64_t>> matches;
+    matches.reserve(qps_.size());
+    for (auto& q : qps_) {
+        matches.push_back(rule_matches(*q));
+    }
+    return matches;
+}
+
+std::vector<SourceCounter> VerbsEngine::counters_for(
+    const std::vector<std::optional<std::uint64_t>>& matches) {
     std::vector<SourceCounter> out;
     stats_.flow_matched = 0;
-    for (auto& q : qps_) {
-        if (const auto counted = rule_matches(*q)) {
+    for (std::size_t i = 0; i < qps_.size() && i < matches.size(); ++i) {
+        const auto& q = qps_[i];
+        if (const auto& counted = matches[i]) {
             const std::uint64_t matched = *counted;
             stats_.flow_matched += matched;
             const std::string& dev = device_.caps().name;

@@ -50,6 +50,14 @@ struct EngineOptions {
     bool zero_copy = true;
     std::uint32_t hold_limit = 0;
     std::chrono::milliseconds drain_timeout{200};  // recovery: wait for flushes this long
+    // The stop's drains (verbs-mlx5-2.md N5): each polls until the CQ has
+    // been empty for stop_quiet (a frame the rule already counted may
+    // complete a little later), and at most stop_drain_bound, as the switch
+    // may go on forwarding after the leave (IGMP snooping keeps a group for
+    // its last-member queries, RFC 2236 §8.8 and §8.9 / RFC 3376 §8.8: 2 ×
+    // 1 s by default; forever with snooping off or a static route).
+    std::chrono::milliseconds stop_quiet{10};
+    std::chrono::milliseconds stop_drain_bound{1000};
 };
 
 // The largest CODIF payload (the bytes after the 64-byte CODIF header) a
@@ -113,6 +121,9 @@ class VerbsEngine {
     void handle_event(const verbs::AsyncEvent& event);
     // Drain what the CQ holds and handle pending events without waiting.
     void drain();
+    // Poll until the CQ has been empty for `quiet`, at most `bound`; false
+    // when the bound ended it with completions still coming.
+    bool drain_until_quiet(std::chrono::milliseconds quiet, std::chrono::milliseconds bound);
     // Stop order of docs/architecture.md, "Setup and teardown order": leave the groups, drain,
     // destroy the flows (before their QPs). Idempotent; the destructor calls it.
     void stop();
@@ -183,6 +194,11 @@ class VerbsEngine {
     // The CQ went on without timestamps (its clock could not be read).
     void clock_unreadable();
     std::vector<SourceCounter> read_flow_counters();
+    // Each QP's rule counts now (nullopt: no counter), and the counters'
+    // entries for them against what each QP has delivered by now.
+    std::vector<std::optional<std::uint64_t>> read_rule_matches();
+    std::vector<SourceCounter> counters_for(
+        const std::vector<std::optional<std::uint64_t>>& matches);
     // The receive WR of a slot (SGE0 header slot + SGE1 payload slot, or one SGE).
     verbs::RecvRequest request_for(const Qp& q, std::uint64_t slot) const;
     std::uint8_t* header_slot(const Qp& q, std::uint64_t slot) const;

@@ -383,6 +383,30 @@ void VerbsEngine::drain() {
     }
 }
 
+bool VerbsEngine::drain_until_quiet(std::chrono::milliseconds quiet,
+                                    std::chrono::milliseconds bound) {
+    while (auto event = device_.wait_event(std::chrono::milliseconds(0))) {
+        handle_event(*event);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto last_completion = start;
+    for (;;) {
+        const std::size_t n = poll_once();
+        const auto now = std::chrono::steady_clock::now();
+        if (n > 0) {
+            last_completion = now;
+        } else if (now - last_completion >= quiet) {
+            return true;
+        }
+        if (now - start >= bound) {
+            return false;
+        }
+        if (n == 0) {
+            std::this_thread::yield();
+        }
+    }
+}
+
 void VerbsEngine::run(const std::atomic<bool>& stop) {
     // Whichever way the loop ends, the witnesses other threads read are
     // those of the end.
