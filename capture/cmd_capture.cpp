@@ -121,6 +121,7 @@ int cmd_capture(int argc, char** argv) {
         ("max-frame", "largest Ethernet frame expected, bytes (MTU 9000 + header + two VLAN tags)", cxxopts::value<std::uint32_t>()->default_value("9022"), "BYTES")
         ("cpu", "pin the poll thread of the i-th -i interface to the i-th CPU (repeatable)", cxxopts::value<std::vector<int>>(), "CPU")
         ("no-flow-counters", "create the flow rules without a count action (for devices that refuse it)")
+        ("timestamps", "frame times: utc (the NIC clock measured against CLOCK_REALTIME each second and converted, slewed) or nic (the NIC's own clock as it gives it)", cxxopts::value<std::string>()->default_value("utc"), "utc|nic")
         ("num-devices", "prototype alias: the number of -i interfaces given", cxxopts::value<unsigned>(), "N")
         ("num-multicast-groups", "prototype alias: the number of GROUP:PORT given", cxxopts::value<unsigned>(), "N")
         ("num-antennas", "prototype alias: the most antennas to expect", cxxopts::value<unsigned>(), "N")
@@ -215,8 +216,16 @@ int cmd_capture(int argc, char** argv) {
         }
         request.demux.max_antennas = n;
     }
+    const std::string timestamps = args["timestamps"].as<std::string>();
+    if (timestamps != "utc" && timestamps != "nic") {
+        throw UsageError(fmt::format("--timestamps {}: give utc or nic", timestamps));
+    }
     if (source == "pcap") {
         request.source = LiveCaptureRequest::Source::pcap;
+        if (timestamps == "nic") {
+            throw UsageError(
+                "--timestamps nic applies to --source verbs only (libpcap gives host time)");
+        }
         // Options that only mean something to the verbs engine.
         for (const char* name :
              {"hw-demux", "no-split", "vlan-tags", "ring-depth", "num-blocks", "cpu",
@@ -237,6 +246,7 @@ int cmd_capture(int argc, char** argv) {
         }
         engine.flow_counters = args.count("no-flow-counters") == 0;
         engine.split = args.count("no-split") == 0;
+        engine.frame_time = timestamps == "nic" ? FrameTime::nic : FrameTime::utc;
         if (args.count("cpu")) {
             request.cpus = args["cpu"].as<std::vector<int>>();
             if (request.cpus.size() > interfaces.size()) {

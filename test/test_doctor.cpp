@@ -560,5 +560,73 @@ TEST(DoctorRun, EveryLineHasTheFormatAndAFailMakesExitOne) {
     EXPECT_EQ(exit_code(run_checks(o, good_calls())), 1);
 }
 
+// A PHC as lib/host/phc.hpp reads it: a fixed offset to CLOCK_REALTIME,
+// bracketed reads 1 µs wide.
+class FakePhc final : public PhcClock {
+  public:
+    FakePhc(std::int64_t offset, std::optional<double> freq) : offset_(offset), freq_(freq) {}
+    std::size_t sample(std::span<PhcSample> out) override {
+        for (std::size_t i = 0; i < out.size(); ++i) {
+            const std::int64_t host =
+                1'767'225'600'000'000'000 + static_cast<std::int64_t>(i) * 2000;
+            out[i] = PhcSample{host - 500, host + offset_, host + 500};
+        }
+        return out.size();
+    }
+    PhcInfo info() override {
+        PhcInfo i;
+        i.index = 2;
+        i.frequency_ppb = freq_;
+        return i;
+    }
+    std::string error() const override { return {}; }
+
+  private:
+    std::int64_t offset_;
+    std::optional<double> freq_;
+};
+
+TEST(DoctorPtpClock, OffsetTaiAndDisciplineOfTheNetdevsPhc) {
+    FakeRoot r;
+    r.rdma_port("mlx5_0", "ens1f0", "ACTIVE");
+    r.write("proc/4242/comm", "ptp4l\n");
+    r.write("proc/4243/comm", "bash\n");
+    Options o = r.options();
+    o.interfaces = {"ens1f0"};
+    HostCalls c = good_calls();
+    c.open_phc = [](const std::string&, std::string&) -> std::unique_ptr<PhcClock> {
+        return std::make_unique<FakePhc>(37'000'000'012, 12.5);
+    };
+    const Check tai = *check_phc(o, c, Target{"ens1f0", "ens1f0", "mlx5_0", 1, ""});
+    EXPECT_EQ(tai.status, Status::pass);
+    EXPECT_NE(tai.found.find("/dev/ptp2: PHC − CLOCK_REALTIME +37.000000012 s (± 500 ns), TAI"),
+              std::string::npos)
+        << tai.found;
+    EXPECT_NE(tai.found.find("PTP daemons running: ptp4l"), std::string::npos) << tai.found;
+    EXPECT_EQ(find(run_checks(o, c), "ptp clock").subject, "ens1f0");
+
+    // No daemon, the frequency untouched: it drifts, and says so.
+    fs::remove(r.root() / "proc/4242/comm");
+    c.open_phc = [](const std::string&, std::string&) -> std::unique_ptr<PhcClock> {
+        return std::make_unique<FakePhc>(-1'500'000, 0.0);
+    };
+    const Check drift = *check_phc(o, c, Target{"ens1f0", "ens1f0", "mlx5_0", 1, ""});
+    EXPECT_NE(drift.found.find("-0.001500000 s"), std::string::npos) << drift.found;
+    EXPECT_EQ(drift.found.find("TAI"), std::string::npos) << drift.found;
+    EXPECT_NE(drift.found.find("no PTP daemon running: it drifts"), std::string::npos);
+
+    // None: a WARN with the fix.
+    c.open_phc = [](const std::string& netdev, std::string& why) -> std::unique_ptr<PhcClock> {
+        why = netdev + " has no PTP hardware clock (ETHTOOL_GET_TS_INFO)";
+        return nullptr;
+    };
+    const Check none = *check_phc(o, c, Target{"ens1f0", "ens1f0", "mlx5_0", 1, ""});
+    EXPECT_EQ(none.status, Status::warn);
+    EXPECT_NE(none.fix.find("--timestamps nic"), std::string::npos);
+    // Without the call, no line.
+    c.open_phc = nullptr;
+    EXPECT_FALSE(check_phc(o, c, Target{"ens1f0", "ens1f0", "mlx5_0", 1, ""}).has_value());
+}
+
 }  // namespace
 }  // namespace ibvcap::doctor

@@ -123,6 +123,9 @@ int exit_code(const std::vector<Check>& checks) {
 
 HostCalls real_host_calls() {
     HostCalls c;
+    c.open_phc = [](const std::string& netdev, std::string& why) {
+        return open_netdev_phc(netdev, why);
+    };
     c.file_caps = [](const fs::path& binary) {
         cap_t caps = cap_get_file(binary.c_str());
         if (caps == nullptr && errno == ENODATA) {
@@ -494,6 +497,9 @@ std::vector<Check> run_checks(const Options& o, const HostCalls& calls) {
         }
         add(check_rp_filter(o, t));
         add(check_igmp(o, t));
+        if (auto clock = check_phc(o, calls, t)) {
+            add(std::move(*clock));
+        }
         if (!t.rdma_device.empty()) {
             add(check_loopback(o, t));
         }

@@ -10,12 +10,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "lib/host/devices.hpp"
+#include "lib/host/phc.hpp"
 
 namespace ibvcap::doctor {
 
@@ -83,6 +85,9 @@ struct HostCalls {
     };
     std::function<std::optional<PciPath>(const std::string& gpu_pci, const std::string& nic)>
         gpu_nic_path;
+    // The netdev's PTP hardware clock (lib/host/phc.hpp, open_netdev_phc);
+    // null with `why` when it has none. Unset: the clock check is skipped.
+    std::function<std::unique_ptr<PhcClock>(const std::string& netdev, std::string& why)> open_phc;
 };
 HostCalls real_host_calls();
 
@@ -146,6 +151,12 @@ Check check_governor(const Options& options);
 Check check_isolation(const Options& options);
 Check check_rp_filter(const Options& options, const Target& target);
 Check check_igmp(const Options& options, const Target& target);
+// The netdev's PHC: its index, one measurement of PHC − CLOCK_REALTIME (and
+// the bracket), whether it runs TAI, whether a PTP daemon (a name in
+// <procfs_root>/*/comm) or an adjusted frequency says it is disciplined.
+// nullopt when calls.open_phc is unset.
+std::optional<Check> check_phc(const Options& options, const HostCalls& calls,
+                               const Target& target);
 Check check_loopback(const Options& options, const Target& target);
 Check check_pcap_buffer(const Options& options, const HostCalls& calls);
 Check check_disk_space(const Options& options, const HostCalls& calls);

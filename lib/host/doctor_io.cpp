@@ -3,8 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -18,6 +22,54 @@ namespace fs = std::filesystem;
 using namespace detail;
 
 // ---- the capture interface --------------------------------------------------
+
+std::optional<Check> check_phc(const Options& o, const HostCalls& calls, const Target& t) {
+    if (!calls.open_phc) {
+        return std::nullopt;
+    }
+    std::string why;
+    const std::unique_ptr<PhcClock> phc = calls.open_phc(t.netdev, why);
+    if (!phc) {
+        return make(Status::warn, "ptp clock", t.netdev, why,
+                    "wall-clock frame times will be the NIC's own clock, not measured against "
+                    "CLOCK_REALTIME (see ethtool -T " +
+                        t.netdev + "), or capture with --timestamps nic knowingly");
+    }
+    const PhcInfo info = phc->info();
+    std::array<PhcSample, 9> samples{};
+    const std::size_t n = phc->sample(samples);
+    const auto best = narrowest(std::span<const PhcSample>(samples.data(), n));
+    if (!best) {
+        return make(Status::warn, "ptp clock", t.netdev,
+                    fmt::format("/dev/ptp{} cannot be read: {}", info.index,
+                                n == 0 ? phc->error() : "every bracket ran backwards"),
+                    "frame times will not be measured; check the PHC's permissions and driver");
+    }
+    const std::int64_t offset =
+        best->phc_ns - (best->host_before_ns + (best->host_after_ns - best->host_before_ns) / 2);
+    const bool tai = offset_is_tai(offset, info.tai_utc_s);
+    // The daemons from the procfs root (a heuristic: a daemon may keep
+    // another clock); an adjusted frequency says someone disciplines it.
+    const std::vector<std::string> daemons = ptp_daemons(o.procfs_root);
+    const bool adjusted = info.frequency_ppb && *info.frequency_ppb != 0;
+    std::string discipline;
+    if (!daemons.empty()) {
+        discipline = "PTP daemons running: " + join(daemons);
+    } else if (adjusted) {
+        discipline = "no PTP daemon running, but the frequency was adjusted";
+    } else {
+        discipline = "no PTP daemon running: it drifts from where the driver set it at load";
+    }
+    if (info.frequency_ppb) {
+        discipline += fmt::format(" (frequency {:+.1f} ppb)", *info.frequency_ppb);
+    }
+    const std::string found = fmt::format(
+        "/dev/ptp{}: PHC − CLOCK_REALTIME {:+.9f} s (± {} ns){}; {}; capture converts frame times "
+        "to UTC by it each second",
+        info.index, static_cast<double>(offset) / 1e9, best->width() / 2,
+        tai ? fmt::format(", TAI (UTC + {} s)", info.tai_utc_s) : std::string(), discipline);
+    return make(Status::pass, "ptp clock", t.netdev, found);
+}
 
 Check check_rp_filter(const Options& o, const Target& t) {
     // Documentation/networking/ip-sysctl.rst, rp_filter: "The max value from

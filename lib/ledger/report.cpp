@@ -277,6 +277,7 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
                            {"cpu", p.cpu}});
     }
     j["polling"] = polling;
+    j["clocks"] = clocks_json(run.clocks);
     j["watchdog_alarms"] = run.watchdog_alarms;
     if (run.resources) {
         j["resources"] = resources_json(*run.resources);
@@ -539,6 +540,9 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
                    p.busy_waits,
                    polls > 0 ? 100.0 * static_cast<double>(p.busy_waits) / polls : 0.0,
                    frames > 0 ? polls / frames : 0.0, polls > 0 ? frames / polls : 0.0);
+    }
+    for (const auto& c : run.clocks) {
+        fmt::print(out, "  {}\n", clock_summary(c));
     }
     {
         const auto lost = run.timeline.lost_by_cause();

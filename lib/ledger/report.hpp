@@ -27,6 +27,39 @@ struct PollFigures {
     int cpu = -1;  // the core the thread was pinned to, -1 when not pinned
 };
 
+// How one device's frame times were made (docs/operations.md, "Time"; the
+// report's "clocks", docs/formats.md): filled by the verbs engine's clock
+// (lib/sources/verbs/nic_clock.hpp).
+struct ClockFigures {
+    std::string device;              // "mlx5_0:1"
+    std::string format;              // the CQ's timestamp format (device_ticks, wallclock_ns, none)
+    std::string frame_times;         // "utc" (measured and converted), "nic" (the NIC's own clock),
+                                     // "host" (CLOCK_REALTIME when each batch was polled)
+    std::string converted_by;        // "phc", "clock_pairs", "" (not converted)
+    std::uint64_t measurements = 0;  // conversion updates (once a second)
+    std::uint64_t steps = 0;         // updates that stepped (the NIC clock jumped > 128 ms)
+    // Converted frame times are within this of CLOCK_REALTIME (nullopt: not
+    // converted, or fewer than two measurements): the worst of the closed
+    // intervals, each the larger of |residual| + bracket/2 at its two ends.
+    std::optional<std::int64_t> error_bound_ns;
+    std::int64_t residual_max_ns = 0;  // the largest |prediction − measurement| at an update
+    std::int64_t bracket_max_ns = 0;   // the widest bracket a measurement used
+    std::optional<double> rate_ppm;    // the NIC clock's rate against CLOCK_REALTIME, − 1
+    // The netdev's PTP hardware clock.
+    int phc_index = -1;       // -1: none
+    std::string phc_missing;  // why there is none
+    std::uint64_t phc_reads = 0;
+    std::uint64_t phc_read_failures = 0;
+    std::string phc_error;                         // the last failure
+    std::optional<std::int64_t> offset_ns;         // PHC − CLOCK_REALTIME, the last measurement
+    std::optional<std::int64_t> offset_spread_ns;  // max − min over the run
+    std::optional<bool> tai;                       // the offset is TAI − UTC (± 100 ms)
+    int tai_utc_s = 37;
+    std::optional<bool> disciplined;  // a PTP daemon runs, or the PHC's frequency is adjusted
+    std::vector<std::string> daemons;
+    std::optional<double> frequency_ppb;
+};
+
 // Control-path accounting (docs/observability.md §5): the verbs resources a
 // run created on one device, recorded as the engine creates them.
 struct CqRecord {
@@ -128,6 +161,7 @@ struct RunInfo {
     std::string stopped_by;
     std::string error;                 // the run ended early on this error
     std::vector<PollFigures> polling;  // live verbs captures
+    std::vector<ClockFigures> clocks;  // live verbs captures: how frame times were made
     std::uint64_t watchdog_alarms = 0;
     // Lines a blocked or closed stdout/stderr could not take at once, dropped
     // so the capture never waits for a terminal or a pipe (lib/run/console.hpp).
@@ -153,6 +187,10 @@ struct RunInfo {
 };
 
 nlohmann::json report_json(const Ledger& ledger, const RunInfo& run);
+// The report's "clocks" (lib/ledger/clock_report.cpp), and one summary line of
+// a device's clock.
+nlohmann::json clocks_json(const std::vector<ClockFigures>& clocks);
+std::string clock_summary(const ClockFigures& clock);
 // Writes the JSON: `-` to stdout; into a device, FIFO or socket in place;
 // over a regular file (or a new one) atomically: a uniquely named temporary
 // file in the same directory, fsync, rename. Throws std::system_error naming

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "lib/host/devices.hpp"
+#include "lib/host/phc.hpp"
 #include "lib/host/privileges.hpp"
 #include "lib/run/pcap_capture.hpp"
 #include "lib/run/verbs_capture.hpp"
@@ -80,6 +81,9 @@ RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool
         r.engine.antennas = request.demux.antennas;
         r.sysfs_root = request.sysfs_root;
         r.cpus = request.cpus;
+        r.phc = [](const CaptureTarget& t, std::string& why) -> std::shared_ptr<PhcClock> {
+            return open_netdev_phc(t.netdev, why);
+        };
         provider = verbs::make_ibv_provider();
         for (const auto& i : request.interfaces) {
             r.targets.push_back(verbs_target(*provider, i));

@@ -267,13 +267,49 @@ struct SimHardware::State {
         cq->ready.store(kept, std::memory_order_release);
     }
 
-    // The device clock as wall-clock ns (the conversion a real-time CQE or
+    // The device clock at its nominal rate, ns since the driver loaded.
+    std::int64_t nominal_ns(std::uint64_t ticks) const {
+        const std::uint64_t khz = config.clock_khz;
+        return static_cast<std::int64_t>((ticks / khz) * 1'000'000u +
+                                         (ticks % khz) * 1'000'000u / khz);
+    }
+    // True time since the driver loaded: the oscillator is fast by drift_ppb.
+    std::int64_t elapsed_ns(std::uint64_t ticks) const {
+        __extension__ using Int128 = __int128;
+        return static_cast<std::int64_t>(Int128{nominal_ns(ticks)} * 1'000'000'000 /
+                                         (1'000'000'000 + config.drift_ppb));
+    }
+    std::int64_t host_ns(std::uint64_t ticks) const {
+        return static_cast<std::int64_t>(config.host_time_base_ns) + elapsed_ns(ticks);
+    }
+    // The PHC at true time `elapsed` since load (SimConfig::phc_disciplined).
+    std::int64_t phc_at(std::int64_t elapsed) const {
+        __extension__ using Int128 = __int128;
+        const std::int64_t counted =
+            config.phc_disciplined
+                ? elapsed
+                : static_cast<std::int64_t>(Int128{elapsed} * (1'000'000'000 + config.drift_ppb) /
+                                            1'000'000'000);
+        return static_cast<std::int64_t>(config.host_time_base_ns) + config.phc_offset_ns + counted;
+    }
+    // The device clock as wall-clock ns: the PHC (what a real-time CQE or
     // the clock-info page gives).
     std::uint64_t wallclock_ns(std::uint64_t ticks) const {
-        const std::uint64_t khz = config.clock_khz;
-        return config.host_time_base_ns + (ticks / khz) * 1'000'000u +
-               (ticks % khz) * 1'000'000u / khz;
+        if (config.phc_disciplined) {
+            return static_cast<std::uint64_t>(phc_at(elapsed_ns(ticks)));
+        }
+        return static_cast<std::uint64_t>(static_cast<std::int64_t>(config.host_time_base_ns) +
+                                          config.phc_offset_ns + nominal_ns(ticks));
     }
+    // Where inside a read's bracket the clock was latched, 0..1 in 1/1024:
+    // spread over the bracket, reproducibly (a counter through a hash).
+    std::uint32_t latch_fraction() {
+        std::uint64_t z = ++reads * 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+        return static_cast<std::uint32_t>((z ^ (z >> 29)) & 1023u);
+    }
+    std::uint64_t reads = 0;
+    std::uint64_t phc_failures = 0;  // fail_phc_reads()
 
     std::size_t counted_rules() const {
         std::size_t n = 0;
@@ -790,12 +826,30 @@ class SimDevice final : public verbs::Device {
     }
 
     std::optional<std::pair<std::uint64_t, std::uint64_t>> clock_pair() override {
+        const auto sample = clock_sample();
+        if (!sample) {
+            return std::nullopt;
+        }
+        return std::make_pair(
+            sample->ticks,
+            static_cast<std::uint64_t>(sample->host_before_ns +
+                                       (sample->host_after_ns - sample->host_before_ns) / 2));
+    }
+
+    // ibv_query_rt_values_ex between two CLOCK_REALTIME reads (lib/sources/
+    // verbs/ibv.cpp): rdma-core mlx5_query_rt_values reads the device clock
+    // through the mapped hca_core_clock register, a PCIe read of
+    // SimConfig::phc_read_ns, latched somewhere inside the bracket.
+    std::optional<verbs::ClockSample> clock_sample() override {
         State& s = hw_->state();
         const std::lock_guard lock(s.mu);
         if (!s.config.completion_timestamps) {
             return std::nullopt;
         }
-        return std::make_pair(s.clock, s.wallclock_ns(s.clock));
+        const std::int64_t read = s.config.phc_read_ns;
+        const std::int64_t before = read * s.latch_fraction() / 1024;
+        const std::int64_t host = s.host_ns(s.clock);
+        return verbs::ClockSample{s.clock, host - before, host + (read - before)};
     }
 
   private:
@@ -861,6 +915,48 @@ SimHardware::~SimHardware() = default;
 
 void SimHardware::on_poll(std::function<void(bool empty)> hook) {
     state_->poll_hook = std::move(hook);
+}
+
+void SimHardware::advance_clock(std::uint64_t ticks) {
+    const std::lock_guard lock(state_->mu);
+    state_->clock += ticks;
+}
+
+std::uint64_t SimHardware::clock_ticks() const {
+    const std::lock_guard lock(state_->mu);
+    return state_->clock;
+}
+
+std::int64_t SimHardware::host_time_ns(std::uint64_t ticks) const {
+    return state_->host_ns(ticks);
+}
+
+std::int64_t SimHardware::phc_time_ns(std::uint64_t ticks) const {
+    return static_cast<std::int64_t>(state_->wallclock_ns(ticks));
+}
+
+std::size_t SimHardware::read_phc(std::span<PhcSample> out) {
+    State& s = *state_;
+    const std::lock_guard lock(s.mu);
+    if (s.phc_failures > 0) {
+        --s.phc_failures;
+        return 0;
+    }
+    const std::int64_t read = s.config.phc_read_ns;
+    const std::int64_t start = s.elapsed_ns(s.clock);
+    const auto base = static_cast<std::int64_t>(s.config.host_time_base_ns);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        const std::int64_t width = i % 7 == 3 ? 10 * read : read;  // a disturbed read
+        const std::int64_t latch = start + static_cast<std::int64_t>(i) * read;
+        const std::int64_t before = width * s.latch_fraction() / 1024;
+        out[i] = PhcSample{base + latch - before, s.phc_at(latch), base + latch + (width - before)};
+    }
+    return out.size();
+}
+
+void SimHardware::fail_phc_reads(std::uint64_t reads) {
+    const std::lock_guard lock(state_->mu);
+    state_->phc_failures = reads;
 }
 
 void SimHardware::deliver(Bytes frame, std::uint64_t ticks) {

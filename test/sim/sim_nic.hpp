@@ -66,10 +66,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "formats/bytes.hpp"
+#include "lib/host/phc.hpp"
 #include "lib/sources/verbs/seam.hpp"
 
 namespace ibvcap::sim {
@@ -124,6 +126,31 @@ struct SimConfig {
     bool cq_clean_on_reset = true;
     std::uint64_t clock_khz = 1'000'000;  // 1 GHz: one tick per nanosecond
     std::uint64_t host_time_base_ns = 1'767'225'600'000'000'000ull;  // 2026-01-01
+    // The NIC's clocks against the host's (docs/operations.md, "Time"; the
+    // model of test/sim/sim_phc.hpp). Time starts at host_time_base_ns with
+    // device clock 0, when the driver loads; CLOCK_REALTIME is true UTC.
+    //   * The oscillator runs fast by drift_ppb: the device clock counts
+    //     clock_khz × (1 + drift) ticks per true second, which is what makes
+    //     a conversion at the nominal hca_core_clock drift.
+    //   * The PHC (the wall-clock CQEs' time; the clock-info page's
+    //     conversion in free-running mode, rdma-core mlx5/cq.c
+    //     mlx5dv_ts_to_ns) is set to the host's time + phc_offset_ns at load
+    //     (kernel mlx5/core/lib/clock.c mlx5_init_timer_clock:
+    //     ktime_get_real, once) and counts the oscillator at its nominal
+    //     rate, so it drifts with it; ptp4l makes it run TAI (offset 37 s).
+    //   * phc_disciplined: a daemon dialled the PHC's frequency to cancel the
+    //     drift (mlx5_ptp_adjfine), so it runs at the true rate and its
+    //     dialled frequency is −drift_ppb.
+    //   * phc_read_ns: what one bracketed read costs: the PHC (or the device
+    //     clock, for ibv_query_rt_values_ex) is latched somewhere inside a
+    //     bracket this wide (a PCIe read: mlx5_ptp_gettimex reads the timer
+    //     between ptp_read_system_prets and _postts); every seventh read of a
+    //     PTP_SYS_OFFSET_EXTENDED batch is disturbed and ten times as wide.
+    // The defaults (0) are the simulation before the model: PHC = host time.
+    std::int64_t drift_ppb = 0;
+    std::int64_t phc_offset_ns = 0;
+    bool phc_disciplined = false;
+    std::uint32_t phc_read_ns = 0;
     // Benchmarks only (bench/bench_engine.cpp): the bytes of SGE1 and later are
     // not written, as when the payload slot is in GPU memory, whose DMA costs
     // the NIC, not the CPU. Completions are unchanged (byte_len is the whole
@@ -238,6 +265,20 @@ class SimHardware {
     // root/<name>/ports/<port>/hw_counters/{out_of_buffer,...} and
     // root/<name>/ports/<port>/state; for the counters reader's tests.
     void write_sysfs(const std::filesystem::path& root) const;
+
+    // The clock model (SimConfig::drift_ppb): time passes with no frame.
+    void advance_clock(std::uint64_t ticks);
+    std::uint64_t clock_ticks() const;
+    // True UTC (the host's CLOCK_REALTIME) when the device clock read
+    // `ticks`, and the PHC then (ns since the epoch).
+    std::int64_t host_time_ns(std::uint64_t ticks) const;
+    std::int64_t phc_time_ns(std::uint64_t ticks) const;
+    // One PTP_SYS_OFFSET_EXTENDED of the PHC now: out.size() reads back to
+    // back (each starts phc_read_ns after the last), each (host before, PHC,
+    // host after) with the PHC latched inside (SimConfig::phc_read_ns).
+    // Fails (0) after fail_phc_reads(). test/sim/sim_phc.hpp wraps it.
+    std::size_t read_phc(std::span<PhcSample> out);
+    void fail_phc_reads(std::uint64_t reads);
 
     // Used by the Device handle (test/sim/sim_nic.cpp); not for tests.
     struct State;

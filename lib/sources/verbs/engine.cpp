@@ -213,23 +213,20 @@ void VerbsEngine::create_queues(std::uint32_t cq_depth) {
     }
     switch (timestamps_) {
         case TimestampFormat::device_ticks:
-            clock_khz_ = Divider(caps.hca_core_clock_khz);
-            clock_ticks0_ = pair->first;
-            clock_ns0_ = pair->second;
+            ledger_.add_note(clock_.setup(device_, timestamps_, options_.frame_time, options_.phc,
+                                          options_.phc_missing));
             last_clock_sync_ = std::chrono::steady_clock::now();
-            ledger_.add_note(fmt::format(
-                "timestamps: {} completion timestamps (free-running device clock, converted to "
-                "CLOCK_REALTIME and resynced each second)",
-                caps.name));
             break;
         case TimestampFormat::wallclock_ns:
-            ledger_.add_note(
-                fmt::format("timestamps: {} completion timestamps in wall-clock ns (the device's "
-                            "real-time clock, or its free-running one converted by the driver); "
-                            "device ticks refused: {}",
-                            caps.name, refused));
+            ledger_.add_note(fmt::format("{}; device ticks refused: {}",
+                                         clock_.setup(device_, timestamps_, options_.frame_time,
+                                                      options_.phc, options_.phc_missing),
+                                         refused));
+            last_clock_sync_ = std::chrono::steady_clock::now();
             break;
         case TimestampFormat::none:
+            clock_.setup(device_, timestamps_, options_.frame_time, options_.phc,
+                         options_.phc_missing);
             ledger_.add_note(fmt::format(
                 "timestamps: CLOCK_REALTIME when each batch is polled ({} gives no completion "
                 "timestamps{}{})",

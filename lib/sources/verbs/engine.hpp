@@ -26,7 +26,7 @@
 #include "lib/ledger/report.hpp"
 #include "lib/netaddr.hpp"
 #include "lib/sources/igmp.hpp"
-#include "lib/sources/verbs/divider.hpp"
+#include "lib/sources/verbs/nic_clock.hpp"
 #include "lib/sources/verbs/payload_memory.hpp"
 #include "lib/sources/verbs/seam.hpp"
 
@@ -58,6 +58,13 @@ struct EngineOptions {
     // 1 s by default; forever with snooping off or a static route).
     std::chrono::milliseconds stop_quiet{10};
     std::chrono::milliseconds stop_drain_bound{1000};
+    // --timestamps (docs/operations.md, "Time"): frame times in host UTC, the
+    // NIC clock measured each second and converted, or the NIC's own clock.
+    FrameTime frame_time = FrameTime::utc;
+    // The device's netdev's PTP hardware clock (lib/host/phc.hpp); null when
+    // it has none, and phc_missing says why.
+    std::shared_ptr<PhcClock> phc;
+    std::string phc_missing;
 };
 
 // The largest CODIF payload (the bytes after the 64-byte CODIF header) a
@@ -119,6 +126,10 @@ class VerbsEngine {
     static constexpr std::chrono::milliseconds kFatalEventGrace{200};
     // An asynchronous event (from the device's event queue).
     void handle_event(const verbs::AsyncEvent& event);
+    // One measurement of the NIC clock against CLOCK_REALTIME (the poll
+    // loop's housekeeping, once a second; tests call it as their simulated
+    // seconds pass). Poll thread only.
+    void resync_clock();
     // Drain what the CQ holds and handle pending events without waiting.
     void drain();
     // Poll until the CQ has been empty for `quiet`, at most `bound`; false
@@ -172,6 +183,9 @@ class VerbsEngine {
     const DeviceResources& resources() const { return resources_; }
     // What the completion timestamps are (what stamps the pcap records).
     verbs::TimestampFormat timestamps() const { return timestamps_; }
+    // How the frame times were made, with the clock's measurements (the
+    // report's clocks). Not while the poll thread runs.
+    ClockFigures clock_figures() const;
     // The ledger entries for what the engine counted (work-completion errors
     // by status, recoveries, wr_id and byte_len rejections).
     void report_to(Ledger& ledger) const;
@@ -190,7 +204,6 @@ class VerbsEngine {
     std::unique_ptr<verbs::Flow> create_flow(Qp& q, const verbs::FlowMatch& match, bool& counters);
     void handle(const verbs::Completion& c);
     std::uint64_t timestamp_ns(const verbs::Completion& c);
-    void resync_clock();
     // The CQ went on without timestamps (its clock could not be read).
     void clock_unreadable();
     std::vector<SourceCounter> read_flow_counters();
@@ -250,11 +263,9 @@ class VerbsEngine {
     std::uint32_t hold_limit_ = 0;
     bool started_ = false;
     bool stopped_ = false;
-    // Completion timestamps: device ticks ↔ host ns.
+    // Completion timestamps → host ns (lib/sources/verbs/nic_clock.hpp).
     verbs::TimestampFormat timestamps_ = verbs::TimestampFormat::none;
-    std::uint64_t clock_ticks0_ = 0;
-    std::uint64_t clock_ns0_ = 0;
-    Divider clock_khz_;  // by the device clock's kHz (timestamp_ns, per frame)
+    NicClock clock_;
     std::uint64_t batch_realtime_ns_ = 0;
     std::chrono::steady_clock::time_point last_clock_sync_{};
 };

@@ -177,23 +177,15 @@ std::uint64_t VerbsEngine::timestamp_ns(const verbs::Completion& c) {
     if (!c.has_timestamp) {
         return batch_realtime_ns_;
     }
-    if (timestamps_ == verbs::TimestampFormat::wallclock_ns) {
-        return c.hw_timestamp;
-    }
-    // Resynced once a second, so the tick delta times 10^6 stays far from overflow.
-    const auto delta = static_cast<std::int64_t>(c.hw_timestamp - clock_ticks0_);
-    const std::int64_t ns = clock_khz_.divide(delta * 1'000'000);
-    return static_cast<std::uint64_t>(static_cast<std::int64_t>(clock_ns0_) + ns);
+    // PHC ns or device ticks → host UTC ns (or the NIC's clock as is):
+    // compares, a multiply and a shift (lib/sources/verbs/nic_clock.hpp).
+    return clock_.to_host_ns(c.hw_timestamp);
 }
 
 void VerbsEngine::resync_clock() {
-    if (timestamps_ != verbs::TimestampFormat::device_ticks) {
-        return;
-    }
-    if (const auto pair = device_.clock_pair()) {
-        clock_ticks0_ = pair->first;
-        clock_ns0_ = pair->second;
-    }
+    // One measurement of the NIC clock against CLOCK_REALTIME: a clock pair
+    // and/or a PTP_SYS_OFFSET_EXTENDED ioctl (housekeeping, once a second).
+    clock_.measure();
     last_clock_sync_ = std::chrono::steady_clock::now();
 }
 
@@ -208,6 +200,10 @@ void VerbsEngine::clock_unreadable() {
         "clock-info page is not mapped); after frame {} frames are stamped with CLOCK_REALTIME "
         "when each batch is polled, and {} completion(s) the failed poll consumed are lost",
         device_.caps().name, stats_.frames, stats_.clock_lost_completions));
+}
+
+ClockFigures VerbsEngine::clock_figures() const {
+    return clock_.figures(fmt::format("{}:{}", device_.caps().name, device_.caps().port));
 }
 
 void VerbsEngine::handle(const verbs::Completion& c) {

@@ -268,6 +268,16 @@ class IbvDevice final : public Device {
     }
 
     std::optional<std::pair<std::uint64_t, std::uint64_t>> clock_pair() override {
+        const auto s = clock_sample();
+        if (!s) {
+            return std::nullopt;
+        }
+        return std::pair{s->ticks, static_cast<std::uint64_t>(
+                                       midpoint_ns(static_cast<std::uint64_t>(s->host_before_ns),
+                                                   static_cast<std::uint64_t>(s->host_after_ns)))};
+    }
+
+    std::optional<verbs::ClockSample> clock_sample() override {
         ibv_values_ex values{};
         values.comp_mask = IBV_VALUES_MASK_RAW_CLOCK;
         timespec before{};
@@ -286,8 +296,9 @@ class IbvDevice final : public Device {
         if ((values.comp_mask & IBV_VALUES_MASK_RAW_CLOCK) == 0) {
             return std::nullopt;
         }
-        return std::pair{raw_clock_ticks(values.raw_clock),
-                         midpoint_ns(timespec_ns(before), timespec_ns(after))};
+        return verbs::ClockSample{raw_clock_ticks(values.raw_clock),
+                                  static_cast<std::int64_t>(timespec_ns(before)),
+                                  static_cast<std::int64_t>(timespec_ns(after))};
     }
 
   private:

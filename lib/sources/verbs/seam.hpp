@@ -186,6 +186,13 @@ class QueuePair {
     virtual std::unique_ptr<Flow> create_flow(const FlowMatch& match, bool with_counter) = 0;
 };
 
+// One reading of the device clock (ticks) between two CLOCK_REALTIME reads (ns).
+struct ClockSample {
+    std::uint64_t ticks = 0;
+    std::int64_t host_before_ns = 0;
+    std::int64_t host_after_ns = 0;
+};
+
 class Device {
   public:
     virtual ~Device() = default;
@@ -217,6 +224,18 @@ class Device {
     // The device clock now, in ticks, and the host time (ns) it corresponds to;
     // nullopt when the device cannot say.
     virtual std::optional<std::pair<std::uint64_t, std::uint64_t>> clock_pair() = 0;
+    // The same reading with the CLOCK_REALTIME reads that bracket it: the
+    // device clock was read somewhere between the two, so the midpoint is
+    // within half the width of the host time of the read. The default has
+    // no bracket (clock_pair's host time at both ends, width 0: unknown).
+    virtual std::optional<ClockSample> clock_sample() {
+        const auto pair = clock_pair();
+        if (!pair) {
+            return std::nullopt;
+        }
+        const auto host = static_cast<std::int64_t>(pair->second);
+        return ClockSample{pair->first, host, host};
+    }
 };
 
 // What lists and opens devices: libibverbs, or the simulated NIC.

@@ -208,8 +208,12 @@ void VerbsSource::connect(std::span<const SourceLane> lanes) {
                 return memberships_(target, g);
             };
         }
+        EngineOptions engine = options_.engine;
+        if (options_.phc) {
+            engine.phc = options_.phc(part.target, engine.phc_missing);
+        }
         part.engine = std::make_unique<VerbsEngine>(
-            *part.device, options_.engine, *lanes[i].demux, *part.ledger,
+            *part.device, engine, *lanes[i].demux, *part.ledger,
             options_.payload != nullptr ? *options_.payload : *host_memory_, join);
         part.engine->set_live(lanes[i].live);
     }
@@ -407,6 +411,7 @@ void VerbsSource::report(std::span<const SourceLane> /*lanes*/, RunInfo& info) {
         info.polling.push_back(
             PollFigures{fmt::format("{}:{}", p->device->caps().name, p->device->caps().port),
                         es.polls, es.empty_polls, es.frames, p->cpu});
+        info.clocks.push_back(p->engine->clock_figures());
         for (auto& c : p->engine->flow_counters()) {
             ledger.add_source_counter(std::move(c));
         }

@@ -59,6 +59,10 @@ struct VerbsSourceOptions {
     // Where payload slots live (--gpu: GPU memory or pinned staging; the
     // stand-in with --gpu-standin). Null: host memory.
     PayloadMemory* payload = nullptr;
+    // Opens a target's PTP hardware clock for the engine's clock (production:
+    // open_netdev_phc on its netdev, lib/host/phc.hpp); null, or a null
+    // result with `why` set: frame times without one (docs/operations.md, "Time").
+    std::function<std::shared_ptr<PhcClock>(const CaptureTarget&, std::string& why)> phc;
 };
 
 class VerbsSource final : public Source {

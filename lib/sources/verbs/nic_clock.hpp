@@ -1,0 +1,188 @@
+// The verbs engine's clock (docs/operations.md, "Time"; docs/architecture.md,
+// "The data path"): completion timestamps → host UTC (CLOCK_REALTIME) ns.
+//
+// Once a second (the poll thread's housekeeping) the NIC clock is measured
+// against CLOCK_REALTIME: in wall-clock mode the netdev's PHC, read with
+// PTP_SYS_OFFSET_EXTENDED (lib/host/phc.hpp), whose time is the CQEs' time; in
+// device-tick mode a clock pair (ibv_query_rt_values_ex bracketed by two host
+// reads). Each measurement is a point (device reading x, host midpoint u,
+// bracket width w). ClockConverter turns them into a piecewise-linear map that
+// is continuous and increasing, so frame times never step backwards:
+//
+//   * the rate r is the slope between this point and the oldest of the last
+//     eight (up to 8 s of baseline; ticks: not the nominal hca_core_clock),
+//     kept within 1000 ppm of the nominal; a residual no such rate explains
+//     (over 1 ms a second) is a jump of a clock, slewed without bending r;
+//   * at an update the map's prediction f(x) differs from u by e (the
+//     residual); the map goes on from (x, f(x)) with a slope that reaches the
+//     line u + r·(X − x) one second later (slewing at most 500 ppm, the
+//     kernel's limit for adjtimex, include/linux/timex.h MAXFREQ; a larger e
+//     takes longer), then follows that line;
+//   * |e| > 128 ms (ntpd's step threshold) means the NIC clock was stepped (a
+//     daemon set it): the map steps too, and `steps` counts it.
+//
+// Error bound. Where the NIC clock's rate against CLOCK_REALTIME is constant
+// between two measurements (a free-running or a steadily disciplined clock),
+// truth and map are both linear on each piece, so the error is largest at a
+// knot: at a measurement it is at most |e| + w/2 (residual plus half the
+// bracket), and where the slew ends at most w/2 plus the rate's uncertainty
+// over the slew, (w + w_oldest)/2 · slew / baseline. error_bound_ns() is the
+// largest over the intervals closed so far, plus 4 ns of rounding. A rate
+// change inside an interval (a daemon turning the frequency) adds at most
+// its size times one second; the last interval, after the final measurement,
+// is extrapolated.
+//
+// Per frame (convert): a compare per piece (at most four), a 64×64→128-bit
+// multiply and a shift: no division, no allocation, no system call.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "lib/host/phc.hpp"
+#include "lib/ledger/report.hpp"
+#include "lib/sources/verbs/seam.hpp"
+
+namespace ibvcap {
+
+// --timestamps: frame times in host UTC (measured and converted) or the NIC's
+// own clock (wall-clock ns as the NIC gives them; device ticks scaled by the
+// nominal hca_core_clock from one clock pair at setup).
+enum class FrameTime : std::uint8_t { utc, nic };
+const char* to_string(FrameTime time);
+
+struct ClockPoint {
+    std::uint64_t device = 0;  // PHC ns, or device ticks
+    std::int64_t host_before_ns = 0;
+    std::int64_t host_after_ns = 0;
+};
+
+class ClockConverter {
+  public:
+    static constexpr int kShift = 32;  // slopes are host ns per device unit, Q32.32
+    static constexpr std::int64_t kStepNs = 128'000'000;
+    static constexpr std::int64_t kMaxSlewPpm = 500;
+    static constexpr std::int64_t kMaxRatePpm = 1000;  // the rate kept within the nominal ± this
+    static constexpr std::size_t kWindow = 8;
+    static constexpr std::size_t kPieces = 4;
+
+    ClockConverter() = default;
+    // `nominal_q32`: host ns per device unit, << 32 (1 << 32 for PHC ns);
+    // `units_per_second`: device units in one second (the slew interval).
+    ClockConverter(std::uint64_t nominal_q32, std::uint64_t units_per_second);
+
+    // A measurement; the first anchors the map. Housekeeping: may divide.
+    // Returns false (and changes nothing) for a bracket that runs backwards.
+    bool update(const ClockPoint& p);
+    bool anchored() const { return pieces_ > 0; }
+
+    // Per frame: host ns of a device reading (0 before the first update).
+    std::int64_t convert(std::uint64_t device) const {
+        if (pieces_ == 0) {
+            return 0;
+        }
+        std::size_t i = pieces_ - 1;
+        while (i > 0 && static_cast<std::int64_t>(device - piece_[i].x0) < 0) {
+            --i;
+        }
+        const Piece& p = piece_[i];
+        const auto d = static_cast<std::int64_t>(device - p.x0);
+        return p.y0 + static_cast<std::int64_t>((Int128{d} * p.slope) >> kShift);
+    }
+
+    std::uint64_t updates() const { return updates_; }
+    std::uint64_t steps() const { return steps_; }
+    std::optional<std::int64_t> error_bound_ns() const { return bound_; }
+    std::int64_t residual_max_ns() const { return residual_max_; }
+    std::int64_t bracket_max_ns() const { return bracket_max_; }
+    // The measured rate against the nominal one, − 1, in ppm (nullopt before
+    // two measurements).
+    std::optional<double> rate_ppm() const;
+
+  private:
+    __extension__ using Int128 = __int128;
+    struct Piece {
+        std::uint64_t x0 = 0;
+        std::int64_t y0 = 0;
+        std::int64_t slope = 0;  // Q32.32, > 0
+    };
+    struct Point {
+        std::uint64_t x = 0;
+        std::int64_t u = 0;  // the bracket's midpoint
+        std::int64_t w = 0;  // its width
+    };
+    void push_piece(const Piece& p);
+    void anchor(const Point& p, std::int64_t slope);
+
+    std::int64_t nominal_ = std::int64_t{1} << kShift;
+    std::uint64_t units_per_second_ = 1'000'000'000;
+    std::array<Piece, kPieces> piece_{};
+    std::size_t pieces_ = 0;
+    std::array<Point, kWindow> window_{};
+    std::size_t window_count_ = 0;  // points in the window (oldest first)
+    std::int64_t rate_ = std::int64_t{1} << kShift;
+    bool measured_rate_ = false;
+    // The interval opened by the last update: its bound at the open end, and
+    // where its slew ends (a knot inside it if the next update comes later).
+    std::int64_t open_bound_ = 0;
+    bool has_slew_end_ = false;
+    std::uint64_t slew_end_x_ = 0;
+    std::int64_t slew_end_bound_ = 0;
+    std::uint64_t updates_ = 0;
+    std::uint64_t steps_ = 0;
+    std::optional<std::int64_t> bound_;
+    std::int64_t residual_max_ = 0;
+    std::int64_t bracket_max_ = 0;
+};
+
+// The engine's clock: the mode chosen at setup, the measurement each second,
+// the per-frame conversion and the report's figures. Owned by the engine;
+// measure() and to_host_ns() run on the poll thread only.
+class NicClock {
+  public:
+    // After the CQ is made: how frame times in `format` will be made. `phc`
+    // may be null (`phc_missing` says why). Measures once (the anchor).
+    // Returns the ledger note that says what the timestamps are.
+    std::string setup(verbs::Device& device, verbs::TimestampFormat format, FrameTime mode,
+                      std::shared_ptr<PhcClock> phc, std::string_view phc_missing);
+
+    // Per frame: the host UTC ns of a completion timestamp.
+    std::uint64_t to_host_ns(std::uint64_t stamp) const {
+        if (raw_) {
+            return stamp;
+        }
+        return static_cast<std::uint64_t>(converter_.convert(stamp));
+    }
+
+    // Once a second, on the poll thread: one measurement (an ioctl or a
+    // clock pair), never an allocation unless a read fails.
+    void measure();
+
+    ClockFigures figures(const std::string& device) const;
+
+  private:
+    void read_phc(bool feed_converter);
+    verbs::Device* device_ = nullptr;
+    verbs::TimestampFormat format_ = verbs::TimestampFormat::none;
+    FrameTime mode_ = FrameTime::utc;
+    bool raw_ = true;
+    bool convert_by_phc_ = false;
+    bool convert_by_pairs_ = false;
+    std::shared_ptr<PhcClock> phc_;
+    std::string phc_missing_;
+    PhcInfo info_;
+    std::array<PhcSample, 9> samples_{};
+    ClockConverter converter_;
+    std::uint64_t phc_reads_ = 0;
+    std::uint64_t phc_failures_ = 0;
+    std::string phc_error_;
+    std::int64_t offset_last_ = 0;
+    std::int64_t offset_min_ = 0;
+    std::int64_t offset_max_ = 0;
+};
+
+}  // namespace ibvcap
