@@ -233,7 +233,10 @@ for ((i = 0; i < 200; i++)); do
   sleep 0.05
 done
 igmp_joined || die "the capture did not start: $(tail -n 3 "$work/capture.err" | tr '\n' ' ')"
-[ "$(readlink "/proc/$capture_pid/exe" 2>/dev/null)" = "$(readlink -f "$ibvcap")" ] ||
+# The same file, by device and inode: the link's text is not the binary's path
+# in a chroot, where a process in a new mount namespace (ip netns exec) shows
+# the chroot's path in front of it.
+[ "$(stat -L -c %d:%i "/proc/$capture_pid/exe" 2>/dev/null)" = "$(stat -L -c %d:%i "$ibvcap")" ] ||
   die "process $capture_pid is not ibvcap (ip netns exec did not exec it?)"
 
 ip netns exec "$TX_NS" "$ibvcap" gen --send -q -i "$TX_IF" --rate "$rate" --truth "$work/truth.json" \
