@@ -32,13 +32,49 @@ std::vector<OutputFormat> parse_formats(const std::vector<std::string>& names) {
     return formats;
 }
 
-std::vector<Endpoint> parse_groups(const std::vector<std::string>& texts) {
+std::vector<Endpoint> parse_groups(const std::vector<std::string>& texts,
+                                   std::vector<SourceFilter>* sources) {
     std::vector<Endpoint> groups;
     for (const auto& t : texts) {
+        std::pair<Endpoint, std::vector<std::uint32_t>> parsed;
         try {
-            groups.push_back(parse_group(t));
+            parsed = parse_group_and_sources(t);
         } catch (const std::invalid_argument& e) {
             throw UsageError(e.what());
+        }
+        auto& [group, from] = parsed;
+        if (!from.empty() && sources == nullptr) {
+            throw UsageError(fmt::format(
+                "'{}': a source applies to capture and read (gen sends from its --antennas)", t));
+        }
+        const bool seen = std::find(groups.begin(), groups.end(), group) != groups.end();
+        if (sources != nullptr && (seen || !from.empty())) {
+            // One group given twice must name its sources the same way: any
+            // source and some sources cannot both hold for one join.
+            const auto* had = sources_for(*sources, group);
+            if (seen && (had == nullptr) != from.empty()) {
+                throw UsageError(
+                    fmt::format("{} is given both with and without sources; give it once, as "
+                                "GROUP:PORT@SOURCE[,SOURCE...] or as GROUP:PORT",
+                                group.to_string()));
+            }
+            if (had == nullptr && !from.empty()) {
+                sources->push_back(SourceFilter{group, from});
+            } else if (had != nullptr) {
+                for (auto& f : *sources) {
+                    if (f.group == group) {
+                        for (const auto ip : from) {
+                            if (std::find(f.sources.begin(), f.sources.end(), ip) ==
+                                f.sources.end()) {
+                                f.sources.push_back(ip);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if (!seen) {
+            groups.push_back(group);
         }
     }
     return groups;
@@ -399,7 +435,8 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
         c.outputs.formats = parse_formats(args["format"].as<std::vector<std::string>>());
     }
     if (args.count("groups")) {
-        c.demux.groups = parse_groups(args["groups"].as<std::vector<std::string>>());
+        c.demux.groups =
+            parse_groups(args["groups"].as<std::vector<std::string>>(), &c.demux.sources);
     }
     if (args.count("antenna")) {
         c.demux.antennas =

@@ -22,7 +22,12 @@ namespace ibvcap::cli {
 using ibvcap::UsageError;
 
 std::vector<OutputFormat> parse_formats(const std::vector<std::string>& names);
-std::vector<Endpoint> parse_groups(const std::vector<std::string>& texts);
+// GROUP:PORT arguments, each given once in the result. With `sources`,
+// GROUP:PORT@SOURCE[,SOURCE...] adds the group's source filter there (a
+// source-specific join; docs/operations.md, "Source-specific multicast");
+// without, a source is a usage error.
+std::vector<Endpoint> parse_groups(const std::vector<std::string>& texts,
+                                   std::vector<SourceFilter>* sources = nullptr);
 std::vector<std::uint32_t> parse_addresses(const std::vector<std::string>& texts,
                                            const char* option);
 // Parse with cxxopts, turning its exceptions into UsageError: a value that

@@ -200,6 +200,15 @@ int cmd_capture(int argc, char** argv) {
         throw UsageError(fmt::format("--num-devices {} but {} -i interfaces given",
                                      args["num-devices"].as<unsigned>(), interfaces.size()));
     }
+    for (const Endpoint& g : request.demux.groups) {
+        if (is_source_specific(g.ip) && sources_for(request.demux.sources, g) == nullptr) {
+            throw UsageError(fmt::format(
+                "{0} is in the source-specific range 232.0.0.0/8 (RFC 4607): a network that "
+                "routes it forwards it only to joins that name the sender; give it as "
+                "{0}@SOURCE[,SOURCE...]",
+                g.to_string()));
+        }
+    }
     if (args.count("num-multicast-groups") &&
         args["num-multicast-groups"].as<unsigned>() != request.demux.groups.size()) {
         throw UsageError(fmt::format("--num-multicast-groups {} but {} GROUP:PORT given",

@@ -57,4 +57,51 @@ Endpoint parse_group(std::string_view text, bool require_multicast) {
     return Endpoint{*ip, static_cast<std::uint16_t>(port)};
 }
 
+bool is_source_specific(std::uint32_t ip) {
+    return (ip >> 24) == 232;
+}
+
+std::pair<Endpoint, std::vector<std::uint32_t>> parse_group_and_sources(std::string_view text) {
+    const auto at = text.find('@');
+    const Endpoint group = parse_group(text.substr(0, at));
+    std::vector<std::uint32_t> sources;
+    if (at == std::string_view::npos) {
+        return {group, sources};
+    }
+    std::string_view rest = text.substr(at + 1);
+    for (;;) {
+        const auto comma = rest.find(',');
+        const std::string_view one = rest.substr(0, comma);
+        const auto ip = parse_ipv4(one);
+        if (!ip || *ip == 0 || is_multicast(*ip) || *ip == 0xffffffffu) {
+            throw std::invalid_argument(fmt::format(
+                "bad source '{}' in '{}': expected the sender's unicast IPv4 address, as in "
+                "GROUP:PORT@SOURCE[,SOURCE...]",
+                one, text));
+        }
+        for (const auto s : sources) {
+            if (s == *ip) {
+                throw std::invalid_argument(
+                    fmt::format("source {} is given twice in '{}'", format_ipv4(*ip), text));
+            }
+        }
+        sources.push_back(*ip);
+        if (comma == std::string_view::npos) {
+            break;
+        }
+        rest = rest.substr(comma + 1);
+    }
+    return {group, sources};
+}
+
+const std::vector<std::uint32_t>* sources_for(const std::vector<SourceFilter>& filters,
+                                              const Endpoint& group) {
+    for (const auto& f : filters) {
+        if (f.group == group) {
+            return &f.sources;
+        }
+    }
+    return nullptr;
+}
+
 }  // namespace ibvcap

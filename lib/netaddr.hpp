@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace ibvcap {
 
@@ -23,5 +25,25 @@ struct Endpoint {
 // "239.17.0.1:36001" → Endpoint. Throws std::invalid_argument with a message
 // naming the problem (not an address, port missing or 0, not multicast).
 Endpoint parse_group(std::string_view text, bool require_multicast = true);
+
+// The source-specific multicast range, 232.0.0.0/8 (RFC 4607 §1): a network
+// that routes it with PIM-SSM forwards a group only to joins that name its
+// source (IGMPv3, RFC 3376).
+bool is_source_specific(std::uint32_t ip);
+
+// A group and the sources a source-specific join names ("239.1.0.1:4001@
+// 10.0.0.11,10.0.0.12", as smcroute and `iperf --ssm-host` name a
+// source-specific group by source and group).
+struct SourceFilter {
+    Endpoint group;
+    std::vector<std::uint32_t> sources;  // host byte order; never empty
+};
+// "GROUP:PORT" or "GROUP:PORT@SOURCE[,SOURCE...]": the endpoint, and the
+// sources when given. Throws std::invalid_argument naming the problem (a
+// source that is not a unicast IPv4 address, an empty list, one repeated).
+std::pair<Endpoint, std::vector<std::uint32_t>> parse_group_and_sources(std::string_view text);
+// The sources `filters` names for `group`; null when it names none (any source).
+const std::vector<std::uint32_t>* sources_for(const std::vector<SourceFilter>& filters,
+                                              const Endpoint& group);
 
 }  // namespace ibvcap

@@ -6,6 +6,7 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -126,3 +127,50 @@ TEST(CliInputs, HelpShowsNoDefaultAnOptionRefuses) {
 
 }  // namespace
 }  // namespace ibvcap
+
+namespace ibvcap::test {
+namespace {
+
+// GROUP:PORT@SOURCE (verbs-mlx5-2.md N7). A 232/8 group without a source is
+// refused with the form that works; gen, which sends, takes no source; read
+// keeps the named source's frames, counts the other sender's as not ours,
+// and the report lists the group's sources.
+TEST(CliInputs, SourceSpecificGroups) {
+    TempDir dir;
+    Result r = ibvcap(dir, "capture --source pcap -i lo -o o 232.1.1.1:4001");
+    EXPECT_EQ(r.code, 2);
+    expect_one_clear_line(r, "capture 232/8 without a source");
+    EXPECT_NE(r.err.find("give it as 232.1.1.1:4001@SOURCE[,SOURCE...]"), std::string::npos)
+        << r.err;
+    r = ibvcap(dir, "capture --source pcap -i lo -o o 239.1.1.1:4001@10.0.0.1 239.1.1.1:4001");
+    EXPECT_EQ(r.code, 2);
+    expect_one_clear_line(r, "a group with and without sources");
+    r = ibvcap(dir, "read -r a.pcap 239.1.1.1:4001@239.0.0.1");
+    EXPECT_EQ(r.code, 2);
+    expect_one_clear_line(r, "a multicast source");
+    r = ibvcap(dir, "gen -w a.pcap 239.1.1.1:4001@10.0.0.11");
+    EXPECT_EQ(r.code, 2);
+    expect_one_clear_line(r, "gen with a source");
+
+    ASSERT_EQ(ibvcap(dir,
+                     "gen -q -w a.pcap --antennas 2 --threads 1 -c 30 239.1.0.1:4001 "
+                     "239.1.0.2:4001")
+                  .code,
+              0);
+    r = ibvcap(dir, "read -q -r a.pcap --report r.json 239.1.0.1:4001@10.0.0.12 239.1.0.2:4001");
+    EXPECT_EQ(r.code, 0) << r.err;
+    const auto report = nlohmann::json::parse(slurp(dir / "r.json"));
+    EXPECT_EQ(report["totals"]["codif"], 30 + 60);
+    EXPECT_EQ(report["reasons"]["non_codif"]["unlisted_source"], 30);
+    EXPECT_EQ(report["groups"][0]["group"], "239.1.0.1:4001");
+    EXPECT_EQ(report["groups"][0]["sources"], nlohmann::json::array({"10.0.0.12"}));
+    EXPECT_EQ(report["groups"][1]["sources"], nlohmann::json::array());
+    for (const auto& s : report["streams"]) {
+        if (s["group"] == "239.1.0.1:4001") {
+            EXPECT_EQ(s["antenna"], "10.0.0.12");
+        }
+    }
+}
+
+}  // namespace
+}  // namespace ibvcap::test

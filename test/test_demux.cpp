@@ -557,6 +557,28 @@ TEST(Demux, AntennaListLimitsStreamsAndKeepsItsOrder) {
     EXPECT_EQ(ledger.reason_count(Reason::unlisted_source), 1u);
 }
 
+// GROUP:PORT@SOURCE (verbs-mlx5-2.md N7): another sender's frames to a
+// source-specific group are not ours; the group's own source and the other
+// groups (any source) are kept.
+TEST(Demux, ASourceSpecificGroupTakesOnlyItsSources) {
+    DemuxOptions options;
+    options.groups = {Endpoint{kGroup1, 36001}, Endpoint{kGroup2, 36001}};
+    options.sources = {SourceFilter{Endpoint{kGroup1, 36001}, {kAntenna1}}};
+    Ledger ledger;
+    Demux demux(options, ledger);
+    demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, make_header(1, 1))));
+    demux.on_frame(whole(make_frame(kAntenna2, kGroup1, 36001, make_header(1, 1))));
+    demux.on_frame(whole(make_frame(kAntenna2, kGroup1, 36001, make_header(1, 2))));
+    demux.on_frame(whole(make_frame(kAntenna2, kGroup2, 36001, make_header(1, 1))));
+    ASSERT_EQ(ledger.streams().size(), 2u);
+    EXPECT_EQ(ledger.streams()[0].antenna, kAntenna1);
+    EXPECT_EQ(ledger.streams()[0].group, (Endpoint{kGroup1, 36001}));
+    EXPECT_EQ(ledger.streams()[1].antenna, kAntenna2);
+    EXPECT_EQ(ledger.streams()[1].group, (Endpoint{kGroup2, 36001}));
+    EXPECT_EQ(ledger.reason_count(Reason::unlisted_source), 2u);
+    expect_partition(ledger);
+}
+
 TEST(Demux, FrameSplitAcrossTwoPiecesParsesAsContiguous) {
     // The verbs header/payload split: SGE0 ends anywhere from right after the
     // UDP header to inside the payload, with and without a VLAN tag (which moves

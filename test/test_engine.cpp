@@ -1278,6 +1278,56 @@ TEST(Engine, AClockPageThatCannotBeReadFallsBackToHostTimestamps) {
     EXPECT_NEAR(static_cast<double>(load_le32(pcap.data() + 24)), static_cast<double>(now), 60.0);
 }
 
+// verbs-mlx5-2.md N7: a source-specific group's rules match each source it
+// names (kernel drivers/infiniband/hw/mlx5/fs.c parse_flow_attr: the IPv4
+// spec's src_ip with a full mask), so another sender's frames to the group
+// never reach the ring; hardware demux makes QPs only for the named sources.
+TEST(Engine, ASourceSpecificGroupSteersOnlyItsSources) {
+    const auto frames = frames_of(traffic({kG1}, 40));  // from kAntenna1 and kAntenna2
+    {
+        EngineOptions options = options_for({kG1}, 64);
+        options.sources = {SourceFilter{kG1, {test::kAntenna1}}};
+        Rig rig(options);
+        rig.engine->start();
+        EXPECT_EQ(rig.nic->flows(), 1u);
+        ASSERT_EQ(rig.engine->resources().flows.size(), 1u);
+        EXPECT_EQ(rig.engine->resources().flows[0].source, "10.0.0.11");
+        rig.play(frames, 8);
+        rig.finish();
+        EXPECT_EQ(rig.engine->stats().frames, frames.size() / 2);
+        EXPECT_EQ(rig.nic->counters().unmatched, frames.size() / 2);
+        ASSERT_EQ(rig.ledger.streams().size(), 2u);  // kAntenna1's two threads
+        for (const auto& st : rig.ledger.streams()) {
+            EXPECT_EQ(st.antenna, test::kAntenna1);
+        }
+        EXPECT_TRUE(rig.ledger.zero_loss());
+    }
+    {
+        // Both sources named: one QP, a rule for each.
+        EngineOptions options = options_for({kG1}, 64);
+        options.sources = {SourceFilter{kG1, {test::kAntenna1, test::kAntenna2}}};
+        Rig rig(options);
+        rig.engine->start();
+        EXPECT_EQ(rig.engine->queue_pairs(), 1u);
+        EXPECT_EQ(rig.nic->flows(), 2u);
+        rig.play(frames, 8);
+        rig.finish();
+        EXPECT_EQ(rig.engine->stats().frames, frames.size());
+        EXPECT_EQ(rig.nic->counters().unmatched, 0u);
+    }
+    {
+        // Hardware demux: a QP for each antenna the group names a source of.
+        EngineOptions options = options_for({kG1}, 64);
+        options.hw_demux = true;
+        options.antennas = {test::kAntenna1, test::kAntenna2};
+        options.sources = {SourceFilter{kG1, {test::kAntenna2}}};
+        Rig rig(options);
+        EXPECT_EQ(rig.engine->queue_pairs(), 1u);
+        options.sources = {SourceFilter{kG1, {(10u << 24) | 99u}}};
+        EXPECT_THROW(Rig{options}, std::invalid_argument);
+    }
+}
+
 std::uint64_t counter_named(VerbsEngine& engine, const std::string& name) {
     for (const auto& c : engine.flow_counters()) {
         if (c.name == name) {

@@ -1137,6 +1137,73 @@ TEST(Igmp, TwoMembershipsOfOneGroupAreCountedByTheKernel) {
     EXPECT_FALSE(in_igmp("lo", hex));
 }
 
+// The (group, source) pairs /proc/net/mcfilter lists for `device`
+// (net/ipv4/igmp.c igmp_mcf_seq_show: "0x%08x" of ntohl(multiaddr) and of
+// ntohl(sf_inaddr)), in host byte order.
+std::vector<std::pair<std::uint32_t, std::uint32_t>> source_filters(const std::string& device) {
+    std::ifstream in("/proc/net/mcfilter");
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> out;
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+        std::istringstream fields(line);
+        std::string idx, dev, mca, src;
+        if (fields >> idx >> dev >> mca >> src && dev == device) {
+            out.emplace_back(static_cast<std::uint32_t>(std::stoul(mca, nullptr, 16)),
+                             static_cast<std::uint32_t>(std::stoul(src, nullptr, 16)));
+        }
+    }
+    return out;
+}
+
+// verbs-mlx5-2.md N7: a group given with its sources is joined source by
+// source (MCAST_JOIN_SOURCE_GROUP), so the kernel's IGMPv3 reports INCLUDE
+// only them, as a PIM-SSM network needs; the leave drops each.
+TEST(Igmp, ASourceSpecificJoinNamesEachSource) {
+    const std::uint32_t group = ip("232.1.2.3");
+    const std::uint32_t a = ip("10.0.0.11");
+    const std::uint32_t b = ip("10.0.0.12");
+    {
+        MulticastMembership m(group, "lo", 0, {a, b});
+        m.join();
+        auto filters = source_filters("lo");
+        std::sort(filters.begin(), filters.end());
+        const std::vector<std::pair<std::uint32_t, std::uint32_t>> expected = {{group, a},
+                                                                               {group, b}};
+        EXPECT_EQ(filters, expected);
+        EXPECT_TRUE(in_igmp("lo", igmp_hex(group)));
+        m.rejoin();
+        EXPECT_EQ(source_filters("lo").size(), 2u);
+    }
+    EXPECT_TRUE(source_filters("lo").empty());
+    EXPECT_FALSE(in_igmp("lo", igmp_hex(group)));
+    // Without sources: the any-source join, no source filter.
+    MulticastMembership any(group, "lo");
+    any.join();
+    EXPECT_TRUE(in_igmp("lo", igmp_hex(group)));
+    EXPECT_TRUE(source_filters("lo").empty());
+}
+
+TEST(NetAddr, GroupsWithSources) {
+    const auto [g, from] = parse_group_and_sources("232.1.2.3:4001@10.0.0.11,10.0.0.12");
+    EXPECT_EQ(g, (Endpoint{ip("232.1.2.3"), 4001}));
+    EXPECT_EQ(from, (std::vector<std::uint32_t>{ip("10.0.0.11"), ip("10.0.0.12")}));
+    EXPECT_TRUE(parse_group_and_sources("239.1.0.1:4001").second.empty());
+    for (const char* bad : {"232.1.2.3:4001@", "232.1.2.3:4001@10.0.0", "232.1.2.3:4001@239.1.1.1",
+                            "232.1.2.3:4001@0.0.0.0", "232.1.2.3:4001@10.0.0.1,,10.0.0.2",
+                            "232.1.2.3:4001@10.0.0.1,10.0.0.1", "232.1.2.3@10.0.0.1"}) {
+        EXPECT_THROW(parse_group_and_sources(bad), std::invalid_argument) << bad;
+    }
+    EXPECT_TRUE(is_source_specific(ip("232.0.0.1")));
+    EXPECT_TRUE(is_source_specific(ip("232.255.255.255")));
+    EXPECT_FALSE(is_source_specific(ip("233.0.0.1")));
+    EXPECT_FALSE(is_source_specific(ip("231.255.255.255")));
+    const std::vector<SourceFilter> filters = {
+        {Endpoint{ip("232.1.2.3"), 4001}, {ip("10.0.0.11")}}};
+    ASSERT_NE(sources_for(filters, Endpoint{ip("232.1.2.3"), 4001}), nullptr);
+    EXPECT_EQ(sources_for(filters, Endpoint{ip("232.1.2.3"), 4002}), nullptr);
+}
+
 TEST(Igmp, NonexistentInterfaceThrowsNamingIt) {
     MulticastMembership m(ip("239.255.0.4"), "ibvcapnosuch0");
     try {

@@ -11,6 +11,12 @@ namespace ibvcap {
 
 Demux::Demux(DemuxOptions options, Ledger& ledger) : options_(std::move(options)), ledger_(ledger) {
     groups_ = options_.groups;
+    group_sources_.resize(options_.groups.size());
+    for (std::size_t i = 0; i < options_.groups.size(); ++i) {
+        if (const auto* from = sources_for(options_.sources, options_.groups[i])) {
+            group_sources_[i] = *from;
+        }
+    }
     group_seen_.assign(std::max(options_.groups.size(), options_.max_groups), 0);
     for (const auto ip : options_.antennas) {
         antenna_index(ip);
@@ -283,6 +289,14 @@ void Demux::accept_frame(const Frame& frame) {
         const int named = group_index(packet.dst_ip, packet.dst_port);
         if (named < 0) {
             ledger_.count_reason(Reason::other_destination);
+            return;
+        }
+        // A frame to the group from a source its source-specific join does
+        // not name: another sender's (the network forwards it only where
+        // something joined it any-source, or on a shared segment).
+        const auto& from = group_sources_[static_cast<std::size_t>(named)];
+        if (!from.empty() && std::find(from.begin(), from.end(), packet.src_ip) == from.end()) {
+            ledger_.count_reason(Reason::unlisted_source);
             return;
         }
         // A frame to the group, CODIF or not (a known stream's frames, on the

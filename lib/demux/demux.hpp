@@ -28,6 +28,9 @@ namespace ibvcap {
 struct DemuxOptions {
     std::vector<Endpoint> groups;         // empty: every UDP destination is a group
     std::vector<std::uint32_t> antennas;  // empty: every new source IPv4 is an antenna
+    // Groups given as GROUP:PORT@SOURCE[,...]: a frame to one of them from
+    // another source is not ours (Reason::unlisted_source).
+    std::vector<SourceFilter> sources;
     std::size_t max_groups = 256;
     std::size_t max_antennas = 1024;
     std::size_t max_streams = 65536;
@@ -125,6 +128,9 @@ class Demux {
     std::vector<std::unique_ptr<ObserverSink>> observers_;
     std::vector<Endpoint> groups_;
     std::vector<std::uint8_t> group_seen_;  // per groups_ index: its first frame was noted
+    // Per named group (options_.groups' order): the sources its
+    // source-specific join names; empty: any source.
+    std::vector<std::vector<std::uint32_t>> group_sources_;
     std::vector<std::uint32_t> antennas_;
     std::unordered_map<std::uint32_t, int> antenna_lookup_;
     std::unordered_map<std::uint64_t, std::size_t> stream_lookup_;  // (group, antenna, thread)

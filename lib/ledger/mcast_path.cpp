@@ -100,8 +100,15 @@ nlohmann::json groups_json(const Ledger& ledger, const MulticastPath& path) {
             // had the group already, or a switch floods it) is negative.
             to_first = static_cast<double>(*p.first_ns - *p.joined_ns) / 1e6;
         }
+        nlohmann::json sources = nlohmann::json::array();
+        if (const auto* from = sources_for(path.sources, p.group)) {
+            for (const auto ip : *from) {
+                sources.push_back(format_ipv4(ip));
+            }
+        }
         groups.push_back(
             {{"group", p.group.to_string()},
+             {"sources", std::move(sources)},
              {"address", format_ipv4(p.group.ip)},
              {"port", p.group.port},
              {"interface", p.interface.empty() ? nlohmann::json() : nlohmann::json(p.interface)},

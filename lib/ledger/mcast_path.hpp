@@ -59,6 +59,9 @@ struct MulticastPath {
     std::vector<QuerierWatch> queriers;
     // `read` with -g: the groups asked for (listed even when never seen).
     std::vector<Endpoint> named_groups;
+    // The groups given as GROUP:PORT@SOURCE: joined (live) and taken from
+    // those sources only (the report's groups[].sources).
+    std::vector<SourceFilter> sources;
 };
 
 // One group's line of the report.

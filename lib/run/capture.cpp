@@ -60,8 +60,9 @@ RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool
         r.buffer_bytes = request.pcap_buffer_bytes;
         r.sysfs_root = request.sysfs_root;
         const MembershipFactory join = joins.wrap(
-            [&r](const Endpoint& group) {
-                return kernel_membership(group, r.interface, r.interface_ipv4);
+            [&r, &request](const Endpoint& group) {
+                return kernel_membership(group, r.interface, r.interface_ipv4,
+                                         sources_for(request.demux.sources, group));
             },
             r.interface);
         listen_on(r.interface);
@@ -79,6 +80,7 @@ RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool
         r.engine = request.engine;
         r.engine.groups = request.demux.groups;
         r.engine.antennas = request.demux.antennas;
+        r.engine.sources = request.demux.sources;
         r.sysfs_root = request.sysfs_root;
         r.cpus = request.cpus;
         r.phc = [](const CaptureTarget& t, std::string& why) -> std::shared_ptr<PhcClock> {
@@ -101,13 +103,15 @@ RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool
         for (const auto& t : r.targets) {
             listen_on(t.netdev);
         }
-        const TargetMembershipFactory join = [&joins, kernel = kernel_memberships()](
+        const TargetMembershipFactory join = [&joins,
+                                              kernel = kernel_memberships(request.demux.sources)](
                                                  const CaptureTarget& t, const Endpoint& g) {
             return joins.record(kernel(t, g), g, t.netdev);
         };
         outcome = run_verbs_capture(r, *provider, join, stop);
     }
     outcome.info.mcast.live = true;
+    outcome.info.mcast.sources = request.demux.sources;
     outcome.info.mcast.joins = joins.joins();
     for (auto& l : listeners) {
         outcome.info.mcast.queriers.push_back(l->finish());

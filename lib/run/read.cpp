@@ -12,6 +12,7 @@ RunOutcome run_read(const ReadRequest& request, const std::atomic<bool>& stop) {
     settings.outputs.pcap_link_type = source.pcap_link_type();
     RunOutcome outcome = run_source(source, settings, stop);
     outcome.info.mcast.named_groups = request.demux.groups;  // listed even if never seen
+    outcome.info.mcast.sources = request.demux.sources;
     return outcome;
 }
 

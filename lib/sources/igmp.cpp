@@ -61,11 +61,30 @@ ip_mreqn make_mreq(std::uint32_t group, std::uint32_t address, int ifindex) {
     return mreq;
 }
 
+// A source-specific join (RFC 3678 §5.2, MCAST_JOIN_SOURCE_GROUP): the kernel
+// sends IGMPv3 reports that INCLUDE only these sources (net/ipv4/igmp.c
+// ip_mc_source), as a PIM-SSM network needs.
+group_source_req make_source_req(std::uint32_t group, std::uint32_t source, int ifindex) {
+    group_source_req req{};
+    req.gsr_interface = static_cast<std::uint32_t>(ifindex);
+    auto* g = reinterpret_cast<sockaddr_in*>(&req.gsr_group);
+    g->sin_family = AF_INET;
+    g->sin_addr.s_addr = htonl(group);
+    auto* s = reinterpret_cast<sockaddr_in*>(&req.gsr_source);
+    s->sin_family = AF_INET;
+    s->sin_addr.s_addr = htonl(source);
+    return req;
+}
+
 }  // namespace
 
 MulticastMembership::MulticastMembership(std::uint32_t group, std::string interface,
-                                         std::uint32_t interface_address)
-    : group_(group), interface_(std::move(interface)), interface_address_(interface_address) {
+                                         std::uint32_t interface_address,
+                                         std::vector<std::uint32_t> sources)
+    : group_(group),
+      interface_(std::move(interface)),
+      interface_address_(interface_address),
+      sources_(std::move(sources)) {
     if (!is_multicast(group_)) {
         throw std::invalid_argument(fmt::format(
             "cannot join {}: not a multicast address (224.0.0.0/4)", format_ipv4(group_)));
@@ -84,6 +103,7 @@ MulticastMembership::MulticastMembership(MulticastMembership&& other) noexcept
     : group_(other.group_),
       interface_(std::move(other.interface_)),
       interface_address_(other.interface_address_),
+      sources_(std::move(other.sources_)),
       ifindex_(other.ifindex_),
       fd_(std::exchange(other.fd_, -1)) {}
 
@@ -92,6 +112,7 @@ MulticastMembership& MulticastMembership::operator=(MulticastMembership&& other)
         leave();
         group_ = other.group_;
         interface_ = std::move(other.interface_);
+        sources_ = std::move(other.sources_);
         interface_address_ = other.interface_address_;
         ifindex_ = other.ifindex_;
         fd_ = std::exchange(other.fd_, -1);
@@ -116,11 +137,25 @@ void MulticastMembership::join() {
     if (fd < 0) {
         throw_join_error(errno, group_, interface_, interface_address_);
     }
-    const ip_mreqn mreq = make_mreq(group_, interface_address_, ifindex_);
-    if (::setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mreq, sizeof mreq) != 0) {
-        const int err = errno;
-        ::close(fd);
-        throw_join_error(err, group_, interface_, interface_address_);
+    if (sources_.empty()) {
+        const ip_mreqn mreq = make_mreq(group_, interface_address_, ifindex_);
+        if (::setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mreq, sizeof mreq) != 0) {
+            const int err = errno;
+            ::close(fd);
+            throw_join_error(err, group_, interface_, interface_address_);
+        }
+    }
+    for (const std::uint32_t source : sources_) {
+        const group_source_req req = make_source_req(group_, source, ifindex_);
+        if (::setsockopt(fd, IPPROTO_IP, MCAST_JOIN_SOURCE_GROUP, &req, sizeof req) != 0) {
+            const int err = errno;
+            ::close(fd);  // drops the sources joined so far
+            throw std::system_error(
+                err, std::generic_category(),
+                fmt::format("cannot join {} from source {} on {}: {}", format_ipv4(group_),
+                            format_ipv4(source), interface_,
+                            join_hint(err, interface_, interface_address_)));
+        }
     }
     fd_ = fd;
 }
@@ -132,8 +167,14 @@ void MulticastMembership::leave() noexcept {
     // Closing the socket would drop the membership too; the explicit drop
     // makes the kernel send the IGMP leave now. Its errors (the interface is
     // gone, so the membership went with it) change nothing.
-    const ip_mreqn mreq = make_mreq(group_, interface_address_, ifindex_);
-    (void)::setsockopt(fd_, IPPROTO_IP, IP_DROP_MEMBERSHIP, &mreq, sizeof mreq);
+    if (sources_.empty()) {
+        const ip_mreqn mreq = make_mreq(group_, interface_address_, ifindex_);
+        (void)::setsockopt(fd_, IPPROTO_IP, IP_DROP_MEMBERSHIP, &mreq, sizeof mreq);
+    }
+    for (const std::uint32_t source : sources_) {
+        const group_source_req req = make_source_req(group_, source, ifindex_);
+        (void)::setsockopt(fd_, IPPROTO_IP, MCAST_LEAVE_SOURCE_GROUP, &req, sizeof req);
+    }
     ::close(fd_);
     fd_ = -1;
 }
@@ -146,8 +187,9 @@ void MulticastMembership::rejoin() {
 namespace {
 class KernelMembership final : public GroupMembership {
   public:
-    KernelMembership(const Endpoint& group, const std::string& interface, std::uint32_t address)
-        : membership_(group.ip, interface, address) {
+    KernelMembership(const Endpoint& group, const std::string& interface, std::uint32_t address,
+                     std::vector<std::uint32_t> sources)
+        : membership_(group.ip, interface, address, std::move(sources)) {
         membership_.join();
     }
     void rejoin() override { membership_.rejoin(); }
@@ -159,8 +201,10 @@ class KernelMembership final : public GroupMembership {
 
 std::unique_ptr<GroupMembership> kernel_membership(const Endpoint& group,
                                                    const std::string& interface,
-                                                   std::uint32_t address) {
-    return std::make_unique<KernelMembership>(group, interface, address);
+                                                   std::uint32_t address,
+                                                   const std::vector<std::uint32_t>* sources) {
+    return std::make_unique<KernelMembership>(
+        group, interface, address, sources != nullptr ? *sources : std::vector<std::uint32_t>{});
 }
 
 }  // namespace ibvcap

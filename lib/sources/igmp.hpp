@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lib/netaddr.hpp"
 
@@ -28,8 +29,11 @@ class MulticastMembership {
     // Nothing is joined until join(). `interface_address` (host byte order) is
     // the interface's IPv4 address, 0 to let the kernel pick by index. Throws
     // std::invalid_argument when `group` is not a multicast address.
+    // With `sources`, a source-specific join of each (MCAST_JOIN_SOURCE_GROUP,
+    // IGMPv3 INCLUDE reports) instead of the any-source one.
     MulticastMembership(std::uint32_t group, std::string interface,
-                        std::uint32_t interface_address = 0);
+                        std::uint32_t interface_address = 0,
+                        std::vector<std::uint32_t> sources = {});
     // The interface's name and first IPv4 address.
     MulticastMembership(std::uint32_t group, const NetInterface& interface);
     ~MulticastMembership();  // leave()
@@ -58,6 +62,7 @@ class MulticastMembership {
     std::uint32_t group_;
     std::string interface_;
     std::uint32_t interface_address_;
+    std::vector<std::uint32_t> sources_;  // empty: any source
     int ifindex_ = 0;
     int fd_ = -1;
 };
@@ -73,9 +78,10 @@ class GroupMembership {
 using MembershipFactory = std::function<std::unique_ptr<GroupMembership>(const Endpoint&)>;
 
 // A MulticastMembership on `interface` (with its IPv4 `address`, host order),
-// joined now. Throws what MulticastMembership::join throws.
-std::unique_ptr<GroupMembership> kernel_membership(const Endpoint& group,
-                                                   const std::string& interface,
-                                                   std::uint32_t address);
+// joined now: source-specific when `sources` names some (sources_for() of the
+// run's GROUP:PORT@SOURCE filters). Throws what MulticastMembership::join throws.
+std::unique_ptr<GroupMembership> kernel_membership(
+    const Endpoint& group, const std::string& interface, std::uint32_t address,
+    const std::vector<std::uint32_t>* sources = nullptr);
 
 }  // namespace ibvcap

@@ -70,8 +70,18 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
     std::vector<std::pair<Endpoint, std::uint32_t>> plan;
     for (const auto& g : options_.groups) {
         if (options_.hw_demux) {
+            const auto* from = sources_for(options_.sources, g);
             for (const auto a : options_.antennas) {
-                plan.emplace_back(g, a);
+                // A source-specific group: the antennas it names a source of.
+                if (from == nullptr || std::find(from->begin(), from->end(), a) != from->end()) {
+                    plan.emplace_back(g, a);
+                }
+            }
+            if (plan.empty() || !(plan.back().first == g)) {
+                throw std::invalid_argument(fmt::format(
+                    "{} names no source among the --antenna given, so --hw-demux would make no "
+                    "rule for it: list its sources with --antenna",
+                    g.to_string()));
             }
         } else {
             plan.emplace_back(g, 0);
@@ -279,16 +289,25 @@ void VerbsEngine::start() {
     }
     bool counting = counters;
     for (auto& q : qps_) {
-        verbs::FlowMatch m;
-        multicast_mac(q->group.ip, m.dst_mac.data());
-        m.dst_ip = q->group.ip;
-        m.src_ip = q->antenna;
-        m.dst_port = q->group.port;
-        q->flows.push_back(create_flow(*q, m, counting));
-        // `counting` now says whether this rule got its counter.
-        resources_.flows.push_back(FlowRecord{format_ipv4(q->group.ip), q->group.port,
-                                              q->antenna == 0 ? "" : format_ipv4(q->antenna),
-                                              q->qp->qp_num(), counting});
+        // One rule for the QP's antenna, or any source; a source-specific
+        // group's QP gets one rule per source it names (verbs-mlx5-2.md N7).
+        std::vector<std::uint32_t> from{q->antenna};
+        if (const auto* named = sources_for(options_.sources, q->group);
+            named != nullptr && q->antenna == 0) {
+            from = *named;
+        }
+        for (const std::uint32_t src : from) {
+            verbs::FlowMatch m;
+            multicast_mac(q->group.ip, m.dst_mac.data());
+            m.dst_ip = q->group.ip;
+            m.src_ip = src;
+            m.dst_port = q->group.port;
+            q->flows.push_back(create_flow(*q, m, counting));
+            // `counting` now says whether this rule got its counter.
+            resources_.flows.push_back(FlowRecord{format_ipv4(q->group.ip), q->group.port,
+                                                  src == 0 ? "" : format_ipv4(src), q->qp->qp_num(),
+                                                  counting});
+        }
     }
     // 3. The IGMP joins, one per group, held for the run.
     if (membership_factory_) {

@@ -34,7 +34,10 @@ namespace ibvcap {
 
 struct EngineOptions {
     std::vector<Endpoint> groups;
-    std::vector<std::uint32_t> antennas;   // with hw_demux: one QP and rule per (group, antenna)
+    std::vector<std::uint32_t> antennas;  // with hw_demux: one QP and rule per (group, antenna)
+    // Source-specific groups (GROUP:PORT@SOURCE): their rules match each
+    // source named, so other senders' frames are never steered to us.
+    std::vector<SourceFilter> sources;
     bool hw_demux = false;                 // needs `antennas`
     bool split = true;                     // two SGEs: headers to host, payload to payload memory
     std::uint32_t vlan_tags = 0;           // tags expected on the wire: SGE0 grows 4 bytes per tag

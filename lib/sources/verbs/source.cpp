@@ -123,9 +123,9 @@ CaptureTarget verbs_target(verbs::Provider& provider, const std::string& interfa
     return t;
 }
 
-TargetMembershipFactory kernel_memberships() {
-    return [](const CaptureTarget& target, const Endpoint& group) {
-        return kernel_membership(group, target.netdev, target.ipv4);
+TargetMembershipFactory kernel_memberships(std::vector<SourceFilter> sources) {
+    return [sources = std::move(sources)](const CaptureTarget& target, const Endpoint& group) {
+        return kernel_membership(group, target.netdev, target.ipv4, sources_for(sources, group));
     };
 }
 

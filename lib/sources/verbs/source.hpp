@@ -30,7 +30,9 @@ struct CaptureTarget {
 // socket on target.netdev; tests: a recording fake).
 using TargetMembershipFactory =
     std::function<std::unique_ptr<GroupMembership>(const CaptureTarget&, const Endpoint&)>;
-TargetMembershipFactory kernel_memberships();
+// Kernel joins on the target's netdev; source-specific for the groups
+// `sources` names (GROUP:PORT@SOURCE).
+TargetMembershipFactory kernel_memberships(std::vector<SourceFilter> sources = {});
 
 // The `ibvcap devices` lines for one RDMA device: what the verbs layer says
 // it can do, or why it cannot be opened. `limits` (devices -v) adds one line
