@@ -1139,7 +1139,8 @@ TEST(Igmp, TwoMembershipsOfOneGroupAreCountedByTheKernel) {
 
 // The (group, source) pairs /proc/net/mcfilter lists for `device`
 // (net/ipv4/igmp.c igmp_mcf_seq_show: "0x%08x" of ntohl(multiaddr) and of
-// ntohl(sf_inaddr)), in host byte order.
+// ntohl(sf_inaddr)), in host byte order. Matched by the interface index: the
+// name there is cut to 6 characters ("%6.6s").
 std::vector<std::pair<std::uint32_t, std::uint32_t>> source_filters(const std::string& device) {
     std::ifstream in("/proc/net/mcfilter");
     std::vector<std::pair<std::uint32_t, std::uint32_t>> out;
@@ -1148,7 +1149,8 @@ std::vector<std::pair<std::uint32_t, std::uint32_t>> source_filters(const std::s
     while (std::getline(in, line)) {
         std::istringstream fields(line);
         std::string idx, dev, mca, src;
-        if (fields >> idx >> dev >> mca >> src && dev == device) {
+        if (fields >> idx >> dev >> mca >> src &&
+            idx == std::to_string(::if_nametoindex(device.c_str()))) {
             out.emplace_back(static_cast<std::uint32_t>(std::stoul(mca, nullptr, 16)),
                              static_cast<std::uint32_t>(std::stoul(src, nullptr, 16)));
         }

@@ -10,6 +10,11 @@
 #       IGMPv3 general queries, then one IGMPv2) while the capture runs: igmp
 #       says heard, 3 queries, from 10.0.0.11, last IGMPv2; the summary points
 #       at the sender instead.
+#   (c) a source-specific join (GROUP:PORT@SOURCE, verbs-mlx5-2.md N7) while
+#       two antennas send the group: the kernel holds a source filter of the
+#       named source only (/proc/net/mcfilter), the report keeps that source's
+#       frames, counts the other's as unlisted_source and lists the group's
+#       sources; zero-loss.
 # Usage: mcast.sh IBVCAP_BINARY SOURCE_DIR IGMP_QUERIER_BINARY
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -100,4 +105,27 @@ grep -qF "check the sender" <<<"$line" || fail "the line does not point at the s
 grep -qF "IGMP querier on $RX_IF: heard (3 queries, last from 10.0.0.11, IGMPv2)" \
   "$WORK/querier.log" || fail "the summary has no querier line"
 say "summary: $line"
+
+say "(c) $SENT@10.0.0.12 while 10.0.0.11 and 10.0.0.12 both send it"
+GEN=(--antennas 2 --threads 1 -c 2000 --payload 1024)
+start ssm.log rx "$IBVCAP" capture --source pcap -i "$RX_IF" --report "$WORK/ssm.json" \
+  --duration "$DURATION" "$SENT@10.0.0.12"
+capture=$STARTED
+wait_for_join "$capture" 10 "$SENT"
+# /proc/net/mcfilter: Idx Device MCA SRC INC EXC, addresses as 0x%08x in host
+# order, the device name cut to 6 characters (net/ipv4/igmp.c
+# igmp_mcf_seq_show): matched by its index.
+ifindex=$(rx cat "/sys/class/net/$RX_IF/ifindex")
+filters=$(rx awk -v idx="$ifindex" '$1 == idx { print $3, $4 }' /proc/net/mcfilter)
+expect_eq "source filters held on $RX_IF" "$filters" "0xef110001 0x0a00000c"
+send_traffic 30 --rate 10000
+finish "$capture" $((DURATION + 20))
+expect_eq "capture exit code (ssm)" "$RC" 0
+R=$WORK/ssm.json
+expect_eq verdict "$(j "$R" .verdict)" zero-loss
+expect_eq "groups[0].sources" "$(jq -c '.groups[0].sources' "$R")" '["10.0.0.12"]'
+expect_eq "CODIF frames kept (10.0.0.12's)" "$(j "$R" .totals.codif)" 2000
+expect_eq "the other sender's frames" "$(j "$R" .reasons.non_codif.unlisted_source)" 2000
+expect_eq "antennas of the streams" "$(jq -c '[.streams[].antenna] | unique' "$R")" '["10.0.0.12"]'
+say "source filter $filters held; 2000 frames of 10.0.0.12 kept, 2000 of 10.0.0.11 not ours"
 pass
