@@ -173,6 +173,102 @@ TEST(RdmaPorts, DeviceNetFallbackUsesDevPort) {
     EXPECT_EQ(ports[4].netdevs, std::vector<std::string>{"eth5"});
 }
 
+// A ConnectX port carrying VLANs, in the shape a real host has them: the
+// RoCE GID table lists the port's netdev for its default GIDs and each VLAN
+// netdev with an address for its own (drivers/infiniband/core/
+// roce_gid_mgmt.c), unused entries read EINVAL (here: a directory), and the
+// kernel's VLAN table names each VLAN's id and real device
+// (net/8021q/vlanproc.c: two header lines, then "%-15s| %d  | %s").
+void build_vlan_host(const test::FakeTree& t) {
+    const std::string port = "sys/class/infiniband/mlx5_0/ports/1/";
+    t.write(port + "state", "4: ACTIVE");
+    t.write(port + "link_layer", "Ethernet");
+    t.write(port + "gid_attrs/ndevs/0", "ens1f0np0");
+    t.write(port + "gid_attrs/ndevs/1", "ens1f0np0");
+    t.write(port + "gid_attrs/ndevs/2", "ens1f0np0.100");
+    t.write(port + "gid_attrs/ndevs/3", "ens1f0np0.100");
+    t.mkdir(port + "gid_attrs/ndevs/4");  // unused: EINVAL
+    t.mkdir(port + "gid_attrs/ndevs/10");
+    t.write(port + "gid_attrs/ndevs/11", "ens1f0np0.100");
+    t.mkdir("sys/class/infiniband/mlx5_0/device/net/ens1f0np0");
+    for (const char* name :
+         {"ens1f0np0", "ens1f0np0.100", "ens1f0np0.200", "ens1f0np0.100.300", "eno1", "eno1.5"}) {
+        t.write(std::string("sys/class/net/") + name + "/mtu", "9000");
+        t.write(std::string("sys/class/net/") + name + "/operstate", "up");
+    }
+    t.write("proc/net/vlan/config",
+            "VLAN Dev name\t | VLAN ID\n"
+            "Name-Type: VLAN_NAME_TYPE_RAW_PLUS_VID_NO_PAD\n"
+            "ens1f0np0.100  | 100  | ens1f0np0\n"
+            "ens1f0np0.200  | 200  | ens1f0np0\n"
+            "ens1f0np0.100.300| 300  | ens1f0np0.100\n"
+            "eno1.5         | 5  | eno1\n"
+            "broken         | 9999  | eno1\n"
+            "garbage line");
+}
+
+std::vector<InterfaceAddress> vlan_host_addresses() {
+    return {{"ens1f0np0", kUpRunning, ip("10.1.0.1")},
+            {"ens1f0np0.100", kUpRunning, ip("10.100.0.1")},
+            {"ens1f0np0.200", kUpRunning, ip("10.200.0.1")},  // no GID yet
+            {"ens1f0np0.100.300", kUpRunning, ip("10.30.0.1")},
+            {"eno1.5", kUpRunning, ip("192.168.5.1")}};
+}
+
+// verbs-mlx5-2.md N1: a VLAN netdev on an mlx5 port maps to that device and
+// port (through the GID table, or its real device), with its tags.
+TEST(RdmaPorts, VlanNetdevsMapToTheirPort) {
+    test::FakeTree t("test_host_vlan");
+    build_vlan_host(t);
+    const fs::path sys = t.root() / "sys";
+    const auto ports = list_rdma_ports(sys);
+    ASSERT_EQ(ports.size(), 1u);
+    EXPECT_EQ(ports[0].netdevs, (std::vector<std::string>{"ens1f0np0", "ens1f0np0.100"}));
+
+    const auto addresses = vlan_host_addresses();
+    const NetInterface v100 = resolve_interface("ens1f0np0.100", addresses, sys);
+    EXPECT_EQ(v100.rdma_device, "mlx5_0");
+    EXPECT_EQ(v100.rdma_port, 1);
+    EXPECT_EQ(v100.vlan_ids, (std::vector<std::uint16_t>{100}));
+    EXPECT_EQ(v100.vlan_real_device, "ens1f0np0");
+    // No GID lists it (as right after `ip link add`): its real device does.
+    const NetInterface v200 = resolve_interface("10.200.0.1", addresses, sys);
+    EXPECT_EQ(v200.name, "ens1f0np0.200");
+    EXPECT_EQ(v200.rdma_device, "mlx5_0");
+    EXPECT_EQ(v200.vlan_ids, (std::vector<std::uint16_t>{200}));
+    // QinQ: both tags, outermost first.
+    const NetInterface qinq = resolve_interface("ens1f0np0.100.300", addresses, sys);
+    EXPECT_EQ(qinq.rdma_device, "mlx5_0");
+    EXPECT_EQ(qinq.vlan_ids, (std::vector<std::uint16_t>{100, 300}));
+    EXPECT_EQ(qinq.vlan_real_device, "ens1f0np0");
+    // The parent is untagged; a VLAN on a NIC without RDMA stays without.
+    const NetInterface parent = resolve_interface("ens1f0np0", addresses, sys);
+    EXPECT_TRUE(parent.vlan_ids.empty());
+    EXPECT_EQ(parent.rdma_device, "mlx5_0");
+    const NetInterface other = resolve_interface("eno1.5", addresses, sys);
+    EXPECT_TRUE(other.rdma_device.empty());
+    EXPECT_EQ(other.vlan_ids, (std::vector<std::uint16_t>{5}));
+
+    // `ibvcap devices`: every VLAN netdev under its port, with its tags.
+    const std::string text = format_devices(describe_host(addresses, sys));
+    EXPECT_NE(text.find("    netdev ens1f0np0.100  up  MTU 9000  IPv4 10.100.0.1  VLAN 100 on "
+                        "ens1f0np0\n"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("    netdev ens1f0np0.200  up  MTU 9000  IPv4 10.200.0.1  VLAN 200 on "
+                        "ens1f0np0\n"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("    netdev ens1f0np0.100.300  up  MTU 9000  IPv4 10.30.0.1  VLAN "
+                        "100.300 on ens1f0np0\n"),
+              std::string::npos)
+        << text;
+    const auto without = text.find("interfaces without RDMA");
+    ASSERT_NE(without, std::string::npos) << text;
+    EXPECT_NE(text.find("eno1.5", without), std::string::npos) << text;
+    EXPECT_EQ(text.find("ens1f0np0.200", without), std::string::npos) << text;
+}
+
 TEST(RdmaPorts, UnreadableNdevsFallsBackToDeviceNet) {
     FakeSysfs fs;
     fs.port("mlx5_1", 1, "4: ACTIVE", "Ethernet");

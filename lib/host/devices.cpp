@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -147,6 +148,36 @@ std::vector<InterfaceAddress> read_interface_addresses() {
     return result;
 }
 
+namespace {
+
+// The kernel's VLAN table: name → (VLAN id, real device). Hand-read: no Debian
+// library reads /proc/net/vlan/config, and libnl's IFLA_VLAN_ID would need a
+// netlink socket that a fake tree cannot stand in for. Lines that do not
+// parse (the two header lines) are skipped.
+std::map<std::string, std::pair<std::uint16_t, std::string>> read_vlan_table(
+    const fs::path& config) {
+    std::map<std::string, std::pair<std::uint16_t, std::string>> table;
+    std::ifstream in(config);
+    for (std::string line; std::getline(in, line);) {
+        const auto bar1 = line.find('|');
+        const auto bar2 = bar1 == std::string::npos ? bar1 : line.find('|', bar1 + 1);
+        if (bar2 == std::string::npos) {
+            continue;
+        }
+        const std::string name(trim(std::string_view(line).substr(0, bar1)));
+        const auto vid =
+            parse_unsigned(trim(std::string_view(line).substr(bar1 + 1, bar2 - bar1 - 1)));
+        const std::string real(trim(std::string_view(line).substr(bar2 + 1)));
+        if (name.empty() || real.empty() || !vid || *vid > 4095) {
+            continue;
+        }
+        table[name] = {static_cast<std::uint16_t>(*vid), real};
+    }
+    return table;
+}
+
+}  // namespace
+
 std::vector<RdmaPort> list_rdma_ports(const fs::path& sysfs_root) {
     std::vector<RdmaPort> result;
     const fs::path class_dir = sysfs_root / "class" / "infiniband";
@@ -176,12 +207,24 @@ std::vector<RdmaPort> list_rdma_ports(const fs::path& sysfs_root) {
             if (const auto link_layer = read_sysfs_file(port_dir / "link_layer")) {
                 entry.link_layer = *link_layer;
             }
-            // ndevs/0 is the netdev of the default GID; reading an unused GID
-            // entry fails with EINVAL, which lands in the fallback too.
-            if (const auto ndev = read_sysfs_file(port_dir / "gid_attrs" / "ndevs" / "0");
-                ndev && !ndev->empty()) {
-                entry.netdevs.push_back(*ndev);
-            } else {
+            // ndevs/0 is the netdev of the default GID, the later entries those
+            // of the other GIDs: VLAN netdevs appear only there (verbs-mlx5-2.md
+            // N1). Reading an unused GID entry fails with EINVAL; none readable
+            // lands in the fallback.
+            std::vector<std::pair<unsigned, std::string>> gids;
+            for (const auto& name : list_dir(port_dir / "gid_attrs" / "ndevs")) {
+                if (const auto index = parse_unsigned(name)) {
+                    if (const auto ndev = read_sysfs_file(port_dir / "gid_attrs" / "ndevs" / name);
+                        ndev && !ndev->empty()) {
+                        gids.emplace_back(*index, *ndev);
+                    }
+                }
+            }
+            std::sort(gids.begin(), gids.end());
+            for (const auto& [index, ndev] : gids) {
+                add_unique(entry.netdevs, ndev);
+            }
+            if (entry.netdevs.empty()) {
                 for (const auto& [netdev, netdev_port] : function_netdevs) {
                     if (netdev_port == port) {
                         add_unique(entry.netdevs, netdev);
@@ -217,6 +260,8 @@ std::vector<NetInterface> list_interfaces(const std::vector<InterfaceAddress>& a
         }
     }
     const auto ports = list_rdma_ports(sysfs_root);
+    const auto vlans =
+        read_vlan_table(sysfs_root.parent_path() / "proc" / "net" / "vlan" / "config");
 
     std::vector<NetInterface> result;
     for (const auto& [name, s] : seen) {
@@ -229,8 +274,27 @@ std::vector<NetInterface> list_interfaces(const std::vector<InterfaceAddress>& a
         if (const auto mtu = read_sysfs_file(net_dir / name / "mtu")) {
             nif.mtu = parse_unsigned(*mtu).value_or(0);
         }
+        // A VLAN's tags, outermost first, down to the netdev that carries
+        // them (bounded: the table comes from outside).
+        std::string real = name;
+        for (int depth = 0; depth < 8; ++depth) {
+            const auto v = vlans.find(real);
+            if (v == vlans.end()) {
+                break;
+            }
+            nif.vlan_ids.push_back(v->second.first);  // innermost first here
+            real = v->second.second;
+        }
+        std::reverse(nif.vlan_ids.begin(), nif.vlan_ids.end());
+        if (!nif.vlan_ids.empty()) {
+            nif.vlan_real_device = real;
+        }
+        const auto drives = [](const RdmaPort& port, const std::string& netdev) {
+            return std::find(port.netdevs.begin(), port.netdevs.end(), netdev) !=
+                   port.netdevs.end();
+        };
         for (const auto& port : ports) {
-            if (std::find(port.netdevs.begin(), port.netdevs.end(), name) != port.netdevs.end()) {
+            if (drives(port, name) || (!nif.vlan_ids.empty() && drives(port, real))) {
                 nif.rdma_device = port.device;
                 nif.rdma_port = port.port;
                 break;
@@ -302,9 +366,16 @@ std::string describe_netdev(const NetInterface& nif) {
         ips += ips.empty() ? "" : ", ";
         ips += format_ipv4(ip);
     }
-    return fmt::format("{}  {}  MTU {}  IPv4 {}", nif.name, nif.up ? "up" : "down",
+    std::string vlan;
+    for (const auto id : nif.vlan_ids) {
+        vlan += fmt::format("{}{}", vlan.empty() ? "  VLAN " : ".", id);
+    }
+    if (!vlan.empty()) {
+        vlan += " on " + nif.vlan_real_device;
+    }
+    return fmt::format("{}  {}  MTU {}  IPv4 {}{}", nif.name, nif.up ? "up" : "down",
                        nif.mtu == 0 ? std::string("?") : std::to_string(nif.mtu),
-                       ips.empty() ? std::string("none") : ips);
+                       ips.empty() ? std::string("none") : ips, vlan);
 }
 
 }  // namespace
@@ -338,6 +409,13 @@ std::string format_devices(const HostDescription& host, const DeviceLinesHook& e
                     out += "    netdev " + describe_netdev(*nif) + "\n";
                 } else {
                     out += fmt::format("    netdev {} (not in this network namespace)\n", netdev);
+                }
+            }
+            // VLAN netdevs on the port that no GID lists (no IP address yet).
+            for (const auto& nif : host.interfaces) {
+                if (!nif.vlan_ids.empty() && nif.rdma_device == port.device &&
+                    nif.rdma_port == port.port && driven.insert(nif.name).second) {
+                    out += "    netdev " + describe_netdev(nif) + "\n";
                 }
             }
         }

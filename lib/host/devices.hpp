@@ -28,6 +28,10 @@ struct NetInterface {
     unsigned mtu = 0;                 // 0 when sysfs does not say
     std::string rdma_device;          // empty: no RDMA device drives this netdev
     std::uint8_t rdma_port = 0;       // 1-based; 0 when rdma_device is empty
+    // A VLAN netdev (QinQ: stacked ones): its tags on the wire, outermost
+    // first, and the netdev that carries them untagged (its real device).
+    std::vector<std::uint16_t> vlan_ids;
+    std::string vlan_real_device;
 };
 
 struct RdmaPort {
@@ -51,8 +55,10 @@ struct InterfaceAddress {
 std::vector<InterfaceAddress> read_interface_addresses();
 
 // Every port of every RDMA device under <sysfs_root>/class/infiniband, sorted by
-// device then port. Netdevs of a port come from ports/<N>/gid_attrs/ndevs/0
-// (mlx5 exposes it for RoCE); when that is absent or unreadable, from the PCI
+// device then port. Netdevs of a port come from every ports/<N>/gid_attrs/ndevs/<i>
+// (mlx5 exposes them for RoCE: the GIDs of the port's netdev and of the VLAN
+// netdevs on it, drivers/infiniband/core/roce_gid_mgmt.c; an unused entry reads
+// EINVAL), index order, each once; when none is readable, from the PCI
 // function's device/net/<netdev> entries, each placed on port dev_port + 1
 // (device/net/<netdev>/dev_port), or port 1 when dev_port is unreadable.
 // A missing class/infiniband is not an error: the result is empty.
@@ -60,7 +66,12 @@ std::vector<RdmaPort> list_rdma_ports(const std::filesystem::path& sysfs_root = 
 
 // Every network interface named by `addresses` or present under
 // <sysfs_root>/class/net, sorted by name, with IPv4 addresses, link state, MTU
-// and the RDMA port that drives it (if any).
+// and the RDMA port that drives it (if any). A VLAN netdev is driven by the
+// port of its real device: its tags and real device come from the kernel's
+// VLAN table, <sysfs_root>/../proc/net/vlan/config (net/8021q/vlanproc.c
+// vlan_seq_show: "NAME | VID | REAL_DEVICE" per VLAN, the real device of a
+// stacked VLAN being the VLAN beneath it), so a fake tree holds sys/ and proc/
+// side by side.
 std::vector<NetInterface> list_interfaces(const std::vector<InterfaceAddress>& addresses,
                                           const std::filesystem::path& sysfs_root = kSysfsRoot);
 
