@@ -117,7 +117,7 @@ int cmd_capture(int argc, char** argv) {
         ("poll-batch", "completions per poll", cxxopts::value<std::uint32_t>()->default_value("64"), "N")
         ("repost-batch", "receive WRs re-posted together", cxxopts::value<std::uint32_t>()->default_value("32"), "N")
         ("no-split", "one SGE per frame in host memory instead of the header/payload split")
-        ("vlan-tags", "VLAN tags on the wire (sizes the header SGE)", cxxopts::value<std::uint32_t>()->default_value("0"), "N")
+        ("vlan-tags", "VLAN tags on the wire (sizes the header SGE; default: the -i netdev's own, 1 for a VLAN netdev, 0 otherwise)", cxxopts::value<std::uint32_t>(), "N")
         ("max-frame", "largest Ethernet frame expected, bytes (MTU 9000 + header + two VLAN tags)", cxxopts::value<std::uint32_t>()->default_value("9022"), "BYTES")
         ("cpu", "pin the poll thread of the i-th -i interface to the i-th CPU (repeatable)", cxxopts::value<std::vector<int>>(), "CPU")
         ("no-flow-counters", "create the flow rules without a count action (for devices that refuse it)")
@@ -268,7 +268,9 @@ int cmd_capture(int argc, char** argv) {
                 }
             }
         }
-        engine.vlan_tags = args["vlan-tags"].as<std::uint32_t>();
+        // Left out, each -i's own tag count (a VLAN netdev's, VerbsSource).
+        engine.vlan_tags_given = args.count("vlan-tags") > 0;
+        engine.vlan_tags = option_or(args, "vlan-tags", std::uint32_t{0});
         engine.max_frame_bytes = args["max-frame"].as<std::uint32_t>();
         engine.ring_depth = args.count("num-blocks") ? args["num-blocks"].as<std::uint32_t>()
                                                      : args["ring-depth"].as<std::uint32_t>();

@@ -177,7 +177,7 @@ EngineOptions options_for(std::vector<Endpoint> groups, std::uint32_t depth = 64
 // the NIC's sysfs counters.
 CaptureRequest one_device_request(std::uint32_t depth) {
     CaptureRequest request;
-    request.targets = {{"sim_mlx5_0", 1, "", 0}};
+    request.targets = {{"sim_mlx5_0", 1, "", 0, {}}};
     request.engine = options_for({kG1}, depth);
     request.demux.groups = {kG1};
     request.nic_counters = false;
@@ -625,7 +625,7 @@ TEST(Engine, TwoDevicesEachWithTheirOwnCqThroughTheCaptureRunner) {
     auto nic_b = provider.add(b);
     test::TempDir dir;
     CaptureRequest request;
-    request.targets = {{"sim_mlx5_0", 1, "", 0}, {"sim_mlx5_1", 1, "", 0}};
+    request.targets = {{"sim_mlx5_0", 1, "", 0, {}}, {"sim_mlx5_1", 1, "", 0, {}}};
     request.engine = options_for({kG1, kG2}, 64);
     request.demux.groups = {kG1, kG2};
     request.outputs.output_dir = dir.path().string();
@@ -678,7 +678,7 @@ TEST(Engine, OnePortGivenTwiceIsAUsageError) {
     SimProvider provider;
     auto nic = provider.add({});
     CaptureRequest request = one_device_request(16);
-    request.targets = {{"sim_mlx5_0", 1, "ens1f0np0", 0}, {"sim_mlx5_0", 1, "10.0.0.1", 0}};
+    request.targets = {{"sim_mlx5_0", 1, "ens1f0np0", 0, {}}, {"sim_mlx5_0", 1, "10.0.0.1", 0, {}}};
     std::atomic<bool> stop{true};
     try {
         run_verbs_capture(request, provider, {}, stop);
@@ -692,7 +692,8 @@ TEST(Engine, OnePortGivenTwiceIsAUsageError) {
     SimConfig second;
     second.name = "sim_mlx5_1";
     provider.add(second);
-    request.targets = {{"sim_mlx5_0", 1, "ens1f0np0", 0}, {"sim_mlx5_1", 1, "ens1f1np1", 0}};
+    request.targets = {{"sim_mlx5_0", 1, "ens1f0np0", 0, {}},
+                       {"sim_mlx5_1", 1, "ens1f1np1", 0, {}}};
     EXPECT_NO_THROW(VerbsSource(request, provider, {}));
 }
 
@@ -1276,6 +1277,68 @@ TEST(Engine, AClockPageThatCannotBeReadFallsBackToHostTimestamps) {
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
     EXPECT_NEAR(static_cast<double>(load_le32(pcap.data() + 24)), static_cast<double>(now), 60.0);
+}
+
+// verbs-mlx5-2.md N1: a capture on a VLAN netdev takes the netdev's tag
+// count for its header slots and matches its VLAN id in the rules (kernel
+// drivers/infiniband/hw/mlx5/fs.c parse_flow_attr: cvlan_tag, first_vid), so
+// two VLANs bringing one group to a port are two captures, each whole, and
+// untagged frames of the group reach neither.
+TEST(Engine, TwoVlansOfOnePortAreTwoCaptures) {
+    SimProvider provider;
+    auto nic = provider.add({});
+    test::TempDir dir;
+    CaptureRequest request = one_device_request(64);
+    request.targets = {{"sim_mlx5_0", 1, "ens1f0np0.100", 0, {100}},
+                       {"sim_mlx5_0", 1, "ens1f0np0.200", 0, {200}}};
+    request.outputs.output_dir = dir.path().string();
+    request.outputs.formats = {OutputFormat::pcap};
+    auto t = traffic({kG1}, 50);
+    t.vlan_id = 100;
+    const auto v100 = frames_of(t);
+    t.vlan_id = 200;
+    t.seed = 7;
+    const auto v200 = frames_of(t);
+    t.vlan_id = -1;
+    const auto untagged = frames_of(t);
+    request.count = v100.size() + v200.size();
+    request.duration_s = 60;  // a bound, never reached when all goes well
+    std::atomic<bool> stop{false};
+    std::thread wire([&] {
+        while (nic->flows() < 2) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        for (std::size_t i = 0; i < v100.size(); ++i) {
+            while (nic->min_posted_wrs() == 0) {
+                std::this_thread::yield();
+            }
+            nic->deliver(v100[i]);
+            nic->deliver(v200[i]);
+            nic->deliver(untagged[i]);
+        }
+    });
+    RunOutcome out = run_verbs_capture(request, provider, {}, stop);
+    wire.join();
+    EXPECT_EQ(out.ledger.totals().codif, v100.size() + v200.size());
+    EXPECT_EQ(nic->counters().unmatched, untagged.size());
+    EXPECT_TRUE(out.ledger.zero_loss()) << out.ledger.loss_reasons().front();
+    const auto& notes = out.ledger.notes();
+    for (const char* vlan : {"the rules match VLAN 100", "the rules match VLAN 200"}) {
+        EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [&](const std::string& n) {
+            return n.find("expects 1 tag(s) on the wire (from the netdev)") != std::string::npos &&
+                   n.find(vlan) != std::string::npos;
+        })) << vlan;
+    }
+    // The header slots were sized for the tag: no header ran past SGE0.
+    for (const auto& c : out.ledger.source_counters()) {
+        EXPECT_EQ(c.name.find("split_misaligned"), std::string::npos) << c.name;
+    }
+    // Each VLAN's capture has its own file, with its own frames (the same
+    // count and sizes, 4 bytes of tag each).
+    const auto a = test::read_file(dir / "ibvcap_sim_mlx5_0p1v100.pcap");
+    const auto b = test::read_file(dir / "ibvcap_sim_mlx5_0p1v200.pcap");
+    EXPECT_GT(a.size(), 24 + v100.size() * 16);
+    EXPECT_EQ(a.size(), b.size());
 }
 
 // verbs-mlx5-2.md N7: a source-specific group's rules match each source it
@@ -1973,7 +2036,7 @@ TEST(Resources, TheCaptureReportCarriesTheAccount) {
     auto nic_a = provider.add(a);
     auto nic_b = provider.add(b);
     CaptureRequest request;
-    request.targets = {{"sim_mlx5_0", 1, "", 0}, {"sim_mlx5_1", 1, "", 0}};
+    request.targets = {{"sim_mlx5_0", 1, "", 0, {}}, {"sim_mlx5_1", 1, "", 0, {}}};
     request.engine = options_for({kG1, kG2}, 64);
     request.demux.groups = {kG1, kG2};
     request.nic_counters = false;

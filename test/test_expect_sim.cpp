@@ -63,7 +63,7 @@ RunOutcome run(const std::vector<Sent>& wire, const ExpectManifest& manifest,
     sim::SimProvider provider;
     auto nic = provider.add({});
     CaptureRequest request;
-    request.targets = {{"sim_mlx5_0", 1, "", 0}};
+    request.targets = {{"sim_mlx5_0", 1, "", 0, {}}};
     request.engine.groups = groups;
     request.engine.ring_depth = 256;
     request.demux.groups = groups;

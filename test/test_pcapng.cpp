@@ -760,7 +760,7 @@ TEST(PcapngCapture, EachDevicesFileNamesItsInterfaceAndCountsItsFrames) {
     const Endpoint g1{test::kGroup1, 36001};
     const Endpoint g2{test::kGroup2, 36002};
     CaptureRequest request;
-    request.targets = {{"sim_mlx5_0", 1, "", 0}, {"sim_mlx5_1", 1, "", 0}};
+    request.targets = {{"sim_mlx5_0", 1, "", 0, {}}, {"sim_mlx5_1", 1, "", 0, {}}};
     request.engine.groups = {g1, g2};
     request.engine.ring_depth = 64;
     request.engine.drain_timeout = std::chrono::milliseconds(50);
@@ -846,7 +846,7 @@ RunOutcome capture_with_drops(const test::TempDir& dir, const std::vector<std::u
         c.name = fmt::format("sim_mlx5_{}", i);
         nics.push_back(provider.add(c));
         nics.back()->write_sysfs(sysfs / "class" / "infiniband");
-        request.targets.push_back({c.name, 1, "", 0});
+        request.targets.push_back({c.name, 1, "", 0, {}});
         request.engine.groups.push_back(kGroups[i]);
         GeneratorConfig g = small_config();
         g.groups = {kGroups[i]};

@@ -252,7 +252,7 @@ TEST_F(StatsLine, TheVerbsCaptureRunnerPrintsOneLineASecond) {
     test::TempDir dir;
     const Endpoint group{test::kGroup1, 36001};
     CaptureRequest request;
-    request.targets = {{"sim_mlx5_0", 1, "", 0}};
+    request.targets = {{"sim_mlx5_0", 1, "", 0, {}}};
     request.engine.groups = {group};
     request.engine.ring_depth = 64;
     request.engine.poll_batch = 16;

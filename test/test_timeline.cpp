@@ -336,7 +336,7 @@ using test::frames_of;
 // sim's sysfs, with short ticks so each phase of a test has windows of its own.
 CaptureRequest sim_request(const test::TempDir& sysfs) {
     CaptureRequest request;
-    request.targets = {{"sim_mlx5_0", 1, "", 0}};
+    request.targets = {{"sim_mlx5_0", 1, "", 0, {}}};
     request.engine.groups = {kG1};
     request.engine.ring_depth = 64;
     request.demux.groups = {kG1};

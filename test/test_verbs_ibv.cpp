@@ -286,6 +286,20 @@ TEST(FlowRule, EthernetMatchesTheDestinationMacOnly) {
     EXPECT_EQ(rule.eth.mask.vlan_tag, 0);
 }
 
+// A VLAN netdev's rule (verbs-mlx5-2.md N1): the ETH spec's vlan_tag carries
+// the id in network order under a 0x0fff mask, which the kernel turns into
+// cvlan_tag + first_vid with no priority or CFI criterion (drivers/infiniband/
+// hw/mlx5/fs.c parse_flow_attr).
+TEST(FlowRule, AVlanRuleMatchesTheVlanIdOnly) {
+    auto match = sample_match(0);
+    match.match_vlan = true;
+    match.vlan_id = 0x123;
+    const d::FlowRule rule = d::build_flow_rule(match, 1, nullptr);
+    EXPECT_EQ(bytes_of<2>(rule.eth.val.vlan_tag), (std::array<std::uint8_t, 2>{0x01, 0x23}));
+    EXPECT_EQ(bytes_of<2>(rule.eth.mask.vlan_tag), (std::array<std::uint8_t, 2>{0x0f, 0xff}));
+    EXPECT_EQ(rule.eth.mask.ether_type, 0);
+}
+
 TEST(FlowRule, AddressesAndPortAreInNetworkByteOrder) {
     const d::FlowRule rule = d::build_flow_rule(sample_match(kAntenna), 1, nullptr);
     EXPECT_EQ(bytes_of<4>(rule.ipv4.val.dst_ip), (std::array<std::uint8_t, 4>{239, 17, 0, 1}));

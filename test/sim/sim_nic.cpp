@@ -223,12 +223,28 @@ struct SimHardware::State {
 
     // The rule a parsed UDP frame matches: the first rule with a matching
     // source IP, else the first matching rule without one.
+    // The VLAN id of a frame's outer tag when it is an 802.1Q (C-VLAN) tag,
+    // ethertype 0x8100; -1 for an untagged frame or an 802.1ad (S-VLAN) one.
+    static int outer_cvlan_id(Bytes frame) {
+        if (frame.size() < 16 || frame[12] != 0x81 || frame[13] != 0x00) {
+            return -1;
+        }
+        return ((frame[14] & 0x0f) << 8) | frame[15];
+    }
+
     Rule* match(Bytes frame, const UdpPacket& pkt) const {
         Rule* any_source = nullptr;
         for (const auto& r : rules) {
             const FlowMatch& m = r->match;
             if (m.dst_ip != pkt.dst_ip || m.dst_port != pkt.dst_port ||
                 std::memcmp(frame.data(), m.dst_mac.data(), m.dst_mac.size()) != 0) {
+                continue;
+            }
+            // A rule with a VLAN id takes only frames whose outer tag is an
+            // 802.1Q tag of that id (kernel drivers/infiniband/hw/mlx5/fs.c
+            // parse_flow_attr: cvlan_tag and first_vid); a rule without one
+            // takes tagged and untagged frames alike.
+            if (m.match_vlan && outer_cvlan_id(frame) != m.vlan_id) {
                 continue;
             }
             if (m.src_ip != 0) {

@@ -104,6 +104,20 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
         depth = clamped;
     }
     options_.ring_depth = depth;
+    if (!options_.vlan_ids.empty() || options_.vlan_tags_given) {
+        std::string ids;
+        for (const auto id : options_.vlan_ids) {
+            ids += fmt::format("{}{}", ids.empty() ? "" : ".", id);
+        }
+        ledger_.add_note(fmt::format(
+            "vlan: {} expects {} tag(s) on the wire ({}); {}", caps.name, options_.vlan_tags,
+            options_.vlan_tags_given ? "--vlan-tags" : "from the netdev",
+            options_.vlan_ids.empty()       ? "the netdev is untagged"
+            : options_.vlan_ids.size() == 1 ? fmt::format("the rules match VLAN {}", ids)
+                                            : fmt::format("stacked VLANs {}: the rules match "
+                                                          "the group, not the tags",
+                                                          ids)));
+    }
 
     header_bytes_ = static_cast<std::uint32_t>(kPlainUdpPayloadOffset + kCodifHeaderBytes +
                                                kVlanTagBytes * options_.vlan_tags);
@@ -302,6 +316,8 @@ void VerbsEngine::start() {
             m.dst_ip = q->group.ip;
             m.src_ip = src;
             m.dst_port = q->group.port;
+            m.match_vlan = options_.vlan_ids.size() == 1;
+            m.vlan_id = m.match_vlan ? options_.vlan_ids.front() : 0;
             q->flows.push_back(create_flow(*q, m, counting));
             // `counting` now says whether this rule got its counter.
             resources_.flows.push_back(FlowRecord{format_ipv4(q->group.ip), q->group.port,

@@ -38,9 +38,16 @@ struct EngineOptions {
     // Source-specific groups (GROUP:PORT@SOURCE): their rules match each
     // source named, so other senders' frames are never steered to us.
     std::vector<SourceFilter> sources;
-    bool hw_demux = false;                 // needs `antennas`
-    bool split = true;                     // two SGEs: headers to host, payload to payload memory
-    std::uint32_t vlan_tags = 0;           // tags expected on the wire: SGE0 grows 4 bytes per tag
+    bool hw_demux = false;        // needs `antennas`
+    bool split = true;            // two SGEs: headers to host, payload to payload memory
+    std::uint32_t vlan_tags = 0;  // tags expected on the wire: SGE0 grows 4 bytes per tag
+    // --vlan-tags given: it overrides the tags of the capture's netdev.
+    bool vlan_tags_given = false;
+    // The capture's netdev is a VLAN (lib/host/devices.hpp NetInterface::
+    // vlan_ids, outermost first): with one tag the rules match its id as well
+    // as the group, so two VLANs bringing one group to a port are two
+    // captures. Set per device by the verbs source.
+    std::vector<std::uint16_t> vlan_ids;
     std::uint32_t ring_depth = 4096;       // receive WRs per QP
     std::uint32_t max_frame_bytes = 9022;  // MTU 9000 + Ethernet header + two VLAN tags
     std::uint32_t poll_batch = 64;

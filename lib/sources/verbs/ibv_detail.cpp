@@ -166,6 +166,13 @@ FlowRule build_flow_rule(const FlowMatch& match, std::uint8_t port, ibv_counters
     std::copy(match.dst_mac.begin(), match.dst_mac.end(), std::begin(rule.eth.val.dst_mac));
     std::fill(std::begin(rule.eth.mask.dst_mac), std::end(rule.eth.mask.dst_mac),
               std::uint8_t{0xff});
+    if (match.match_vlan) {
+        // The VLAN id only (mask 0x0fff): no priority or CFI criterion
+        // (kernel fs.c parse_flow_attr takes first_prio from mask >> 13 and
+        // first_cfi from mask >> 12).
+        rule.eth.val.vlan_tag = to_network16(match.vlan_id & 0x0fffU);
+        rule.eth.mask.vlan_tag = to_network16(0x0fffU);
+    }
 
     rule.ipv4.type = IBV_FLOW_SPEC_IPV4;
     rule.ipv4.size = static_cast<std::uint16_t>(sizeof(ibv_flow_spec_ipv4));

@@ -87,6 +87,12 @@ struct FlowMatch {
     std::uint32_t dst_ip = 0;  // host byte order
     std::uint32_t src_ip = 0;  // host byte order; 0 = any source
     std::uint16_t dst_port = 0;
+    // With match_vlan, only frames whose outer tag is an 802.1Q (C-VLAN) tag
+    // of this id (kernel drivers/infiniband/hw/mlx5/fs.c parse_flow_attr: an
+    // ETH spec's vlan_tag mask sets cvlan_tag and first_vid). Without it the
+    // rule matches tagged and untagged frames alike (no VLAN criterion).
+    bool match_vlan = false;
+    std::uint16_t vlan_id = 0;
 };
 
 enum class QpState : std::uint8_t { reset, init, rtr, error };

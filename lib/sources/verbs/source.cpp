@@ -120,6 +120,7 @@ CaptureTarget verbs_target(verbs::Provider& provider, const std::string& interfa
     t.port = nif.rdma_port;
     t.netdev = nif.name;
     t.ipv4 = nif.ipv4.front();
+    t.vlan_ids = nif.vlan_ids;
     return t;
 }
 
@@ -137,7 +138,8 @@ VerbsSource::VerbsSource(VerbsSourceOptions options, verbs::Provider& provider,
     if (options_.targets.empty()) {
         throw std::runtime_error("no device to capture on");
     }
-    // One port given twice (by two names, or a name and its address) would
+    // One port given twice (by two names, or a name and its address; two
+    // VLAN netdevs of a port are two captures, their rules apart) would
     // install the same rules twice; mlx5 adds the second destination to the
     // same flow-table entry, so every frame would reach both engines and be
     // written twice (verbs-mlx5-2.md N6).
@@ -145,7 +147,7 @@ VerbsSource::VerbsSource(VerbsSourceOptions options, verbs::Provider& provider,
         for (std::size_t j = 0; j < i; ++j) {
             const CaptureTarget& a = options_.targets[j];
             const CaptureTarget& b = options_.targets[i];
-            if (a.device == b.device && a.port == b.port) {
+            if (a.device == b.device && a.port == b.port && a.vlan_ids == b.vlan_ids) {
                 throw UsageError(fmt::format(
                     "-i {} and -i {} are the same port ({} port {}): each frame would be "
                     "captured twice; give each port once",
@@ -190,8 +192,13 @@ std::string VerbsSource::lane_prefix(std::size_t lane) const {
     if (parts_.size() < 2) {
         return {};
     }
+    // Two VLANs of one port are two lanes: their files apart too.
     const CaptureTarget& t = parts_[lane]->target;
-    return fmt::format("_{}p{}", t.device, t.port);
+    std::string vlan;
+    for (const auto id : t.vlan_ids) {
+        vlan += fmt::format("{}{}", vlan.empty() ? "v" : ".", id);
+    }
+    return fmt::format("_{}p{}{}", t.device, t.port, vlan);
 }
 
 void VerbsSource::connect(std::span<const SourceLane> lanes) {
@@ -209,6 +216,12 @@ void VerbsSource::connect(std::span<const SourceLane> lanes) {
             };
         }
         EngineOptions engine = options_.engine;
+        // The netdev's VLAN tags: matched by the rules, and the header slot
+        // sized for them unless --vlan-tags says otherwise.
+        engine.vlan_ids = part.target.vlan_ids;
+        if (!engine.vlan_tags_given) {
+            engine.vlan_tags = static_cast<std::uint32_t>(part.target.vlan_ids.size());
+        }
         if (options_.phc) {
             engine.phc = options_.phc(part.target, engine.phc_missing);
         }

@@ -24,6 +24,9 @@ struct CaptureTarget {
     std::uint8_t port = 1;
     std::string netdev;      // its network interface (for the IGMP joins and counters)
     std::uint32_t ipv4 = 0;  // the interface's address (host byte order)
+    // A VLAN netdev's tags, outermost first (NetInterface::vlan_ids): the
+    // joins go out on it tagged, and the engine sizes and matches for them.
+    std::vector<std::uint16_t> vlan_ids;
 };
 
 // Makes the IGMP membership for a group on a target (production: a kernel
