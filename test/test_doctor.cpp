@@ -212,6 +212,35 @@ TEST(DoctorRdma, ActivePortPassesDownPortFailsWhenNamed) {
     EXPECT_EQ(all.back().status, Status::warn);
 }
 
+// verbs-mlx5-2.md N1: `doctor -i` a VLAN netdev no GID lists yet finds its
+// port through the kernel's VLAN table and says what a capture there does.
+TEST(DoctorRdma, AVlanNetdevIsFoundUnderItsPort) {
+    FakeRoot r;
+    r.rdma_port("mlx5_0", "ens1f0np0", "ACTIVE");
+    r.write("sys/class/net/ens1f0np0.100/mtu", "9000");
+    r.write("sys/class/net/ens1f0np0.100.7/mtu", "9000");
+    r.write("proc/net/vlan/config",
+            "VLAN Dev name\t | VLAN ID\nName-Type: VLAN_NAME_TYPE_RAW_PLUS_VID_NO_PAD\n"
+            "ens1f0np0.100  | 100  | ens1f0np0\nens1f0np0.100.7| 7  | ens1f0np0.100");
+    Options o = r.options();
+    o.interfaces = {"ens1f0np0.100", "ens1f0np0.100.7", "ens1f0np0"};
+    const auto targets = resolve_targets(o, good_calls());
+    ASSERT_EQ(targets.size(), 3u);
+    EXPECT_EQ(targets[0].rdma_device, "mlx5_0");
+    EXPECT_EQ(targets[0].port, 1);
+    EXPECT_EQ(targets[1].rdma_device, "mlx5_0");
+    const auto vlan = check_vlan(o, targets[0]);
+    ASSERT_TRUE(vlan.has_value());
+    EXPECT_EQ(vlan->status, Status::pass);
+    EXPECT_EQ(vlan->found,
+              "VLAN 100 on ens1f0np0, mlx5_0 port 1: joins go out tagged on ens1f0np0.100; the "
+              "rules match VLAN 100 and the header slot takes its tag");
+    const auto qinq = check_vlan(o, targets[1]);
+    ASSERT_TRUE(qinq.has_value());
+    EXPECT_NE(qinq->found.find("VLAN 100.7 on ens1f0np0"), std::string::npos) << qinq->found;
+    EXPECT_FALSE(check_vlan(o, targets[2]).has_value());  // untagged: nothing to say
+}
+
 TEST(DoctorRdma, UnknownInterfaceFailsNetdevWithoutRdmaWarns) {
     FakeRoot r;
     r.write("sys/class/net/eth0/mtu", "1500");

@@ -148,8 +148,6 @@ std::vector<InterfaceAddress> read_interface_addresses() {
     return result;
 }
 
-namespace {
-
 // The kernel's VLAN table: name → (VLAN id, real device). Hand-read: no Debian
 // library reads /proc/net/vlan/config, and libnl's IFLA_VLAN_ID would need a
 // netlink socket that a fake tree cannot stand in for. Lines that do not
@@ -175,8 +173,6 @@ std::map<std::string, std::pair<std::uint16_t, std::string>> read_vlan_table(
     }
     return table;
 }
-
-}  // namespace
 
 std::vector<RdmaPort> list_rdma_ports(const fs::path& sysfs_root) {
     std::vector<RdmaPort> result;

@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ibvcap {
@@ -74,6 +76,12 @@ std::vector<RdmaPort> list_rdma_ports(const std::filesystem::path& sysfs_root = 
 // side by side.
 std::vector<NetInterface> list_interfaces(const std::vector<InterfaceAddress>& addresses,
                                           const std::filesystem::path& sysfs_root = kSysfsRoot);
+
+// The kernel's VLAN table (<procfs>/net/vlan/config): VLAN netdev → (its
+// VLAN id, its real device); empty when the file is absent (no VLANs, or no
+// 802.1Q in the kernel).
+std::map<std::string, std::pair<std::uint16_t, std::string>> read_vlan_table(
+    const std::filesystem::path& config);
 
 // `-i`: a netdev name or one of the host's IPv4 addresses → the interface.
 // Throws std::runtime_error with a one-line message naming the fix when there

@@ -262,13 +262,23 @@ std::vector<std::string> list_nvidia_gpus(const fs::path& sysfs_root) {
 std::vector<Target> resolve_targets(const Options& o, const HostCalls& calls) {
     const auto ports = list_rdma_ports(o.sysfs_root);
     std::vector<Target> targets;
+    const auto vlans = read_vlan_table(o.procfs_root / "net/vlan/config");
     const auto port_of_netdev = [&](Target& t) {
-        for (const auto& p : ports) {
-            if (std::find(p.netdevs.begin(), p.netdevs.end(), t.netdev) != p.netdevs.end()) {
-                t.rdma_device = p.device;
-                t.port = p.port;
+        // The netdev, or the real device beneath a VLAN no GID lists yet.
+        std::string netdev = t.netdev;
+        for (int depth = 0; depth < 8; ++depth) {
+            for (const auto& p : ports) {
+                if (std::find(p.netdevs.begin(), p.netdevs.end(), netdev) != p.netdevs.end()) {
+                    t.rdma_device = p.device;
+                    t.port = p.port;
+                    return;
+                }
+            }
+            const auto v = vlans.find(netdev);
+            if (v == vlans.end()) {
                 return;
             }
+            netdev = v->second.second;
         }
     };
     for (const auto& given : o.interfaces) {
@@ -497,6 +507,9 @@ std::vector<Check> run_checks(const Options& o, const HostCalls& calls) {
         }
         add(check_rp_filter(o, t));
         add(check_igmp(o, t));
+        if (auto vlan = check_vlan(o, t)) {
+            add(std::move(*vlan));
+        }
         if (auto clock = check_phc(o, calls, t)) {
             add(std::move(*clock));
         }

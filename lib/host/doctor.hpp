@@ -136,6 +136,10 @@ struct Target {
     std::string error;  // not found: why; the other fields are empty
 };
 std::vector<Target> resolve_targets(const Options& options, const HostCalls& calls);
+// A VLAN netdev: its tags, its real device and the port that drives it, and
+// what a capture on it does (joins tagged, rules matching the VLAN id);
+// nothing for an untagged netdev.
+std::optional<Check> check_vlan(const Options& options, const Target& target);
 
 // The checks, each over the roots and the seam; in the order they print.
 std::vector<Check> check_capabilities(const Options& options, const HostCalls& calls);

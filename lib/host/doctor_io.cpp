@@ -105,6 +105,44 @@ Check check_rp_filter(const Options& o, const Target& t) {
                     t.netdev, t.netdev));
 }
 
+std::optional<Check> check_vlan(const Options& o, const Target& t) {
+    const auto vlans = read_vlan_table(o.procfs_root / "net/vlan/config");
+    std::vector<std::uint16_t> ids;
+    std::string real = t.netdev;
+    for (int depth = 0; depth < 8; ++depth) {
+        const auto v = vlans.find(real);
+        if (v == vlans.end()) {
+            break;
+        }
+        ids.push_back(v->second.first);  // innermost first here
+        real = v->second.second;
+    }
+    std::reverse(ids.begin(), ids.end());
+    if (ids.empty()) {
+        return std::nullopt;
+    }
+    std::string tags;
+    for (const auto id : ids) {
+        tags += fmt::format("{}{}", tags.empty() ? "" : ".", id);
+    }
+    if (t.rdma_device.empty()) {
+        return make(
+            Status::pass, "vlan", t.netdev,
+            fmt::format("VLAN {} on {}; no RDMA port drives it (--source pcap only)", tags, real),
+            "");
+    }
+    return make(Status::pass, "vlan", t.netdev,
+                fmt::format("VLAN {} on {}, {} port {}: joins go out tagged on {}; {}", tags, real,
+                            t.rdma_device, t.port, t.netdev,
+                            ids.size() == 1
+                                ? fmt::format("the rules match VLAN {} and the header slot takes "
+                                              "its tag",
+                                              tags)
+                                : std::string("stacked tags: the header slot takes them all, the "
+                                              "rules match the group only")),
+                "");
+}
+
 Check check_igmp(const Options& o, const Target& t) {
     // Documentation/networking/ip-sysctl.rst, force_igmp_version: 0 and 3 answer
     // the querier's version, 2 answers v2 and v3 queries with v2 reports, 1
