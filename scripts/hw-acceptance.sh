@@ -511,6 +511,12 @@ evaluate_step() {
        timestamps: note_of("^timestamps: "),
        flow_counters_note: note_of("has no flow counters|refused a counted flow rule"),
        gpu_payload_memory: note_of("^GPU [0-9]+ payload memory: ")} end) as $mlx5
+    # The network edges (docs/hw-acceptance.md, "VLAN, source-specific joins,
+    # time"): the VLAN note, the sources of the groups and the measured clock.
+    | (if $r == null then null else {
+       vlan: note_of("^vlan: "),
+       sources: [$r.groups[]? | select((.sources // []) | length > 0) | "\(.group)@\(.sources | join(","))"],
+       clock: ($r.clocks // [] | first)} end) as $network
     | ($t != null and $r != null) as $both
     | (if $both then
          ([$r.streams[] | {key: id, value: key}] | from_entries) as $rs
@@ -539,6 +545,7 @@ evaluate_step() {
         loss_reasons: (if $r == null then [] else ($r.loss_reasons // []) end),
         interrupted: (if $r == null then null else $r.interrupted end),
         mlx5: $mlx5,
+        network: $network,
         notes: (if $r == null then [] else ($r.notes // []) end),
         ledger_matches_truth: $match,
         ledger_differences: ($diff | .[:10]),
@@ -642,6 +649,21 @@ build_summary() {
                           else "no flow/.../matched counters, and no note saying why" end),
           (if $mode == "gpu" then finding("info"; .mlx5.gpu_payload_memory // "the report has no GPU payload memory note") else empty end)]
     ) as $findings
+    # What the run checked of VLANs, source-specific joins and time, and what it
+    # could not: each "checked" with what the first report showed, or "not
+    # checked" with how to check it (issue 26; docs/hw-acceptance.md).
+    | ([$steps[] | select(.network != null)] | first) as $ns
+    | def net($what; $state; $text): {check: $what, state: $state, detail: $text};
+    ([ (if $ns == null then net("vlan"; "not checked"; "no step has a report")
+        elif $ns.network.vlan != null then net("vlan"; "checked"; $ns.network.vlan)
+        else net("vlan"; "not checked"; "--rx-if is untagged: on a VLAN trunk give --rx-if IF.VID (the capture then joins tagged and its rules match the VLAN id)") end),
+       (if $ns != null and ($ns.network.sources | length) > 0
+        then net("source-specific join"; "checked"; "groups joined source by source: \($ns.network.sources | join(" "))")
+        else net("source-specific join"; "not checked"; "the acceptance traffic is joined any-source: on a PIM-SSM network run ibvcap capture -i RX_IF GROUP:PORT@SOURCE by hand with the sender on SOURCE, and look for the group and source in /proc/net/mcfilter while it runs (docs/operations.md, \"Source-specific multicast\")") end),
+       (if $ns == null or $ns.network.clock == null then net("clock"; "not checked"; "no report gives the device clock")
+        elif $ns.network.clock.phc == null then net("clock"; "not checked"; "no PTP hardware clock on --rx-if (\($ns.network.clock.phc_missing // "none found")): frame times are \($ns.network.clock.frame_times)")
+        else net("clock"; "checked"; "PHC /dev/ptp\($ns.network.clock.phc.index): offset to CLOCK_REALTIME \($ns.network.clock.phc.offset_ns) ns (spread \($ns.network.clock.phc.offset_spread_ns) ns)\(if $ns.network.clock.phc.tai then ", TAI" else "" end)\(if $ns.network.clock.phc.disciplined then ", disciplined" else ", not disciplined (no PTP daemon)" end); frame times \($ns.network.clock.frame_times), error bound \($ns.network.clock.error_bound_ns // "-") ns") end)
+     ]) as $network
     | ([$steps[] | select(.status == "error" or .status == "sender-error" or .status == "mismatch")
         | "\(.mode) at \(.rate): \(.status): \(.detail)"]
        + [$modes[] | select(.steps > 0 and .last_lossless_rate == null and (.stopped | startswith("loss ")))
@@ -669,6 +691,7 @@ build_summary() {
        preflight: $preflight[0],
        modes: $modes,
        mlx5_findings: $findings,
+       network_checks: $network,
        steps: $steps}' >"$dir/summary.json"
   rm -f "$dir/.steps.json"
   render_text "$dir/summary.json" >"$dir/summary.txt"
@@ -704,6 +727,9 @@ render_text() {
     "mlx5 (docs/operations.md section 13)",
     (if (.mlx5_findings | length) == 0 then "  nothing: no step has a report"
      else (.mlx5_findings[] | "  \(.severity | pad(5)) \(.step): \(.finding)") end),
+    "",
+    "network (VLAN, source-specific joins, time)",
+    ((.network_checks // [])[] | "  \(.state | pad(11)) \(.check | pad(20)) \(.detail)"),
     "",
     (if (.failures | length) == 0 then "result: \(.result | ascii_upcase)"
      else "result: \(.result | ascii_upcase)", (.failures[] | "  - \(.)") end)

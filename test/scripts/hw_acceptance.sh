@@ -317,6 +317,11 @@ expect "ramp: the report's notes kept" "$(jv "$J" '.steps[0].notes[0]')" \
   "timestamps: mlx5_0 completion timestamps (free-running device clock, converted to CLOCK_REALTIME and resynced each second)"
 expect "ramp: mlx5 findings" "$(jv "$J" '[.mlx5_findings[] | "\(.severity) \(.step)"] | join(", ")')" \
   "info split at 40k, info no-split-hw-demux at 40k, info split at 10k, info split at 10k, info no-split-hw-demux at 10k, info no-split-hw-demux at 10k"
+expect "ramp: network checks (the stub's reports are untagged, any-source, without clocks)" \
+  "$(jv "$J" '[.network_checks[] | "\(.check): \(.state)"] | join(", ")')" \
+  "vlan: not checked, source-specific join: not checked, clock: not checked"
+expect_has "ramp: the text lists them" "$(cat "$S/summary.txt")" \
+  "not checked vlan                 --rx-if is untagged"
 expect_has "ramp: out_of_buffer counted the loss" "$(jv "$J" '.mlx5_findings[0].finding')" \
   "out_of_buffer counted 3 frames that found no receive WR"
 expect "ramp: the capture and the sender led sessions of their own (setsid)" \
