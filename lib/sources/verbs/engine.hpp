@@ -42,6 +42,7 @@ struct EngineOptions {
     bool split = true;            // two SGEs: headers to host, payload to payload memory
     std::uint32_t vlan_tags = 0;  // tags expected on the wire: SGE0 grows 4 bytes per tag
     // --vlan-tags given: it overrides the tags of the capture's netdev.
+    // Otherwise a VLAN netdev's own count replaces vlan_tags (VerbsSource).
     bool vlan_tags_given = false;
     // The capture's netdev is a VLAN (lib/host/devices.hpp NetInterface::
     // vlan_ids, outermost first): with one tag the rules match its id as well

@@ -217,9 +217,10 @@ void VerbsSource::connect(std::span<const SourceLane> lanes) {
         }
         EngineOptions engine = options_.engine;
         // The netdev's VLAN tags: matched by the rules, and the header slot
-        // sized for them unless --vlan-tags says otherwise.
+        // sized for them unless --vlan-tags says otherwise (an untagged
+        // netdev keeps the options' count).
         engine.vlan_ids = part.target.vlan_ids;
-        if (!engine.vlan_tags_given) {
+        if (!engine.vlan_tags_given && !part.target.vlan_ids.empty()) {
             engine.vlan_tags = static_cast<std::uint32_t>(part.target.vlan_ids.size());
         }
         if (options_.phc) {
