@@ -1265,6 +1265,9 @@ TEST(Engine, AClockPageThatCannotBeReadFallsBackToHostTimestamps) {
     rig.finish();
     EXPECT_EQ(rig.engine->timestamps(), verbs::TimestampFormat::none);
     EXPECT_TRUE(has_note(rig.ledger, "could not read its clock while polling"));
+    // The report's clock figures say the same (clocks[].format, frame_times).
+    EXPECT_EQ(rig.engine->clock_figures().format, "none");
+    EXPECT_EQ(rig.engine->clock_figures().frame_times, "host");
     EXPECT_EQ(rig.engine->stats().clock_lost_completions, 1u);
     EXPECT_EQ(rig.engine->stats().frames, 2 * frames.size() - 1);
     EXPECT_EQ(rig.ledger.totals().codif, 2 * frames.size() - 1);

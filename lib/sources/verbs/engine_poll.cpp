@@ -194,6 +194,7 @@ void VerbsEngine::clock_unreadable() {
     // timestamps): from this batch on frames are stamped with host time, and
     // the completions the failed poll consumed are frames lost.
     timestamps_ = verbs::TimestampFormat::none;
+    clock_.stamps_from_host();
     stats_.clock_lost_completions = cq_->lost_completions();
     ledger_.add_note(fmt::format(
         "timestamps: {} could not read its clock while polling (ibv_start_poll: EINVAL, the "

@@ -161,6 +161,15 @@ class NicClock {
     // Once a second, on the poll thread: one measurement (an ioctl or a
     // clock pair), never an allocation unless a read fails.
     void measure();
+    // The CQ went on without timestamps (its clock could not be read,
+    // VerbsEngine::clock_unreadable): frames are stamped with host time from
+    // now on, and the figures say so.
+    void stamps_from_host() {
+        format_ = verbs::TimestampFormat::none;
+        raw_ = true;
+        convert_by_phc_ = false;
+        convert_by_pairs_ = false;
+    }
 
     ClockFigures figures(const std::string& device) const;
 
