@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "frames.hpp"
-#include "lib/sources/verbs/divider.hpp"
 #include "lib/sources/verbs/engine.hpp"
 #include "lib/sources/verbs/wr_id.hpp"
 #include "test/sim/sim_nic.hpp"
@@ -389,64 +388,5 @@ TEST(EngineChecks, AWrIdAndALeaseTokenKeepTheirFieldsInTheirBits) {
     EXPECT_EQ(t.encode(), 0xfedc'ba98'7654'3210ull);
 }
 
-}  // namespace
-}  // namespace ibvcap
-
-// lib/sources/verbs/divider.hpp: the per-frame timestamp conversion divides
-// by the device clock's kHz with a multiply; it must be `/` exactly
-// (truncated toward zero), for every sign and on the boundaries where the
-// reciprocal's estimate is one short.
-namespace ibvcap {
-namespace {
-TEST(Divider, IsExactlyTheIntegerDivision) {
-    const std::vector<std::uint64_t> divisors = {
-        1,         2,         3,      7,          10,         156250,  // the sim's clock
-        1000000,   1 << 20,   999983, 4294967295, 4294967297, std::uint64_t{1} << 63,
-        ~0ull / 3, ~0ull - 1, ~0ull};
-    std::uint64_t seed = 0x9e3779b97f4a7c15ull;
-    const auto next = [&seed] {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        return seed;
-    };
-    for (const std::uint64_t d : divisors) {
-        const Divider div(d);
-        std::vector<std::int64_t> xs = {
-            0, 1, -1, INT64_MAX, INT64_MIN, INT64_MIN + 1, INT64_MAX - 1};
-        if (d <= static_cast<std::uint64_t>(INT64_MAX)) {
-            const auto sd = static_cast<std::int64_t>(d);
-            for (const std::int64_t k : {std::int64_t{1}, std::int64_t{2}, std::int64_t{1000}}) {
-                if (sd <= INT64_MAX / k - 1) {
-                    for (const std::int64_t x : {k * sd - 1, k * sd, k * sd + 1}) {
-                        xs.push_back(x);
-                        xs.push_back(-x);
-                    }
-                }
-            }
-        }
-        for (int i = 0; i < 20000; ++i) {
-            const auto r = static_cast<std::int64_t>(next());
-            xs.push_back(r);
-            xs.push_back(r >> (i % 63));  // small and large magnitudes
-        }
-        for (const std::int64_t x : xs) {
-            // Above INT64_MAX the divisor exceeds every |x| but |INT64_MIN| = 2^63.
-            const std::int64_t want = d > static_cast<std::uint64_t>(INT64_MAX)
-                                          ? (x == INT64_MIN && d == std::uint64_t{1} << 63 ? -1 : 0)
-                                          : x / static_cast<std::int64_t>(d);
-            ASSERT_EQ(div.divide(x), want) << x << " / " << d;
-        }
-        for (int i = 0; i < 20000; ++i) {
-            const std::uint64_t a = next() >> (i % 64);
-            ASSERT_EQ(div.divide_unsigned(a), a / d) << a << " / " << d;
-        }
-        ASSERT_EQ(div.divide_unsigned(~0ull), ~0ull / d) << d;
-    }
-    // 10^6 x a tick delta by the device's kHz, as timestamp_ns does.
-    const Divider khz(156250);
-    EXPECT_EQ(khz.divide(std::int64_t{156250} * 1'000'000), 1'000'000);  // 1 ms of ticks
-    EXPECT_EQ(khz.divide(-std::int64_t{3} * 1'000'000), -19);            // -19.2 truncates to -19
-}
 }  // namespace
 }  // namespace ibvcap
