@@ -1390,7 +1390,7 @@ TEST(Engine, ASourceSpecificGroupSteersOnlyItsSources) {
         Rig rig(options);
         EXPECT_EQ(rig.engine->queue_pairs(), 1u);
         options.sources = {SourceFilter{kG1, {(10u << 24) | 99u}}};
-        EXPECT_THROW(Rig{options}, std::invalid_argument);
+        EXPECT_THROW(Rig{options}, UsageError);  // exit 2: the operator's to fix
     }
 }
 

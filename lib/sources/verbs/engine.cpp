@@ -22,6 +22,7 @@
 #include "lib/probes.hpp"
 #include "lib/sources/verbs/engine_internal.hpp"
 #include "lib/sources/verbs/wr_id.hpp"
+#include "lib/usage_error.hpp"
 
 namespace ibvcap {
 
@@ -78,7 +79,8 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
                 }
             }
             if (plan.empty() || !(plan.back().first == g)) {
-                throw std::invalid_argument(fmt::format(
+                // The operator's mistake: exit 2 (lib/usage_error.hpp).
+                throw UsageError(fmt::format(
                     "{} names no source among the --antenna given, so --hw-demux would make no "
                     "rule for it: list its sources with --antenna",
                     g.to_string()));
