@@ -152,9 +152,8 @@ std::vector<InterfaceAddress> read_interface_addresses() {
 // library reads /proc/net/vlan/config, and libnl's IFLA_VLAN_ID would need a
 // netlink socket that a fake tree cannot stand in for. Lines that do not
 // parse (the two header lines) are skipped.
-std::map<std::string, std::pair<std::uint16_t, std::string>> read_vlan_table(
-    const fs::path& config) {
-    std::map<std::string, std::pair<std::uint16_t, std::string>> table;
+VlanTable read_vlan_table(const fs::path& config) {
+    VlanTable table;
     std::ifstream in(config);
     for (std::string line; std::getline(in, line);) {
         const auto bar1 = line.find('|');
@@ -172,6 +171,29 @@ std::map<std::string, std::pair<std::uint16_t, std::string>> read_vlan_table(
         table[name] = {static_cast<std::uint16_t>(*vid), real};
     }
     return table;
+}
+
+std::string format_vlan_ids(const std::vector<std::uint16_t>& ids) {
+    std::string text;
+    for (const auto id : ids) {
+        text += fmt::format("{}{}", text.empty() ? "" : ".", id);
+    }
+    return text;
+}
+
+VlanChain vlan_chain(const VlanTable& table, const std::string& netdev) {
+    VlanChain chain;
+    chain.real = netdev;
+    for (int depth = 0; depth < 8; ++depth) {
+        const auto v = table.find(chain.real);
+        if (v == table.end()) {
+            break;
+        }
+        chain.ids.push_back(v->second.first);  // innermost first here
+        chain.real = v->second.second;
+    }
+    std::reverse(chain.ids.begin(), chain.ids.end());
+    return chain;
 }
 
 std::vector<RdmaPort> list_rdma_ports(const fs::path& sysfs_root) {
@@ -270,18 +292,9 @@ std::vector<NetInterface> list_interfaces(const std::vector<InterfaceAddress>& a
         if (const auto mtu = read_sysfs_file(net_dir / name / "mtu")) {
             nif.mtu = parse_unsigned(*mtu).value_or(0);
         }
-        // A VLAN's tags, outermost first, down to the netdev that carries
-        // them (bounded: the table comes from outside).
-        std::string real = name;
-        for (int depth = 0; depth < 8; ++depth) {
-            const auto v = vlans.find(real);
-            if (v == vlans.end()) {
-                break;
-            }
-            nif.vlan_ids.push_back(v->second.first);  // innermost first here
-            real = v->second.second;
-        }
-        std::reverse(nif.vlan_ids.begin(), nif.vlan_ids.end());
+        const VlanChain chain = vlan_chain(vlans, name);
+        const std::string& real = chain.real;
+        nif.vlan_ids = chain.ids;
         if (!nif.vlan_ids.empty()) {
             nif.vlan_real_device = real;
         }
@@ -362,13 +375,10 @@ std::string describe_netdev(const NetInterface& nif) {
         ips += ips.empty() ? "" : ", ";
         ips += format_ipv4(ip);
     }
-    std::string vlan;
-    for (const auto id : nif.vlan_ids) {
-        vlan += fmt::format("{}{}", vlan.empty() ? "  VLAN " : ".", id);
-    }
-    if (!vlan.empty()) {
-        vlan += " on " + nif.vlan_real_device;
-    }
+    const std::string vlan =
+        nif.vlan_ids.empty()
+            ? std::string()
+            : fmt::format("  VLAN {} on {}", format_vlan_ids(nif.vlan_ids), nif.vlan_real_device);
     return fmt::format("{}  {}  MTU {}  IPv4 {}{}", nif.name, nif.up ? "up" : "down",
                        nif.mtu == 0 ? std::string("?") : std::to_string(nif.mtu),
                        ips.empty() ? std::string("none") : ips, vlan);

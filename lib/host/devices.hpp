@@ -80,8 +80,18 @@ std::vector<NetInterface> list_interfaces(const std::vector<InterfaceAddress>& a
 // The kernel's VLAN table (<procfs>/net/vlan/config): VLAN netdev → (its
 // VLAN id, its real device); empty when the file is absent (no VLANs, or no
 // 802.1Q in the kernel).
-std::map<std::string, std::pair<std::uint16_t, std::string>> read_vlan_table(
-    const std::filesystem::path& config);
+using VlanTable = std::map<std::string, std::pair<std::uint16_t, std::string>>;
+VlanTable read_vlan_table(const std::filesystem::path& config);
+// A netdev's VLAN tags, outermost first, down to the netdev that carries them
+// untagged (`real`: the netdev itself when it is no VLAN). Bounded: the table
+// comes from outside.
+struct VlanChain {
+    std::vector<std::uint16_t> ids;
+    std::string real;
+};
+VlanChain vlan_chain(const VlanTable& table, const std::string& netdev);
+// VLAN ids as ibvcap writes them everywhere: "100", stacked "100.300".
+std::string format_vlan_ids(const std::vector<std::uint16_t>& ids);
 
 // `-i`: a netdev name or one of the host's IPv4 addresses → the interface.
 // Throws std::runtime_error with a one-line message naming the fix when there

@@ -265,8 +265,7 @@ std::vector<Target> resolve_targets(const Options& o, const HostCalls& calls) {
     const auto vlans = read_vlan_table(o.procfs_root / "net/vlan/config");
     const auto port_of_netdev = [&](Target& t) {
         // The netdev, or the real device beneath a VLAN no GID lists yet.
-        std::string netdev = t.netdev;
-        for (int depth = 0; depth < 8; ++depth) {
+        for (const std::string& netdev : {t.netdev, vlan_chain(vlans, t.netdev).real}) {
             for (const auto& p : ports) {
                 if (std::find(p.netdevs.begin(), p.netdevs.end(), netdev) != p.netdevs.end()) {
                     t.rdma_device = p.device;
@@ -274,11 +273,6 @@ std::vector<Target> resolve_targets(const Options& o, const HostCalls& calls) {
                     return;
                 }
             }
-            const auto v = vlans.find(netdev);
-            if (v == vlans.end()) {
-                return;
-            }
-            netdev = v->second.second;
         }
     };
     for (const auto& given : o.interfaces) {

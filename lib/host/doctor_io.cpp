@@ -106,25 +106,14 @@ Check check_rp_filter(const Options& o, const Target& t) {
 }
 
 std::optional<Check> check_vlan(const Options& o, const Target& t) {
-    const auto vlans = read_vlan_table(o.procfs_root / "net/vlan/config");
-    std::vector<std::uint16_t> ids;
-    std::string real = t.netdev;
-    for (int depth = 0; depth < 8; ++depth) {
-        const auto v = vlans.find(real);
-        if (v == vlans.end()) {
-            break;
-        }
-        ids.push_back(v->second.first);  // innermost first here
-        real = v->second.second;
-    }
-    std::reverse(ids.begin(), ids.end());
+    const VlanChain chain =
+        vlan_chain(read_vlan_table(o.procfs_root / "net/vlan/config"), t.netdev);
+    const std::vector<std::uint16_t>& ids = chain.ids;
+    const std::string& real = chain.real;
     if (ids.empty()) {
         return std::nullopt;
     }
-    std::string tags;
-    for (const auto id : ids) {
-        tags += fmt::format("{}{}", tags.empty() ? "" : ".", id);
-    }
+    const std::string tags = format_vlan_ids(ids);
     if (t.rdma_device.empty()) {
         return make(
             Status::pass, "vlan", t.netdev,

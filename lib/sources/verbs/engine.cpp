@@ -19,6 +19,7 @@
 
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
+#include "lib/host/devices.hpp"
 #include "lib/probes.hpp"
 #include "lib/sources/verbs/engine_internal.hpp"
 #include "lib/sources/verbs/wr_id.hpp"
@@ -107,10 +108,7 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
     }
     options_.ring_depth = depth;
     if (!options_.vlan_ids.empty() || options_.vlan_tags_given) {
-        std::string ids;
-        for (const auto id : options_.vlan_ids) {
-            ids += fmt::format("{}{}", ids.empty() ? "" : ".", id);
-        }
+        const std::string ids = format_vlan_ids(options_.vlan_ids);
         ledger_.add_note(fmt::format(
             "vlan: {} expects {} tag(s) on the wire ({}); {}", caps.name, options_.vlan_tags,
             options_.vlan_tags_given ? "--vlan-tags" : "from the netdev",

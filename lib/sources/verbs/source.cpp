@@ -194,11 +194,8 @@ std::string VerbsSource::lane_prefix(std::size_t lane) const {
     }
     // Two VLANs of one port are two lanes: their files apart too.
     const CaptureTarget& t = parts_[lane]->target;
-    std::string vlan;
-    for (const auto id : t.vlan_ids) {
-        vlan += fmt::format("{}{}", vlan.empty() ? "v" : ".", id);
-    }
-    return fmt::format("_{}p{}{}", t.device, t.port, vlan);
+    return fmt::format("_{}p{}{}{}", t.device, t.port, t.vlan_ids.empty() ? "" : "v",
+                       format_vlan_ids(t.vlan_ids));
 }
 
 void VerbsSource::connect(std::span<const SourceLane> lanes) {
