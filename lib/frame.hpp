@@ -115,12 +115,23 @@ class SlotOwner {
     virtual bool intact(const std::uint8_t* /*ptr*/, std::size_t /*len*/) const { return true; }
 };
 
+// Who holds a slot: the writers (disk threads) or the block rings' copy
+// thread. Each has its own share of a ring's hold budget (the verbs engine,
+// EngineOptions::ring_hold_share), so a copy thread that stalls (a ring made
+// at a stream's first frame, a gather behind a consumer kernel) runs out of
+// its own share only: the writers keep holding, and writing.
+enum class Holder : std::uint8_t { writer, ring };
+
 struct FrameLease {
     SlotOwner* owner = nullptr;
-    std::uint64_t token = 0;
-    std::uint32_t holds = 0;  // raised by hold(); read by the source after on_frame()
-    bool allowed = false;     // false: the source has too few slots posted; copy instead
-    bool pressure = false;    // half the hold budget is used: holders, pass slots back soon
+    std::uint64_t token = 0;       // what a writer passes back
+    std::uint64_t ring_token = 0;  // what the block rings pass back
+    std::uint32_t holds = 0;       // raised by hold(); read by the source after on_frame()
+    std::uint32_t ring_holds = 0;  // raised by hold(Holder::ring)
+    bool allowed = false;          // false: the writers' share is used up; copy instead
+    bool ring_allowed = false;     // false: the rings' share is used up
+    bool pressure = false;         // half the writers' share is used: pass slots back soon
+    std::uint64_t token_of(Holder who) const { return who == Holder::ring ? ring_token : token; }
 };
 
 // The longest length on the wire a frame may claim: libpcap's largest
@@ -152,8 +163,19 @@ struct Frame {
     // Keep the frame's memory past on_frame(): true when the source allows it,
     // and then the caller must pass lease->token to lease->owner->release()
     // exactly once when done. False: copy what is needed now.
-    bool hold() const {
-        if (lease == nullptr || !lease->allowed) {
+    // The token to pass back is lease->token_of(who).
+    bool hold(Holder who = Holder::writer) const {
+        if (lease == nullptr) {
+            return false;
+        }
+        if (who == Holder::ring) {
+            if (!lease->ring_allowed) {
+                return false;
+            }
+            ++lease->ring_holds;
+            return true;
+        }
+        if (!lease->allowed) {
             return false;
         }
         ++lease->holds;

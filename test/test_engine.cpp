@@ -1040,7 +1040,9 @@ TEST(Engine, FramesTheBlockSinkCannotTakeAreLossInTheVerdict) {
 TEST(Engine, DevicePayloadIsHeldCopiedInBatchesOffThePollThreadAndEveryByteLands) {
     auto standin = std::make_unique<StandinDevicePayloadMemory>();
     StandinDevicePayloadMemory& device = *standin;
-    Rig rig(options_for({kG1}, 256),
+    EngineOptions eo = options_for({kG1}, 256);
+    eo.ring_hold_limit = 128;  // this test is about bytes: the rings may hold as the writers do
+    Rig rig(eo,
             {OutputFormat::raw, OutputFormat::codif, OutputFormat::codifhdr, OutputFormat::pcap},
             {}, std::move(standin));
     BlockSink sink(sink_options());
@@ -1865,7 +1867,8 @@ TEST(GpuStandin, TheCopyThreadMakesAtMost20DeviceCallsPer1000Frames) {
     auto standin = std::make_unique<StandinDevicePayloadMemory>();
     StandinDevicePayloadMemory& device = *standin;
     DeviceCallLog& log = device.log();
-    const EngineOptions eo = options_for({kG1}, 4096);  // hold limit 2048: every frame held
+    EngineOptions eo = options_for({kG1}, 4096);
+    eo.ring_hold_limit = 2048;  // every frame of the burst held by the rings
     Rig rig(eo, {}, {}, std::move(standin));
     auto open = std::make_shared<std::atomic<bool>>(false);
     BlockSinkOptions bo = sink_options();

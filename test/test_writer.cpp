@@ -1338,7 +1338,7 @@ struct SlotFrame {
     ByteVec tail;
     FrameLease lease;
     Frame frame(SlotOwner* owner, std::uint64_t token, const DeviceMemory* device, bool allowed) {
-        lease = FrameLease{owner, token, 0, allowed, false};
+        lease = FrameLease{.owner = owner, .token = token, .allowed = allowed};
         Frame f;
         f.head = Bytes(head);
         f.tail = Bytes(tail);

@@ -280,11 +280,11 @@ void BlockSink::queue(std::uint32_t stream, const Frame& frame, std::size_t offs
     j.bytes = static_cast<std::uint32_t>(bytes);
     const bool in_tail = offset >= frame.head.size();
     const bool on_device = frame.tail_device != nullptr && (in_tail || !second.empty());
-    if (second.empty() && frame.hold()) {
+    if (second.empty() && frame.hold(Holder::ring)) {
         j.payload = first.data();
         j.device = in_tail ? frame.tail_device : nullptr;
         j.owner = frame.lease->owner;
-        j.token = frame.lease->token;
+        j.token = frame.lease->ring_token;
     } else if (on_device) {
         // GPU memory is never read here, and this frame cannot be held.
         ++copy_dropped_;

@@ -155,7 +155,7 @@ PcapFileSource::Result PcapFileSource::run_mapped(Demux& demux, std::uint64_t ma
     const std::size_t map_bytes = guard_->size();
     std::size_t at = kFileHeaderBytes;
     std::size_t checked = at;
-    FrameLease lease{guard_.get(), 0, 0, true, false};
+    FrameLease lease{.owner = guard_.get(), .allowed = true, .ring_allowed = true};
     for (;;) {
         if (stop.load(std::memory_order_relaxed) ||
             (max_frames != 0 && result.frames >= max_frames)) {
@@ -211,6 +211,7 @@ PcapFileSource::Result PcapFileSource::run_mapped(Demux& demux, std::uint64_t ma
         frame.timestamp_ns =
             std::uint64_t{field(h)} * 1'000'000'000u + (nanoseconds_ ? frac : frac * 1000u);
         lease.holds = 0;
+        lease.ring_holds = 0;
         frame.lease = &lease;
         // The record's last byte, read before the record is delivered: the
         // file shrinks from its end, so when it reads, the whole record is

@@ -169,6 +169,7 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
         }
         q->outstanding.assign(depth, 0);
         q->held.assign(depth, 0);
+        q->ring_held.assign(depth, 0);
         q->reposts.reserve(depth);
         qps_.push_back(std::move(q));
     }
@@ -185,6 +186,8 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
     }
     batch_.resize(std::max<std::uint32_t>(options_.poll_batch, 1));
     hold_limit_ = options_.hold_limit > 0 ? std::min(options_.hold_limit, depth) : depth / 2;
+    ring_hold_limit_ = options_.ring_hold_limit > 0 ? std::min(options_.ring_hold_limit, depth)
+                                                    : std::max<std::uint32_t>(depth / 4, 1);
     // Each slot may be held by several consumers (one per output format and
     // the block rings), each releasing its own token.
     const std::size_t tokens = std::size_t{depth} * qps_.size() * 8;
@@ -611,6 +614,8 @@ void VerbsEngine::report_to(Ledger& ledger) const {
         // copied because the holders had hold_limit slots of a ring.
         ledger.add_source_counter({dev + "/zero_copy/held", stats_.held, false});
         ledger.add_source_counter({dev + "/zero_copy/limit_reached", stats_.hold_refused, false});
+        ledger.add_source_counter(
+            {dev + "/zero_copy/ring_limit_reached", stats_.ring_hold_refused, false});
     }
     if (stats_.bad_release > 0) {
         ledger.add_source_counter({dev + "/zero_copy/bad_release", stats_.bad_release, false});

@@ -58,8 +58,14 @@ struct EngineOptions {
     // may hold a frame's slot past on_frame(); it is re-posted when released.
     // At most hold_limit slots of a QP are held at once (0: half the ring),
     // so the NIC always has the rest posted; beyond it consumers copy.
+    // The block rings' copy thread has a share of its own beside it
+    // (ring_hold_limit, 0: a quarter of the ring, four of its 256-frame
+    // batches at the default depth), so a stalled copy thread runs out of
+    // its share only and never refuses the writers' holds (gpu-cuda-2.md
+    // N2); with both shares used up the NIC still has a quarter posted.
     bool zero_copy = true;
     std::uint32_t hold_limit = 0;
+    std::uint32_t ring_hold_limit = 0;
     std::chrono::milliseconds drain_timeout{200};  // recovery: wait for flushes this long
     // The stop's drains (verbs-mlx5-2.md N5): each polls until the CQ has
     // been empty for stop_quiet (a frame the rule already counted may
@@ -96,6 +102,7 @@ struct EngineStats {
     std::uint64_t bad_byte_len = 0;       // byte_len larger than the slot
     std::uint64_t held = 0;               // frames a consumer held (zero-copy hand-offs)
     std::uint64_t hold_refused = 0;       // frames offered while the hold limit was reached
+    std::uint64_t ring_hold_refused = 0;  // ... while the rings' share was used up
     std::uint64_t bad_release = 0;        // released tokens naming no held slot
     std::uint64_t split_misaligned = 0;   // headers not ending where SGE0 ends
     std::uint64_t wc_by_status[6] = {};   // indexed by verbs::WcStatus
@@ -272,6 +279,7 @@ class VerbsEngine {
     std::vector<std::uint64_t> released_;  // the poll thread's side of the swap
     std::uint64_t held_total_ = 0;
     std::uint32_t hold_limit_ = 0;
+    std::uint32_t ring_hold_limit_ = 0;
     bool started_ = false;
     bool stopped_ = false;
     // Completion timestamps → host ns (lib/sources/verbs/nic_clock.hpp).

@@ -72,7 +72,10 @@ struct VerbsEngine::Qp {
     std::vector<std::unique_ptr<verbs::Flow>> flows;  // destroyed before the QP
     std::vector<std::uint8_t> outstanding;            // per slot: posted, not completed
     std::vector<std::uint16_t> held;                  // per slot: consumers holding it
+    std::vector<std::uint8_t> ring_held;              // per slot: of them, the block rings
     std::uint32_t held_count = 0;                     // slots with held > 0
+    std::uint32_t writer_held_count = 0;              // slots a writer holds (its share)
+    std::uint32_t ring_held_count = 0;                // slots the rings hold (their share)
     std::uint32_t outstanding_count = 0;
     std::uint32_t header_lkey = 0;   // the header MR's key, read in post_all
     std::uint32_t payload_lkey = 0;  // the payload MR's key, read in post_all

@@ -128,12 +128,27 @@ void VerbsEngine::take_releases() {
     }
     for (const std::uint64_t token : released_) {
         // Tokens come back from other threads: checked like any wr_id.
-        const auto [qi, slot] = LeaseToken::decode(token);
-        if (qi >= qps_.size() || slot >= qps_[qi]->depth || qps_[qi]->held[slot] == 0) {
+        const auto [field, slot] = LeaseToken::decode(token);
+        const bool ring = (field & LeaseToken::kRingHolder) != 0;
+        const std::uint32_t qi = field & ~LeaseToken::kRingHolder;
+        if (qi >= qps_.size() || slot >= qps_[qi]->depth) {
             ++stats_.bad_release;
             continue;
         }
         Qp& q = *qps_[qi];
+        const std::uint32_t rings = q.ring_held[slot];
+        const std::uint32_t writers = q.held[slot] - rings;
+        if (ring ? rings == 0 : writers == 0) {
+            ++stats_.bad_release;  // this holder class holds nothing there
+            continue;
+        }
+        if (ring) {
+            if (--q.ring_held[slot] == 0) {
+                --q.ring_held_count;
+            }
+        } else if (writers == 1) {
+            --q.writer_held_count;
+        }
         if (--q.held[slot] == 0) {
             --q.held_count;
             --held_total_;
@@ -296,14 +311,23 @@ void VerbsEngine::handle(const verbs::Completion& c) {
         if (options_.zero_copy) {
             lease.owner = releases_.get();
             lease.token = LeaseToken{q.index, slot}.encode();
-            lease.allowed = q.held_count < hold_limit_;
-            lease.pressure = q.held_count >= hold_limit_ / 2;
+            lease.ring_token = LeaseToken{q.index | LeaseToken::kRingHolder, slot}.encode();
+            lease.allowed = q.writer_held_count < hold_limit_;
+            lease.ring_allowed = q.ring_held_count < ring_hold_limit_;
+            lease.pressure = q.writer_held_count >= hold_limit_ / 2;
             stats_.hold_refused += lease.allowed ? 0 : 1;
+            stats_.ring_hold_refused += lease.ring_allowed ? 0 : 1;
             f.lease = &lease;
         }
         demux_.on_frame(f);
-        if (lease.holds > 0) {
-            q.held[slot] = static_cast<std::uint16_t>(std::min<std::uint32_t>(lease.holds, 0xffff));
+        if (lease.holds + lease.ring_holds > 0) {
+            // Bounded: one writer hold per output format, one ring hold.
+            const std::uint32_t rings = std::min<std::uint32_t>(lease.ring_holds, 0xff);
+            const std::uint32_t writers = std::min<std::uint32_t>(lease.holds, 0xffff - rings);
+            q.held[slot] = static_cast<std::uint16_t>(writers + rings);
+            q.ring_held[slot] = static_cast<std::uint8_t>(rings);
+            q.writer_held_count += writers > 0 ? 1 : 0;
+            q.ring_held_count += rings > 0 ? 1 : 0;
             ++q.held_count;
             ++held_total_;
             ++stats_.held;

@@ -60,6 +60,10 @@ struct LeaseToken {
     static constexpr unsigned kQpBits = 32;
     static constexpr unsigned kQpShift = kSlotBits;
 
+    // The top bit of the QP field: a block ring's hold (Holder::ring), which
+    // counts against the rings' share. QP indexes use the low WrId::kQpBits.
+    static constexpr std::uint32_t kRingHolder = std::uint32_t{1} << 31;
+
     std::uint32_t qp = 0;
     std::uint32_t slot = 0;
 
@@ -76,8 +80,9 @@ struct LeaseToken {
 static_assert(LeaseToken::kQpBits + LeaseToken::kSlotBits == 64);
 static_assert(std::numeric_limits<decltype(LeaseToken::qp)>::digits == LeaseToken::kQpBits);
 static_assert(std::numeric_limits<decltype(LeaseToken::slot)>::digits == LeaseToken::kSlotBits);
-// Every QP index and slot a wr_id names fits a token.
+// Every QP index and slot a wr_id names fits a token, below the ring bit.
 static_assert(LeaseToken::kQpBits >= WrId::kQpBits && LeaseToken::kSlotBits >= WrId::kSlotBits);
+static_assert(WrId::kQpBits < LeaseToken::kQpBits);
 static_assert(LeaseToken{0x1234'5678, 0x9abc'def0}.encode() == 0x1234'5678'9abc'def0ull);
 static_assert(LeaseToken::decode(0x1234'5678'9abc'def0ull) == LeaseToken{0x1234'5678, 0x9abc'def0});
 static_assert(LeaseToken::decode(~std::uint64_t{0}).encode() == ~std::uint64_t{0});
