@@ -42,6 +42,12 @@ class DeviceMemory {
     // std::runtime_error on a device error; after one, every later call
     // throws at once without touching the device (StickyDeviceError).
     virtual void copy_to_host(std::span<const Copy> copies) const = 0;
+    // The same copies as one gather kernel (gpu/kernels.cu) whatever their
+    // layout: what the block rings' copy thread issues into ring blocks in
+    // device memory. The GPU build's block memory launches it itself; host
+    // block memory paired with the stand-in calls this, so the stand-in logs
+    // one call as a GPU would make.
+    virtual void copy_gathered(std::span<const Copy> copies) const { copy_to_host(copies); }
     // A host buffer that copy_to_host will write into again and again (a
     // writer's staging buffer): the GPU build page-locks it
     // (cudaHostRegister), so copies land by DMA instead of through the

@@ -60,7 +60,7 @@ class HostBlockMemory final : public BlockMemory {
                 return true;
             });
             from->flush_nic_writes();
-            from->copy_to_host(batch_);  // waits for its copies itself
+            from->copy_gathered(batch_);  // waits for its copies itself
         }
         if (issued_) {
             record(DeviceCallLog::Call::synchronize);

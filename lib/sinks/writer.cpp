@@ -215,7 +215,7 @@ Writer::Writer(const Options& options) : options_(options) {
         Lane* lane = lanes_[t].get();
         lane->thread = std::thread([this, lane, t] {
             writer_detail::block_sigpipe_here();
-            WriterIo io(options_, *lane);
+            WriterIo io(options_, *lane, [this](Buffer& b) { release_holds(b); });
             for (;;) {
                 Buffer* buffer = nullptr;
                 if (!lane->full.try_dequeue(buffer)) {
@@ -245,17 +245,9 @@ Writer::Writer(const Options& options) : options_(options) {
                 if (const std::uint64_t n = io.drops() - dropped_before) {
                     dropped_.fetch_add(n, std::memory_order_relaxed);
                 }
-                // Written, failed or abandoned: the held frames go back now.
-                for (std::size_t i = 0; i < buffer->tokens.size();) {
-                    std::size_t j = i + 1;
-                    while (j < buffer->tokens.size() && buffer->owners[j] == buffer->owners[i]) {
-                        ++j;
-                    }
-                    buffer->owners[i]->release(
-                        std::span<const std::uint64_t>(buffer->tokens.data() + i, j - i));
-                    i = j;
-                }
-                held_.fetch_sub(buffer->tokens.size(), std::memory_order_relaxed);
+                // Written, failed or abandoned: the held frames go back now
+                // (unless they went after the device copies).
+                release_holds(*buffer);
                 backlog_.fetch_sub(buffer->bytes, std::memory_order_relaxed);
                 buffer->reset();
                 // The memory bound shrank the buffers since this one was made.
@@ -569,6 +561,23 @@ void Writer::write_frame(OutputId output, Bytes prefix, const Frame& frame, std:
         b.append_copy(second);
     }
     b.append_copy(suffix);
+}
+
+// The buffer's held slots back to their owners, grouped by owner; once.
+void Writer::release_holds(Buffer& buffer) {
+    if (buffer.holds_released) {
+        return;
+    }
+    buffer.holds_released = true;
+    for (std::size_t i = 0; i < buffer.tokens.size();) {
+        std::size_t j = i + 1;
+        while (j < buffer.tokens.size() && buffer.owners[j] == buffer.owners[i]) {
+            ++j;
+        }
+        buffer.owners[i]->release(std::span<const std::uint64_t>(buffer.tokens.data() + i, j - i));
+        i = j;
+    }
+    held_.fetch_sub(buffer.tokens.size(), std::memory_order_relaxed);
 }
 
 void Writer::flush_held(std::size_t min_holds) {

@@ -273,6 +273,7 @@ class Writer {
     bool begin_record(Output& out, std::size_t bytes, std::size_t pieces,
                       std::uint64_t timestamp_ns);
     void flush_held(std::size_t min_holds);
+    void release_holds(Buffer& buffer);  // disk threads
 
     Options options_;
     // The bytes the writer has, and the stock that owns (and, with a bound,

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -105,9 +106,14 @@ struct Writer::Buffer {
     bool close_after = false;
     bool rotate_before = false;
     std::vector<writer_detail::Piece> pieces;
-    // Held frames: released (grouped by owner) once the buffer is written.
+    // Held frames: released (grouped by owner) once the buffer is written,
+    // or, when every held piece is device memory, once the device copies
+    // have landed in staging (gpu-cuda-2.md N3: nothing reads a device slot
+    // after copy_to_host). `owners` stays until reset (held_intact reads it).
     std::vector<SlotOwner*> owners;
     std::vector<std::uint64_t> tokens;
+    bool holds_host = false;      // a held piece is host memory: kept until written
+    bool holds_released = false;  // the tokens went back already
 
     Buffer(std::size_t bytes_, std::size_t max_holds_)
         : data(writer_detail::page_alloc(bytes_)),
@@ -173,6 +179,8 @@ struct Writer::Buffer {
         pieces.clear();
         owners.clear();
         tokens.clear();
+        holds_host = false;
+        holds_released = false;
     }
     bool room(std::size_t record_bytes, std::size_t record_pieces) const {
         return bytes + record_bytes <= limit &&
@@ -197,6 +205,7 @@ struct Writer::Buffer {
         if (!b.empty()) {
             pieces.push_back({b.data(), b.size(), device});
             bytes += b.size();
+            holds_host = holds_host || device == nullptr;
         }
     }
 };
@@ -219,30 +228,53 @@ struct Writer::Lane {
     std::size_t staging_bytes = 0;
     std::vector<iovec> iov;
     std::vector<DeviceMemory::Copy> copies;
-    // Device memories `staging` is pinned with (DeviceMemory::pin_host_buffer),
-    // so device copies land in it by DMA; unpinned before it is freed.
-    std::vector<const DeviceMemory*> pinned_by;
+    // The staging buffers (this lane's and the one written behind, which take
+    // turns) pinned with a device (DeviceMemory::pin_host_buffer), so device
+    // copies land in them by DMA (or by the gather kernel, mapped); each is
+    // unpinned before it is freed. A pin that failed is remembered too (not
+    // retried per batch) but not undone.
+    struct Pinned {
+        const void* buffer = nullptr;
+        const DeviceMemory* device = nullptr;
+        bool ok = false;
+    };
+    std::vector<Pinned> pinned;
     // A file's checksum before a write, restored when the write fails (the
     // file is cut back to its last whole record).
     FileChecksum checksum_before;
 
     explicit Lane(std::size_t queue_capacity) : full(queue_capacity), free(queue_capacity) {}
-    ~Lane() { unpin_staging(); }
+    ~Lane() { unpin(nullptr); }
     Lane(const Lane&) = delete;
     Lane& operator=(const Lane&) = delete;
 
     void pin_staging(const DeviceMemory& device) {
-        if (staging && std::find(pinned_by.begin(), pinned_by.end(), &device) == pinned_by.end()) {
-            device.pin_host_buffer(staging.get(), staging_bytes);  // best effort
-            pinned_by.push_back(&device);
+        if (!staging) {
+            return;
+        }
+        for (const Pinned& p : pinned) {
+            if (p.buffer == staging.get() && p.device == &device) {
+                return;
+            }
+        }
+        const bool ok = device.pin_host_buffer(staging.get(), staging_bytes);  // best effort
+        pinned.push_back({staging.get(), &device, ok});
+    }
+    // Before `buffer` is freed (null: every buffer, at the lane's end).
+    void unpin(const void* buffer) {
+        for (std::size_t i = 0; i < pinned.size();) {
+            if (buffer == nullptr || pinned[i].buffer == buffer) {
+                if (pinned[i].ok) {
+                    pinned[i].device->unpin_host_buffer(const_cast<void*>(pinned[i].buffer));
+                }
+                pinned[i] = pinned.back();
+                pinned.pop_back();
+            } else {
+                ++i;
+            }
         }
     }
-    void unpin_staging() {
-        for (const DeviceMemory* d : pinned_by) {
-            d->unpin_host_buffer(staging.get());
-        }
-        pinned_by.clear();
-    }
+    void unpin_staging() { unpin(staging.get()); }
 };
 
 struct Writer::Output {
@@ -335,8 +367,15 @@ class AsyncPwrite {
 // close, and before the disk thread waits for work (complete_pending).
 class WriterIo {
   public:
-    WriterIo(const Writer::Options& options, Writer::Lane& lane) : options_(options), lane_(lane) {}
-    ~WriterIo() { complete_pending(); }
+    // `release_holds`: gives a buffer's held slots back (Writer::release_holds),
+    // called early for a buffer whose held pieces are all device memory.
+    using ReleaseHolds = std::function<void(Writer::Buffer&)>;
+    WriterIo(const Writer::Options& options, Writer::Lane& lane, ReleaseHolds release_holds = {})
+        : options_(options), lane_(lane), release_holds_(std::move(release_holds)) {}
+    ~WriterIo() {
+        complete_pending();
+        lane_.unpin(other_staging_.get());
+    }
     WriterIo(const WriterIo&) = delete;
     WriterIo& operator=(const WriterIo&) = delete;
 
@@ -384,6 +423,8 @@ class WriterIo {
 
     const Writer::Options& options_;
     Writer::Lane& lane_;
+    ReleaseHolds release_holds_;
+    Writer::Buffer* current_ = nullptr;  // the buffer write_buffer is writing
     std::unique_ptr<writer_detail::AsyncPwrite> async_;
     Pending pending_;
     FileChecksum pending_checksum_before_;

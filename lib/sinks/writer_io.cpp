@@ -216,7 +216,9 @@ void WriterIo::write_buffer(Writer::Buffer& buffer, Writer::Output& out) {
     if (!out.failed && buffer.records > 0) {
         // (A buffer of empty records writes nothing but still counts them.)
         const std::uint64_t before = out.offset;
+        current_ = &buffer;
         const int err = write_pieces(out, buffer.pieces, buffer.bytes, buffer.records);
+        current_ = nullptr;
         if (err == kDeferred) {
             // Counted when the write completes (complete_pending).
         } else if (err != 0) {
@@ -495,6 +497,12 @@ void WriterIo::copy_device_pieces(std::span<const Piece> pieces, Place place) {
         device->flush_nic_writes();
         device->copy_to_host(lane_.copies);
     }
+    // Every device piece is in staging now and nothing reads the slots
+    // again: when the buffer held no host piece, its slots go back before
+    // the disk write (gpu-cuda-2.md N3), not ~2 ms later.
+    if (current_ != nullptr && !current_->holds_host && release_holds_) {
+        release_holds_(*current_);
+    }
 }
 
 // Appends `pieces` (`bytes` in all) to the current file at out.offset;
@@ -522,7 +530,7 @@ int WriterIo::write_pieces(Writer::Output& out, std::span<const Piece> pieces, s
 void WriterIo::ensure_staging(std::size_t bytes) {
     const std::size_t need = bytes + 2 * kPage;
     if (lane_.staging_bytes < need) {
-        lane_.unpin_staging();
+        lane_.unpin(lane_.staging.get());
         lane_.staging.reset(page_alloc(need));
         lane_.staging_bytes = need;
     }
@@ -584,9 +592,10 @@ int WriterIo::write_direct(Writer::Output& out, std::span<const Piece> pieces, s
     out.checksum.update(staging + out.carry_len, pos - out.carry_len);
     const std::size_t padded = (pos + kPage - 1) / kPage * kPage;
     std::memset(staging + pos, 0, padded - pos);
-    // Written behind: a buffer's records, while no device memory is pinned
-    // to the staging buffers (the two take turns).
-    const bool behind = records > 0 && lane_.pinned_by.empty();
+    // Written behind: a buffer's records (the two staging buffers take
+    // turns; each is pinned with the device at its first device copy, so
+    // GPU payload keeps write-behind too).
+    const bool behind = records > 0;
     if (!behind) {
         complete_pending();
         if (out.failed) {

@@ -2,11 +2,14 @@
 // and the host stand-in for GPU memory.
 #include "lib/sources/verbs/payload_memory.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <stdexcept>
 #include <utility>
+
+#include "lib/device_reads.hpp"
 
 namespace ibvcap {
 
@@ -59,17 +62,62 @@ void StandinDevicePayloadMemory::flush_nic_writes() const {
 }
 
 // Host memory needs no page-locking here; the call is logged as the GPU
-// build's cudaHostRegister / cudaHostUnregister would be.
-bool StandinDevicePayloadMemory::pin_host_buffer(void*, std::size_t) const {
+// build's cudaHostRegister (mapped) / cudaHostUnregister would be, and the
+// buffer remembered: copies into it are gathered (lib/device_reads.hpp).
+bool StandinDevicePayloadMemory::pin_host_buffer(void* buffer, std::size_t bytes) const {
     log_.record(DeviceCallLog::Call::pin);
+    if (refuse_pins_) {
+        return false;
+    }
+    const std::lock_guard lock(pins_mu_);
+    pinned_.emplace_back(static_cast<const std::uint8_t*>(buffer), bytes);
     return true;
 }
 
-void StandinDevicePayloadMemory::unpin_host_buffer(void*) const {
+void StandinDevicePayloadMemory::unpin_host_buffer(void* buffer) const {
     log_.record(DeviceCallLog::Call::pin);
+    const std::lock_guard lock(pins_mu_);
+    for (auto it = pinned_.begin(); it != pinned_.end(); ++it) {
+        if (it->first == buffer) {
+            pinned_.erase(it);
+            return;
+        }
+    }
 }
 
+std::size_t StandinDevicePayloadMemory::pinned_buffers() const {
+    const std::lock_guard lock(pins_mu_);
+    return pinned_.size();
+}
+
+bool StandinDevicePayloadMemory::lands_in_pinned(std::span<const Copy> copies) const {
+    const std::lock_guard lock(pins_mu_);
+    for (const auto& [base, size] : pinned_) {
+        const bool all = std::all_of(copies.begin(), copies.end(), [&](const Copy& c) {
+            const auto* d = static_cast<const std::uint8_t*>(c.dst);
+            return d >= base && c.bytes <= size &&
+                   d - base <= static_cast<std::ptrdiff_t>(size - c.bytes);
+        });
+        if (all) {
+            return true;
+        }
+    }
+    return false;
+}
+
+// The calls the GPU build makes for a writer's batch (gpu/ SlotReader): into
+// a pinned, mapped buffer one gather launch per kSlotReadGatherCopies
+// copies; otherwise strided copies, counted here as their worst case, one
+// per copy.
 void StandinDevicePayloadMemory::copy_to_host(std::span<const Copy> copies) const {
+    read(copies, lands_in_pinned(copies) ? gather_launches(copies.size()) : copies.size());
+}
+
+void StandinDevicePayloadMemory::copy_gathered(std::span<const Copy> copies) const {
+    read(copies, gather_launches(copies.size()));
+}
+
+void StandinDevicePayloadMemory::read(std::span<const Copy> copies, std::size_t calls) const {
     sticky_.run([&] {
         if (batches_.load(std::memory_order_relaxed) >= fail_after_) {
             after_fault_.fetch_add(1, std::memory_order_relaxed);
@@ -81,9 +129,9 @@ void StandinDevicePayloadMemory::copy_to_host(std::span<const Copy> copies) cons
         for (const auto& c : copies) {
             bytes += c.bytes;
         }
-        // One batch is one call in the GPU build (plan_strided_copies, or a
-        // gather kernel for the block rings) and one stream synchronize.
-        log_.record(DeviceCallLog::Call::copy, copies.size(), bytes);
+        for (std::size_t i = 0; i < calls; ++i) {
+            log_.record(DeviceCallLog::Call::copy, i == 0 ? copies.size() : 0, i == 0 ? bytes : 0);
+        }
         log_.record(DeviceCallLog::Call::synchronize);
         log_.read();
         batches_.fetch_add(1, std::memory_order_relaxed);

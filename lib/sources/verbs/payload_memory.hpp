@@ -9,8 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "lib/device_calls.hpp"
 #include "lib/frame.hpp"
@@ -69,6 +71,7 @@ class StandinDevicePayloadMemory final : public PayloadMemory, public DeviceMemo
     std::string describe() const override;
     void flush_nic_writes() const override;
     void copy_to_host(std::span<const Copy> copies) const override;
+    void copy_gathered(std::span<const Copy> copies) const override;
     bool pin_host_buffer(void* buffer, std::size_t bytes) const override;
     void unpin_host_buffer(void* buffer) const override;
     // Calls of copy_to_host, and the copies in them (any thread).
@@ -80,8 +83,22 @@ class StandinDevicePayloadMemory final : public PayloadMemory, public DeviceMemo
     // after that are device_calls_after_fault() (0 when the error sticks).
     void fail_after(std::uint64_t batches) { fail_after_ = batches; }
     std::uint64_t device_calls_after_fault() const { return after_fault_.load(); }
+    // Tests: pin_host_buffer fails (RLIMIT_MEMLOCK), so copies take the
+    // strided path, counted as the worst case: one call per copy.
+    void refuse_pins() { refuse_pins_ = true; }
+    // Buffers pinned now (pin_host_buffer without its unpin).
+    std::size_t pinned_buffers() const;
 
   private:
+    // Reads the copies as `calls` copy calls and one synchronize.
+    void read(std::span<const Copy> copies, std::size_t calls) const;
+    // Whether every copy lands in one pinned (mapped) buffer: then the GPU
+    // build gathers (lib/device_reads.hpp).
+    bool lands_in_pinned(std::span<const Copy> copies) const;
+
+    bool refuse_pins_ = false;
+    mutable std::mutex pins_mu_;
+    mutable std::vector<std::pair<const std::uint8_t*, std::size_t>> pinned_;
     mutable std::atomic<std::uint64_t> batches_{0};
     mutable std::atomic<std::uint64_t> copies_{0};
     std::uint64_t fail_after_ = ~std::uint64_t{0};
