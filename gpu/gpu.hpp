@@ -3,7 +3,7 @@
 // an example consumer. No CUDA type appears here: a CUDA stream is passed as `Stream` (cudaStream_t
 // is `CUstream_st*`, so a consumer that includes the CUDA headers passes its cudaStream_t as is).
 //
-// Built from gpu_cuda.cpp and kernels.cu when CUDA is found; otherwise from
+// Built from cuda_*.cpp and kernels.cu when CUDA is found; otherwise from
 // gpu_stub.cpp, whose functions throw std::runtime_error saying ibvcap was
 // built without CUDA (gpu_available() is false there).
 //

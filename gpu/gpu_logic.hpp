@@ -88,7 +88,7 @@ bool peermem_loaded(const std::filesystem::path& sysfs_root);
 
 // ---- platform facts (printed at start) -------------------------------------
 // CUDA's cudaGPUDirectRDMAWritesOrdering values (driver_types.h;
-// gpu_cuda.cpp checks them against the header).
+// cuda_common.cpp checks them against the header).
 inline constexpr int kRdmaWritesOrderingNone = 0;
 inline constexpr int kRdmaWritesOrderingOwner = 100;
 inline constexpr int kRdmaWritesOrderingAllDevices = 200;

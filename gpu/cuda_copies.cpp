@@ -1,0 +1,281 @@
+// Copies: the block rings' memory on the GPU (DeviceBlockMemory: staged
+// host-to-device copies and one gather kernel per batch) and the writers'
+// reads of payload slots (SlotReader::copy_to_host).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+#include "gpu/cuda_detail.hpp"
+
+namespace ibvcap::gpu {
+
+namespace detail {
+
+namespace {
+
+// ---- block ring memory --------------------------------------------------------
+
+class DeviceBlockMemory final : public BlockMemory {
+  public:
+    explicit DeviceBlockMemory(int gpu) : gpu_(gpu) {
+        select_gpu(gpu);
+        stream_ = make_stream();
+        for (auto& chunk : chunks_) {
+            chunk.host = pinned_alloc(kChunkBytes, "block ring staging");
+            chunk.done = make_event();
+        }
+        gather_host_ = mapped_alloc(kGatherCopies * sizeof(detail::GatherCopy),
+                                    "block ring gather list", gather_device_);
+        gather_.reserve(kGatherCopies);
+    }
+    ~DeviceBlockMemory() override {
+        cudaSetDevice(gpu_);
+        cudaStreamSynchronize(stream_.get());  // copies in flight still read the chunks
+    }
+    DeviceBlockMemory(const DeviceBlockMemory&) = delete;
+    DeviceBlockMemory& operator=(const DeviceBlockMemory&) = delete;
+
+    std::uint8_t* allocate(std::size_t bytes) override {
+        check(cudaSetDevice(gpu_), "cudaSetDevice");
+        DevicePtr p = device_alloc(gpu_, bytes, "ring block");
+        // Zeroed on the copy stream and waited for: a plain cudaMemset (legacy
+        // stream) would not be ordered before copies on this non-blocking
+        // stream, and a consumer may touch the block on a stream of its own.
+        check(cudaMemsetAsync(p.get(), 0, bytes, stream_.get()), "cudaMemsetAsync of a ring block");
+        check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize (ring block zeroing)");
+        blocks_.push_back(std::move(p));
+        block_ranges_.add(blocks_.back().get(), bytes);
+        return static_cast<std::uint8_t*>(blocks_.back().get());
+    }
+
+    void copy_in(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
+        while (bytes > 0) {
+            Chunk* chunk = &chunks_[current_];
+            if (chunk->used == kChunkBytes) {
+                chunk = &next_chunk();
+            }
+            const std::size_t n = std::min(bytes, kChunkBytes - chunk->used);
+            std::uint8_t* stage = bytes_of(chunk->host) + chunk->used;
+            std::memcpy(stage, src, n);
+            // Adjacent in both, in the same block: one copy. Never across
+            // blocks: two cudaMalloc blocks may be adjacent, and one copy over
+            // both fails (gpu_logic.hpp, AddressRange).
+            if (!pending_.extend(dst, stage, n)) {
+                issue();
+                pending_ = PendingCopy{dst, stage, n, block_ranges_.range_of(dst)};
+            }
+            chunk->used += n;
+            if (pending_.bytes >= kIssueBytes) {
+                issue();  // start the DMA while the rest of the block fills
+            }
+            dst += n;
+            src += n;
+            bytes -= n;
+        }
+    }
+
+    // A held slot of the staging payload memory (page-locked and mapped) is
+    // read in place by the batch's gather; any other host memory is staged.
+    void copy_in_held(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) override {
+        if (const std::uint8_t* mapped = mapped_ranges().device_address(src, bytes)) {
+            queue_gather(dst, mapped, bytes);
+        } else {
+            copy_in(dst, src, bytes);
+        }
+    }
+
+    // Device to device (payload slots in GPU memory): queued for the
+    // batch's one gather kernel.
+    void copy_in_device(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes,
+                        const DeviceMemory& from) override {
+        if (std::find(sources_.begin(), sources_.end(), &from) == sources_.end()) {
+            sources_.push_back(&from);
+        }
+        queue_gather(dst, src, bytes);
+    }
+
+    void synchronize() override {
+        issue();
+        issue_gather();
+        if (issued_) {
+            check(cudaStreamSynchronize(stream_.get()),
+                  "cudaStreamSynchronize (ring block copies)");
+            issued_ = false;
+        }
+        for (auto& chunk : chunks_) {
+            chunk.used = 0;
+            chunk.in_flight = false;
+        }
+    }
+
+    bool host_visible() const override { return false; }
+    std::string describe() const override {
+        return fmt::format(
+            "GPU {} device memory (one gather kernel per batch; {} x {} MiB pinned staging for "
+            "the rest)",
+            gpu_, kChunks, kChunkBytes >> 20);
+    }
+
+  private:
+    static constexpr std::size_t kChunks = 4;
+    static constexpr std::size_t kChunkBytes = std::size_t{4} << 20;
+    static constexpr std::size_t kIssueBytes = std::size_t{1} << 20;  // larger runs go at once
+    // Copies one gather takes; more in one batch issue a gather and wait for
+    // it before the list is refilled.
+    static constexpr std::size_t kGatherCopies = 4096;
+    static_assert(kGatherCopies <= detail::kMaxGatherCopies);
+
+    struct Chunk {
+        PinnedPtr host;
+        EventPtr done;  // recorded after the last copy that reads this chunk
+        std::size_t used = 0;
+        bool in_flight = false;
+    };
+    void issue() {
+        if (pending_.bytes == 0) {
+            return;
+        }
+        check(cudaSetDevice(gpu_), "cudaSetDevice");
+        check(cudaMemcpyAsync(pending_.dst, pending_.src, pending_.bytes, cudaMemcpyHostToDevice,
+                              stream_.get()),
+              "cudaMemcpyAsync (host to ring block)");
+        pending_ = PendingCopy{};
+        issued_ = true;
+    }
+
+    void queue_gather(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) {
+        if (gather_.size() == kGatherCopies) {
+            issue_gather();
+            check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize (gather list)");
+        }
+        gather_.push_back(detail::GatherCopy{dst, src, bytes});
+    }
+
+    // The queued copies as one kernel: the list goes to the mapped pinned
+    // buffer the kernel reads (free: the last gather was waited for).
+    void issue_gather() {
+        if (gather_.empty()) {
+            return;
+        }
+        // GPUDirect RDMA: the payload slots' completions were seen before
+        // they were queued; make the NIC's writes visible to the kernel.
+        for (const DeviceMemory* from : sources_) {
+            from->flush_nic_writes();
+        }
+        sources_.clear();
+        check(cudaSetDevice(gpu_), "cudaSetDevice");
+        std::memcpy(gather_host_.get(), gather_.data(), gather_.size() * sizeof(gather_[0]));
+        check(detail::launch_gather(reinterpret_cast<const detail::GatherCopy*>(gather_device_),
+                                    static_cast<std::uint32_t>(gather_.size()), stream_.get()),
+              "gather kernel (payload slots to ring blocks)");
+        gather_.clear();
+        issued_ = true;
+    }
+
+    // Hands the current chunk to the stream and moves to the next one, waiting
+    // until the copies that still read it have finished.
+    Chunk& next_chunk() {
+        issue();
+        Chunk& done = chunks_[current_];
+        check(cudaEventRecord(done.done.get(), stream_.get()), "cudaEventRecord");
+        done.in_flight = true;
+        current_ = (current_ + 1) % kChunks;
+        Chunk& next = chunks_[current_];
+        if (next.in_flight) {
+            check(cudaEventSynchronize(next.done.get()), "cudaEventSynchronize (staging)");
+            next.in_flight = false;
+        }
+        next.used = 0;
+        return next;
+    }
+
+    int gpu_;
+    StreamPtr stream_;  // destroyed last
+    std::array<Chunk, kChunks> chunks_;
+    std::size_t current_ = 0;
+    PendingCopy pending_;
+    PinnedPtr gather_host_;
+    std::uint8_t* gather_device_ = nullptr;
+    std::vector<detail::GatherCopy> gather_;
+    std::vector<const DeviceMemory*> sources_;  // device memories the queued gather reads
+    bool issued_ = false;                       // copies issued since the last wait
+    std::vector<DevicePtr> blocks_;
+    AllocationMap block_ranges_;  // blocks_' address ranges
+};
+
+}  // namespace
+
+// ---- the writers' reads -----------------------------------------------------------
+
+void SlotReader::copy_to_host(std::span<const Copy> copies) const {
+    sticky_.run([&] {
+        check(cudaSetDevice(gpu_), "cudaSetDevice");
+        cudaStream_t stream = thread_stream();
+        // Each strided copy inside one allocation of payload slots: two
+        // regions' cudaMalloc allocations may be adjacent (AddressRange).
+        const RangeOf slots = [this](const void* p) { return allocation_of(p); };
+        for (const StridedCopy& r : plan_strided_copies(copies, max_pitch_, slots)) {
+            check(cudaMemcpy2DAsync(r.dst, r.dst_pitch, r.src, r.src_pitch, r.width, r.rows,
+                                    cudaMemcpyDeviceToHost, stream),
+                  "cudaMemcpy2DAsync (payload slots to the writer)");
+        }
+        check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (payload slots)");
+    });
+}
+bool SlotReader::pin_host_buffer(void* buffer, std::size_t bytes) const {
+    if (sticky_.failed()) {
+        return false;
+    }
+    // Not fatal: a buffer that cannot be page-locked (RLIMIT_MEMLOCK, an
+    // old driver) is still copied into, through the driver's staging.
+    if (cudaHostRegister(buffer, bytes, cudaHostRegisterPortable) == cudaSuccess) {
+        return true;
+    }
+    cudaGetLastError();  // (clears the error: it is not sticky)
+    return false;
+}
+void SlotReader::unpin_host_buffer(void* buffer) const {
+    if (cudaHostUnregister(buffer) != cudaSuccess) {
+        cudaGetLastError();  // it was never registered (pin_host_buffer failed)
+    }
+}
+
+// The cudaMalloc allocation holding a device address: cuMemGetAddressRange
+// gives the base and size of the allocation that contains a device pointer
+// (CUDA Driver API reference, Memory Management). When the driver cannot
+// say, the bound [p, p]: then every copy is its own, as merging needs a
+// known bound.
+AddressRange SlotReader::allocation_of(const void* p) const {
+    CUdeviceptr base = 0;
+    std::size_t size = 0;
+    if (address_range_ == nullptr ||
+        address_range_(&base, &size,
+                       static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p))) !=
+            CUDA_SUCCESS) {
+        const auto a = reinterpret_cast<std::uintptr_t>(p);
+        return AddressRange{a, a};  // holds nothing more: no merging
+    }
+    return AddressRange{static_cast<std::uintptr_t>(base),
+                        static_cast<std::uintptr_t>(base) + size};
+}
+
+cudaStream_t SlotReader::thread_stream() const {
+    const auto self = std::this_thread::get_id();
+    const std::lock_guard lock(mu_);
+    for (const auto& [id, stream] : streams_) {
+        if (id == self) {
+            return stream.get();
+        }
+    }
+    streams_.emplace_back(self, make_stream());
+    return streams_.back().second.get();
+}
+
+}  // namespace detail
+
+std::unique_ptr<BlockMemory> make_device_block_memory(int gpu) {
+    return std::make_unique<detail::DeviceBlockMemory>(gpu);
+}
+
+}  // namespace ibvcap::gpu
