@@ -83,6 +83,16 @@ StreamPtr make_stream() {
     return StreamPtr(s);
 }
 
+StreamPtr make_priority_stream() {
+    int least = 0;
+    int greatest = 0;
+    check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
+    cudaStream_t s = nullptr;
+    check(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest),
+          "cudaStreamCreateWithPriority");
+    return StreamPtr(s);
+}
+
 EventPtr make_event() {
     cudaEvent_t e = nullptr;
     check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");

@@ -20,7 +20,10 @@ class DeviceBlockMemory final : public BlockMemory {
   public:
     explicit DeviceBlockMemory(int gpu) : gpu_(gpu) {
         select_gpu(gpu);
-        stream_ = make_stream();
+        // The highest priority: the gather must not queue behind a consumer's
+        // kernels, or the copy thread's holds outlast their budget
+        // (gpu-cuda-2.md N2b).
+        stream_ = make_priority_stream();
         for (auto& chunk : chunks_) {
             chunk.host = pinned_alloc(kChunkBytes, "block ring staging");
             chunk.done = make_event();
@@ -229,6 +232,13 @@ bool SlotReader::pin_host_buffer(void* buffer, std::size_t bytes) const {
     }
     // Not fatal: a buffer that cannot be page-locked (RLIMIT_MEMLOCK, an
     // old driver) is still copied into, through the driver's staging.
+    // This runs on a disk thread: registered memory belongs to the calling
+    // thread's device (cuda_runtime_api.h, cudaHostRegister), which is device
+    // 0 until a thread sets another (gpu-cuda-2.md N4).
+    if (cudaSetDevice(gpu_) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
     if (cudaHostRegister(buffer, bytes, cudaHostRegisterPortable) == cudaSuccess) {
         return true;
     }
@@ -236,6 +246,9 @@ bool SlotReader::pin_host_buffer(void* buffer, std::size_t bytes) const {
     return false;
 }
 void SlotReader::unpin_host_buffer(void* buffer) const {
+    if (cudaSetDevice(gpu_) != cudaSuccess) {  // as pin_host_buffer
+        cudaGetLastError();
+    }
     if (cudaHostUnregister(buffer) != cudaSuccess) {
         cudaGetLastError();  // it was never registered (pin_host_buffer failed)
     }

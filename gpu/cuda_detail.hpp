@@ -68,7 +68,11 @@ PinnedPtr pinned_alloc(std::size_t bytes, std::string_view what);
 // address for it, the same one under unified addressing).
 PinnedPtr mapped_alloc(std::size_t bytes, std::string_view what, std::uint8_t*& device_view);
 StreamPtr make_stream();  // non-blocking
-EventPtr make_event();    // without timing
+// Non-blocking, at the device's greatest priority (cudaDeviceGetStreamPriorityRange):
+// its work goes first among what is queued, though it does not preempt
+// kernels already running (cuda_runtime_api.h, cudaStreamCreateWithPriority).
+StreamPtr make_priority_stream();
+EventPtr make_event();  // without timing
 
 inline std::uint8_t* bytes_of(const PinnedPtr& p) {
     return static_cast<std::uint8_t*>(p.get());
