@@ -215,6 +215,7 @@ GpuInfo probe_gpu(int id, const std::string& nic, const fs::path& sysfs_root) {
         runtime_attribute_value(id, cudaDevAttrGPUDirectRDMAWritesOrdering).value_or(0);
     info.rdma_flush_options =
         runtime_attribute_value(id, cudaDevAttrGPUDirectRDMAFlushWritesOptions).value_or(0);
+    info.c2c = c2c_gpu(id);
     info.bar1_bytes = bar_size(sysfs_root, info.pci_bus_id, 1).value_or(0);
     info.iommu = iommu_mode(sysfs_root, info.pci_bus_id);
     info.max_pitch = static_cast<std::size_t>(

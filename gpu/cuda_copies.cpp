@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 
 #include "gpu/cuda_detail.hpp"
 
@@ -163,8 +164,13 @@ class DeviceBlockMemory final : public BlockMemory {
         }
         // GPUDirect RDMA: the payload slots' completions were seen before
         // they were queued; make the NIC's writes visible to the kernel.
+        // A MemOps flush goes on this stream, the one the gather runs on.
         for (const DeviceMemory* from : sources_) {
-            from->flush_nic_writes();
+            if (const auto* reader = dynamic_cast<const SlotReader*>(from)) {
+                reader->flush_nic_writes_on(stream_.get());
+            } else {
+                from->flush_nic_writes();
+            }
         }
         sources_.clear();
         check(cudaSetDevice(gpu_), "cudaSetDevice");
@@ -211,21 +217,127 @@ class DeviceBlockMemory final : public BlockMemory {
 
 // ---- the writers' reads -----------------------------------------------------------
 
+void SlotAllocations::add(const void* begin, std::size_t bytes) {
+    const std::lock_guard lock(mu_);
+    map_.add(begin, bytes);
+}
+
+void SlotAllocations::remove(const void* begin) {
+    const std::lock_guard lock(mu_);
+    map_.remove(begin);
+}
+
+AddressRange SlotAllocations::range_of(const void* p) const {
+    AddressRange r;
+    {
+        const std::lock_guard lock(mu_);
+        r = map_.range_of(p);
+    }
+    const AddressRange none;
+    if (r.begin == none.begin && r.end == none.end) {
+        // Not an allocation of ours: bound the copy to itself (no merging),
+        // as merging needs a known bound.
+        const auto a = reinterpret_cast<std::uintptr_t>(p);
+        return AddressRange{a, a};
+    }
+    return r;
+}
+
+static_assert(kSlotReadGatherCopies <= kMaxGatherCopies);
+
+SlotReader::SlotReader(int gpu) : gpu_(gpu) {
+    select_gpu(gpu);
+    flush_ = flush_path(gpu);
+    max_pitch_ =
+        static_cast<std::size_t>(runtime_attribute_value(gpu, cudaDevAttrMaxPitch).value_or(0));
+}
+
 void SlotReader::copy_to_host(std::span<const Copy> copies) const {
+    if (copies.empty()) {
+        sticky_.check();
+        return;
+    }
     sticky_.run([&] {
         check(cudaSetDevice(gpu_), "cudaSetDevice");
-        cudaStream_t stream = thread_stream();
-        // Each strided copy inside one allocation of payload slots: two
-        // regions' cudaMalloc allocations may be adjacent (AddressRange).
-        const RangeOf slots = [this](const void* p) { return allocation_of(p); };
-        for (const StridedCopy& r : plan_strided_copies(copies, max_pitch_, slots)) {
-            check(cudaMemcpy2DAsync(r.dst, r.dst_pitch, r.src, r.src_pitch, r.width, r.rows,
-                                    cudaMemcpyDeviceToHost, stream),
-                  "cudaMemcpy2DAsync (payload slots to the writer)");
+        ThreadState& t = thread_state();
+        if (const auto into = mapped_destination(copies)) {
+            gather(t, *into, copies);
+        } else {
+            strided(t, copies);
         }
-        check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (payload slots)");
+        check(cudaStreamSynchronize(t.stream.get()), "cudaStreamSynchronize (payload slots)");
     });
 }
+
+// The gather kernel writes the host pieces through the buffer's device
+// address (mapped, page-locked): gather_launches(copies) launches on this
+// thread's stream, the list in a mapped buffer of this thread's own, refilled
+// only after the launch that read it has been waited for.
+void SlotReader::gather(ThreadState& t, const Pinned& into, std::span<const Copy> copies) const {
+    if (!t.list) {
+        std::uint8_t* device = nullptr;
+        t.list = mapped_alloc(kSlotReadGatherCopies * sizeof(GatherCopy), "slot read gather list",
+                              device);
+        t.list_device = reinterpret_cast<GatherCopy*>(device);
+    }
+    auto* list = static_cast<GatherCopy*>(t.list.get());
+    std::size_t n = 0;
+    const auto launch = [&] {
+        check(launch_gather(t.list_device, static_cast<std::uint32_t>(n), t.stream.get()),
+              "gather kernel (payload slots to the writer)");
+        copy_calls_.fetch_add(1, std::memory_order_relaxed);
+        n = 0;
+    };
+    for (const Copy& c : copies) {
+        if (n == kSlotReadGatherCopies) {
+            launch();
+            check(cudaStreamSynchronize(t.stream.get()), "cudaStreamSynchronize (gather list)");
+        }
+        const auto* dst = static_cast<const std::uint8_t*>(c.dst);
+        list[n++] = GatherCopy{into.device + (dst - into.host), c.src, c.bytes};
+    }
+    launch();
+}
+
+// Strided copies, each inside one allocation of payload slots (two regions'
+// cudaMalloc allocations may be adjacent: AddressRange); the bounds come
+// from the payload memory's own list of its allocations.
+void SlotReader::strided(ThreadState& t, std::span<const Copy> copies) const {
+    const RangeOf slots = [this](const void* p) { return allocations_->range_of(p); };
+    for (const StridedCopy& r : plan_strided_copies(copies, max_pitch_, slots)) {
+        check(cudaMemcpy2DAsync(r.dst, r.dst_pitch, r.src, r.src_pitch, r.width, r.rows,
+                                cudaMemcpyDeviceToHost, t.stream.get()),
+              "cudaMemcpy2DAsync (payload slots to the writer)");
+        copy_calls_.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
+std::optional<SlotReader::Pinned> SlotReader::mapped_destination(
+    std::span<const Copy> copies) const {
+    const auto* first = static_cast<const std::uint8_t*>(copies.front().dst);
+    std::optional<Pinned> found;
+    {
+        const std::lock_guard lock(mu_);
+        for (const Pinned& p : pinned_) {
+            if (p.device != nullptr && first >= p.host && first < p.host + p.bytes) {
+                found = p;
+                break;
+            }
+        }
+    }
+    if (!found) {
+        return std::nullopt;
+    }
+    for (const Copy& c : copies) {
+        const auto* dst = static_cast<const std::uint8_t*>(c.dst);
+        if (dst < found->host || c.bytes > found->bytes ||
+            static_cast<std::size_t>(dst - found->host) > found->bytes - c.bytes) {
+            return std::nullopt;
+        }
+    }
+    return found;
+}
+
 bool SlotReader::pin_host_buffer(void* buffer, std::size_t bytes) const {
     if (sticky_.failed()) {
         return false;
@@ -239,13 +351,29 @@ bool SlotReader::pin_host_buffer(void* buffer, std::size_t bytes) const {
         cudaGetLastError();
         return false;
     }
-    if (cudaHostRegister(buffer, bytes, cudaHostRegisterPortable) == cudaSuccess) {
-        return true;
+    // Mapped: the gather kernel writes into it; portable: any context may
+    // use it (cuda_runtime_api.h, cudaHostRegister).
+    if (cudaHostRegister(buffer, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped) !=
+        cudaSuccess) {
+        cudaGetLastError();  // (clears the error: it is not sticky)
+        return false;
     }
-    cudaGetLastError();  // (clears the error: it is not sticky)
-    return false;
+    void* device = nullptr;
+    if (cudaHostGetDevicePointer(&device, buffer, 0) != cudaSuccess) {
+        cudaGetLastError();  // pinned all the same: strided copies land by DMA
+        device = nullptr;
+    }
+    const std::lock_guard lock(mu_);
+    pinned_.push_back(Pinned{static_cast<const std::uint8_t*>(buffer), bytes,
+                             static_cast<std::uint8_t*>(device)});
+    return true;
 }
+
 void SlotReader::unpin_host_buffer(void* buffer) const {
+    {
+        const std::lock_guard lock(mu_);
+        std::erase_if(pinned_, [&](const Pinned& p) { return p.host == buffer; });
+    }
     if (cudaSetDevice(gpu_) != cudaSuccess) {  // as pin_host_buffer
         cudaGetLastError();
     }
@@ -254,38 +382,27 @@ void SlotReader::unpin_host_buffer(void* buffer) const {
     }
 }
 
-// The cudaMalloc allocation holding a device address: cuMemGetAddressRange
-// gives the base and size of the allocation that contains a device pointer
-// (CUDA Driver API reference, Memory Management). When the driver cannot
-// say, the bound [p, p]: then every copy is its own, as merging needs a
-// known bound.
-AddressRange SlotReader::allocation_of(const void* p) const {
-    CUdeviceptr base = 0;
-    std::size_t size = 0;
-    if (address_range_ == nullptr ||
-        address_range_(&base, &size,
-                       static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p))) !=
-            CUDA_SUCCESS) {
-        const auto a = reinterpret_cast<std::uintptr_t>(p);
-        return AddressRange{a, a};  // holds nothing more: no merging
-    }
-    return AddressRange{static_cast<std::uintptr_t>(base),
-                        static_cast<std::uintptr_t>(base) + size};
-}
-
-cudaStream_t SlotReader::thread_stream() const {
+SlotReader::ThreadState& SlotReader::thread_state() const {
     const auto self = std::this_thread::get_id();
     const std::lock_guard lock(mu_);
-    for (const auto& [id, stream] : streams_) {
-        if (id == self) {
-            return stream.get();
+    for (const auto& t : threads_) {
+        if (t->id == self) {
+            return *t;
         }
     }
-    streams_.emplace_back(self, make_stream());
-    return streams_.back().second.get();
+    auto t = std::make_unique<ThreadState>();
+    t->id = self;
+    t->stream = make_stream();
+    threads_.push_back(std::move(t));
+    return *threads_.back();
 }
 
 }  // namespace detail
+
+std::uint64_t device_copy_calls(const DeviceMemory& memory) {
+    const auto* reader = dynamic_cast<const detail::SlotReader*>(&memory);
+    return reader != nullptr ? reader->copy_calls() : 0;
+}
 
 std::unique_ptr<BlockMemory> make_device_block_memory(int gpu) {
     return std::make_unique<detail::DeviceBlockMemory>(gpu);

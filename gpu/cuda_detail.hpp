@@ -15,6 +15,7 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -30,6 +31,7 @@
 #include "gpu/gpu.hpp"
 #include "gpu/gpu_logic.hpp"
 #include "gpu/kernels.hpp"
+#include "lib/device_reads.hpp"
 
 namespace ibvcap::gpu::detail {
 
@@ -130,14 +132,59 @@ std::string pci_bus_id(int gpu);
 
 // ---- the writers' reads of payload slots (DeviceMemory) ---------------------------
 
-// Reads payload slots in GPU memory for the writers (their disk threads):
-// each batch becomes a few strided copies (plan_strided_copies) and one wait,
-// on a stream of the calling thread's own (created at its first batch), so
-// disk threads never wait for each other. Before a batch the caller flushes
-// the NIC's writes (flush_nic_writes): cudaDeviceFlushGPUDirectRDMAWrites
-// when the GPU's write ordering is below "owner" (gpu_logic.hpp,
-// needs_rdma_write_flush); nothing where the GPU orders them itself.
-// Copies in cuda_copies.cpp; the flush in cuda_ordering.cpp.
+// The allocations of payload slots a GPU payload memory made (the whole
+// cudaMalloc of each region), shared by its SlotReader, which bounds strided
+// copies with them, and by the allocations' deleters, which take them out.
+class SlotAllocations {
+  public:
+    void add(const void* begin, std::size_t bytes);
+    void remove(const void* begin);
+    // The allocation holding `p`; [p, p] (no merging) when it is in none.
+    AddressRange range_of(const void* p) const;
+
+  private:
+    mutable std::mutex mu_;
+    AllocationMap map_;
+};
+
+// Frees payload slots (cudaFree on their GPU) and forgets their allocation.
+struct SlotPagesFree {
+    int gpu = 0;
+    std::shared_ptr<SlotAllocations> allocations;
+    void operator()(void* p) const noexcept {
+        allocations->remove(p);
+        DeviceFree{gpu}(p);
+    }
+};
+
+// How the NIC's writes are made visible before a read (cuda_ordering.cpp).
+struct FlushPath {
+    RdmaFlush flush = RdmaFlush::none;
+    PFN_cuStreamBatchMemOp_v11070 batch_mem_op = nullptr;  // for RdmaFlush::memops
+};
+
+// The GPU reaches the CPU over NVLink-C2C (is_c2c_platform: an aarch64 build
+// and cudaDevAttrHostNativeAtomicSupported).
+bool c2c_gpu(int gpu);
+// plan_rdma_write_flush from the GPU's attributes; the MemOps flush is
+// refused too when the driver has no cuStreamBatchMemOp.
+RdmaWriteOrdering gpu_write_ordering(int gpu);
+FlushPath flush_path(int gpu);
+
+// Reads payload slots in GPU memory for the writers (their disk threads), on
+// a stream of the calling thread's own (created at its first batch), so disk
+// threads never wait for each other.
+// - Into a buffer pin_host_buffer registered and mapped (the writers' staging
+//   buffer): one gather kernel per kSlotReadGatherCopies copies
+//   (lib/device_reads.hpp), whatever the layout of the slots, then one wait.
+// - Anywhere else (the pin failed): a few strided copies
+//   (plan_strided_copies) bounded by the regions' own allocations, then one
+//   wait.
+// Before a batch the caller flushes the NIC's writes (flush_nic_writes), as
+// plan_rdma_write_flush (gpu_logic.hpp) decides: cudaDeviceFlushGPUDirectRDMAWrites,
+// or CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES on the reading stream, or nothing
+// where the GPU orders the writes itself. Copies in cuda_copies.cpp; the
+// flush in cuda_ordering.cpp.
 class SlotReader final : public DeviceMemory {
   public:
     explicit SlotReader(int gpu);
@@ -146,18 +193,44 @@ class SlotReader final : public DeviceMemory {
     bool pin_host_buffer(void* buffer, std::size_t bytes) const override;
     void unpin_host_buffer(void* buffer) const override;
 
+    // The flush for work on `stream` (the block rings' gather, on their own
+    // stream): the MemOps flush goes on that stream.
+    void flush_nic_writes_on(cudaStream_t stream) const;
+    const std::shared_ptr<SlotAllocations>& allocations() const { return allocations_; }
+    // Copy calls made by copy_to_host: gather launches plus strided copies.
+    std::uint64_t copy_calls() const { return copy_calls_.load(std::memory_order_relaxed); }
+
   private:
-    // The cudaMalloc allocation holding a device address.
-    AddressRange allocation_of(const void* p) const;
-    cudaStream_t thread_stream() const;
+    // A buffer pin_host_buffer registered: `device` is its address for the
+    // GPU (cudaHostGetDevicePointer), nullptr when it could not be mapped.
+    struct Pinned {
+        const std::uint8_t* host = nullptr;
+        std::size_t bytes = 0;
+        std::uint8_t* device = nullptr;
+    };
+    // What each thread that reads has of its own.
+    struct ThreadState {
+        std::thread::id id;
+        StreamPtr stream;
+        PinnedPtr list;                     // kSlotReadGatherCopies GatherCopy, mapped
+        GatherCopy* list_device = nullptr;  // the list's device address
+    };
+    ThreadState& thread_state() const;
+    // The pinned, mapped buffer that holds every copy's destination, if any.
+    std::optional<Pinned> mapped_destination(std::span<const Copy> copies) const;
+    void gather(ThreadState& t, const Pinned& into, std::span<const Copy> copies) const;
+    void strided(ThreadState& t, std::span<const Copy> copies) const;
+    void flush(cudaStream_t stream) const;
 
     int gpu_;
-    bool flush_ = true;
+    FlushPath flush_;
     std::size_t max_pitch_ = 0;
-    PFN_cuMemGetAddressRange_v3020 address_range_ = nullptr;
+    std::shared_ptr<SlotAllocations> allocations_ = std::make_shared<SlotAllocations>();
     StickyDeviceError sticky_;
-    mutable std::mutex mu_;  // guards streams_ (a lookup per batch)
-    mutable std::vector<std::pair<std::thread::id, StreamPtr>> streams_;
+    mutable std::atomic<std::uint64_t> copy_calls_{0};
+    mutable std::mutex mu_;  // guards threads_ and pinned_ (a lookup per batch)
+    mutable std::vector<std::unique_ptr<ThreadState>> threads_;
+    mutable std::vector<Pinned> pinned_;
 };
 
 }  // namespace ibvcap::gpu::detail

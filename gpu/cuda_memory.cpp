@@ -109,6 +109,7 @@ class GpuPayloadMemory final : public PayloadMemory {
             "cuMemGetHandleForAddressRange", 11070);
         set_attribute_ =
             driver_entry<PFN_cuPointerSetAttribute_v6000>("cuPointerSetAttribute", 6000);
+        ordering_ = gpu_write_ordering(gpu);
         bar1_bytes_ = bar_size(sysfs_root_, pci_bus_id(gpu), 1).value_or(0);
         summary_ = fmt::format("GPU {} payload memory: nothing allocated yet (preferred: {})", gpu,
                                to_string(preferred));
@@ -220,7 +221,9 @@ class GpuPayloadMemory final : public PayloadMemory {
         DevicePtr p = device_alloc(gpu_, size, "payload slots");
         auto offset =
             aligned_offset(reinterpret_cast<std::uintptr_t>(p.get()), size, size, kGpuPageBytes);
+        bool realigned = false;
         if (!offset) {  // not on a 64 KiB boundary: over-allocate by a page and align
+            realigned = true;
             p.reset();
             p = device_alloc(gpu_, size + kGpuPageBytes, "payload slots, aligned");
             offset = aligned_offset(reinterpret_cast<std::uintptr_t>(p.get()), size + kGpuPageBytes,
@@ -231,7 +234,12 @@ class GpuPayloadMemory final : public PayloadMemory {
         check(cudaMemset(base, 0, size), "cudaMemset of payload slots");
         check(cudaDeviceSynchronize(),
               "cudaDeviceSynchronize");  // zeros land before the NIC writes
-        pages.owner = std::shared_ptr<void>(p.release(), DeviceFree{gpu_});
+        // The whole allocation, for the bounds of the writers' strided
+        // copies (SlotReader); forgotten when it is freed.
+        const std::size_t allocated = realigned ? size + kGpuPageBytes : size;
+        reader_.allocations()->add(p.get(), allocated);
+        pages.owner =
+            std::shared_ptr<void>(p.release(), SlotPagesFree{gpu_, reader_.allocations()});
         pages.base = base;
         return base;
     }
@@ -253,6 +261,9 @@ class GpuPayloadMemory final : public PayloadMemory {
         if (!rdma_) {
             return "dma-buf: the GPU does not support GPUDirect RDMA "
                    "(cudaDevAttrGPUDirectRDMASupported = 0)";
+        }
+        if (auto why = ordering_refusal(Mode::dmabuf, ordering_)) {
+            return why;
         }
         if (get_handle_ == nullptr) {
             return "dma-buf: the driver has no cuMemGetHandleForAddressRange (update the NVIDIA "
@@ -292,6 +303,9 @@ class GpuPayloadMemory final : public PayloadMemory {
         if (!rdma_) {
             return "nvidia-peermem: the GPU does not support GPUDirect RDMA "
                    "(cudaDevAttrGPUDirectRDMASupported = 0)";
+        }
+        if (auto why = ordering_refusal(Mode::peermem, ordering_)) {
+            return why;
         }
         if (!peermem_loaded(sysfs_root_)) {
             return "nvidia-peermem not loaded (modprobe nvidia-peermem)";
@@ -334,6 +348,7 @@ class GpuPayloadMemory final : public PayloadMemory {
     std::optional<int> dmabuf_;
     PFN_cuMemGetHandleForAddressRange_v11070 get_handle_ = nullptr;
     PFN_cuPointerSetAttribute_v6000 set_attribute_ = nullptr;
+    RdmaWriteOrdering ordering_;        // refused: no payload in GPU memory
     std::uint64_t bar1_bytes_ = 0;      // 0: unknown
     std::uint64_t gpu_registered_ = 0;  // bytes of GPU memory registered so far
     std::string sync_memops_note_;      // the first SYNC_MEMOPS failure, for describe()

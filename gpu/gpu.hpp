@@ -65,6 +65,9 @@ struct GpuInfo {
     // cudaDevAttrGPUDirectRDMAFlushWritesOptions, a cudaFlushGPUDirectRDMAWritesOptions
     // bitmask: 1 host (cudaDeviceFlushGPUDirectRDMAWrites), 2 memops.
     int rdma_flush_options = 0;
+    // The GPU reaches the CPU over NVLink-C2C (is_c2c_platform in gpu_logic.hpp):
+    // GPU payload memory is refused there (plan_rdma_write_flush).
+    bool c2c = false;
     std::uint64_t bar1_bytes = 0;  // size of PCI BAR1 from sysfs; 0: unknown
     IommuMode iommu = IommuMode::unknown;
     std::size_t max_pitch = 0;  // cudaDevAttrMaxPitch: the largest pitch of a 2D copy
@@ -119,6 +122,13 @@ const char* to_string(Mode mode);  // "dma-buf", "nvidia-peermem", "staging"
 // looked up (tests point it elsewhere).
 std::unique_ptr<PayloadMemory> make_gpu_payload_memory(
     int gpu, Mode preferred = Mode::dmabuf, const std::filesystem::path& sysfs_root = kSysfsRoot);
+
+// The copy calls (gather kernel launches and cudaMemcpy2DAsync calls) that
+// copy_to_host of `memory` has made so far, when it is the DeviceMemory of a
+// region of make_gpu_payload_memory; 0 for any other. For tests: a batch
+// into a buffer pin_host_buffer mapped takes gather_launches(copies) calls
+// (lib/device_reads.hpp).
+std::uint64_t device_copy_calls(const DeviceMemory& memory);
 
 // Plain copies between host and device memory (synchronous), for consumers
 // and tests that want to look at a block.
