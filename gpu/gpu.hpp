@@ -117,7 +117,12 @@ const char* to_string(Mode mode);  // "dma-buf", "nvidia-peermem", "staging"
 // known is reported as "BAR1 is N MiB and the run registers M MiB ..."
 // (bar1_shortfall). GPU regions get CU_POINTER_ATTRIBUTE_SYNC_MEMOPS; when
 // that fails, describe() ends with "; CU_POINTER_ATTRIBUTE_SYNC_MEMOPS not set
-// (...)" and the region is used all the same.
+// (...)" and the region is used all the same. Where nothing can order the
+// NIC's writes before the GPU's reads (plan_rdma_write_flush in
+// gpu_logic.hpp: no flush at all below Owner ordering, or NVLink-C2C), both
+// GPU modes are refused with that reason and payload goes to staging.
+// Regions' DeviceMemory (the writers' reads): into a buffer it pinned,
+// gather_launches(copies) kernel launches per batch (lib/device_reads.hpp).
 // `sysfs_root` is where /sys/module and the GPU's PCI resource file are
 // looked up (tests point it elsewhere).
 std::unique_ptr<PayloadMemory> make_gpu_payload_memory(
