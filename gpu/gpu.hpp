@@ -3,7 +3,7 @@
 // an example consumer. No CUDA type appears here: a CUDA stream is passed as `Stream` (cudaStream_t
 // is `CUstream_st*`, so a consumer that includes the CUDA headers passes its cudaStream_t as is).
 //
-// Built from gpu_cuda.cpp and kernels.cu when CUDA is found; otherwise from
+// Built from cuda_*.cpp and kernels.cu when CUDA is found; otherwise from
 // gpu_stub.cpp, whose functions throw std::runtime_error saying ibvcap was
 // built without CUDA (gpu_available() is false there).
 //
@@ -65,6 +65,9 @@ struct GpuInfo {
     // cudaDevAttrGPUDirectRDMAFlushWritesOptions, a cudaFlushGPUDirectRDMAWritesOptions
     // bitmask: 1 host (cudaDeviceFlushGPUDirectRDMAWrites), 2 memops.
     int rdma_flush_options = 0;
+    // The GPU reaches the CPU over NVLink-C2C (is_c2c_platform in gpu_logic.hpp):
+    // GPU payload memory is refused there (plan_rdma_write_flush).
+    bool c2c = false;
     std::uint64_t bar1_bytes = 0;  // size of PCI BAR1 from sysfs; 0: unknown
     IommuMode iommu = IommuMode::unknown;
     std::size_t max_pitch = 0;  // cudaDevAttrMaxPitch: the largest pitch of a 2D copy
@@ -114,11 +117,23 @@ const char* to_string(Mode mode);  // "dma-buf", "nvidia-peermem", "staging"
 // known is reported as "BAR1 is N MiB and the run registers M MiB ..."
 // (bar1_shortfall). GPU regions get CU_POINTER_ATTRIBUTE_SYNC_MEMOPS; when
 // that fails, describe() ends with "; CU_POINTER_ATTRIBUTE_SYNC_MEMOPS not set
-// (...)" and the region is used all the same.
+// (...)" and the region is used all the same. Where nothing can order the
+// NIC's writes before the GPU's reads (plan_rdma_write_flush in
+// gpu_logic.hpp: no flush at all below Owner ordering, or NVLink-C2C), both
+// GPU modes are refused with that reason and payload goes to staging.
+// Regions' DeviceMemory (the writers' reads): into a buffer it pinned,
+// gather_launches(copies) kernel launches per batch (lib/device_reads.hpp).
 // `sysfs_root` is where /sys/module and the GPU's PCI resource file are
 // looked up (tests point it elsewhere).
 std::unique_ptr<PayloadMemory> make_gpu_payload_memory(
     int gpu, Mode preferred = Mode::dmabuf, const std::filesystem::path& sysfs_root = kSysfsRoot);
+
+// The copy calls (gather kernel launches and cudaMemcpy2DAsync calls) that
+// copy_to_host of `memory` has made so far, when it is the DeviceMemory of a
+// region of make_gpu_payload_memory; 0 for any other. For tests: a batch
+// into a buffer pin_host_buffer mapped takes gather_launches(copies) calls
+// (lib/device_reads.hpp).
+std::uint64_t device_copy_calls(const DeviceMemory& memory);
 
 // Plain copies between host and device memory (synchronous), for consumers
 // and tests that want to look at a block.

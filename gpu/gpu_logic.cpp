@@ -335,21 +335,57 @@ bool can_flush_rdma_writes(int flush_options) {
     return (flush_options & kRdmaFlushOptionHost) != 0;
 }
 
-std::string describe_rdma_write_ordering(int writes_ordering, int flush_options) {
+bool is_c2c_platform(bool aarch64_host, int host_native_atomic_supported) {
+    return aarch64_host && host_native_atomic_supported != 0;
+}
+
+RdmaWriteOrdering plan_rdma_write_flush(int writes_ordering, int flush_options, bool c2c) {
+    if (c2c) {
+        return {RdmaFlush::none,
+                "the GPU reaches the CPU over NVLink-C2C, where the NIC's PCIe writes and its "
+                "completions take unordered paths that CUDA cannot flush"};
+    }
     if (!needs_rdma_write_flush(writes_ordering)) {
-        return fmt::format(
-            "GPUDirect RDMA write ordering: {} (no flush needed)",
-            writes_ordering >= kRdmaWritesOrderingAllDevices ? "all devices" : "owner");
+        return {RdmaFlush::none, std::nullopt};
     }
     if (can_flush_rdma_writes(flush_options)) {
-        return "GPUDirect RDMA write ordering: none (payload flushed with "
-               "cudaDeviceFlushGPUDirectRDMAWrites once per batch before it is read)";
+        return {RdmaFlush::host, std::nullopt};
     }
-    return fmt::format(
-        "GPUDirect RDMA write ordering: none, and the GPU cannot flush it (flush options {:#x}, "
-        "no cudaDeviceFlushGPUDirectRDMAWrites): GPU copies and kernels may read payload the NIC "
-        "wrote before it is visible; check payload with --gpu-verify",
-        flush_options);
+    if ((flush_options & kRdmaFlushOptionMemOps) != 0) {
+        return {RdmaFlush::memops, std::nullopt};
+    }
+    return {RdmaFlush::none,
+            fmt::format("the GPU neither orders nor can flush GPUDirect RDMA writes (write "
+                        "ordering {}, flush options {:#x})",
+                        writes_ordering, flush_options)};
+}
+
+std::optional<std::string> ordering_refusal(Mode mode, const RdmaWriteOrdering& ordering) {
+    if (mode == Mode::staging || !ordering.refusal) {
+        return std::nullopt;
+    }
+    return fmt::format("{} refused: {}", to_string(mode), *ordering.refusal);
+}
+
+std::string describe_rdma_write_ordering(int writes_ordering, int flush_options, bool c2c) {
+    const RdmaWriteOrdering plan = plan_rdma_write_flush(writes_ordering, flush_options, c2c);
+    if (plan.refusal) {
+        return fmt::format(
+            "GPUDirect RDMA write ordering: {}: payload stays in host memory (staging)",
+            *plan.refusal);
+    }
+    switch (plan.flush) {
+        case RdmaFlush::host:
+            return "GPUDirect RDMA write ordering: none (payload flushed with "
+                   "cudaDeviceFlushGPUDirectRDMAWrites once per batch before it is read)";
+        case RdmaFlush::memops:
+            return "GPUDirect RDMA write ordering: none (payload flushed with "
+                   "CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES on the reading stream once per batch)";
+        case RdmaFlush::none:
+            break;
+    }
+    return fmt::format("GPUDirect RDMA write ordering: {} (no flush needed)",
+                       writes_ordering >= kRdmaWritesOrderingAllDevices ? "all devices" : "owner");
 }
 
 std::optional<std::uint64_t> bar_size(const fs::path& sysfs_root, const std::string& pci_address,
@@ -555,7 +591,8 @@ std::string format_gpu_info(const GpuInfo& info) {
                     info.bar1_bytes == 0 ? std::string("unknown") : size_text(info.bar1_bytes),
                     describe_iommu(info.iommu));
     text += "\n";
-    text += describe_rdma_write_ordering(info.rdma_writes_ordering, info.rdma_flush_options);
+    text +=
+        describe_rdma_write_ordering(info.rdma_writes_ordering, info.rdma_flush_options, info.c2c);
     if (!info.nic_relation.empty()) {
         text += "\nGPU-NIC path: ";
         text += info.nic_relation;
@@ -573,6 +610,11 @@ void AllocationMap::add(const void* begin, std::size_t bytes) {
                                         return x.begin < y.begin;
                                     }),
                    range);
+}
+
+void AllocationMap::remove(const void* begin) {
+    const auto b = reinterpret_cast<std::uintptr_t>(begin);
+    std::erase_if(sorted_, [b](const AddressRange& r) { return r.begin == b; });
 }
 
 AddressRange AllocationMap::range_of(const void* p) const {

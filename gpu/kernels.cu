@@ -138,8 +138,33 @@ __global__ void __launch_bounds__(kBlockThreads)
     }
 }
 
-// One CUDA block per copy: the block's threads stride through it, in
-// 16-byte words when both ends allow it.
+// The block's threads copy `bytes` from src to dst, whose addresses agree
+// modulo sizeof(Word): the bytes up to dst's first Word boundary, then whole
+// Words, then the bytes left over. Any length and alignment works; only the
+// width of the accesses depends on them. (dst may be mapped host memory:
+// every access is a plain load or store, in Words or bytes.)
+template <class Word>
+__device__ void copy_in_words(unsigned char* dst, const unsigned char* src, std::uint64_t bytes) {
+    constexpr std::uint64_t kWord = sizeof(Word);
+    const std::uint64_t misaligned = reinterpret_cast<std::uintptr_t>(dst) % kWord;
+    const std::uint64_t to_boundary = misaligned == 0 ? 0 : kWord - misaligned;
+    const std::uint64_t head = to_boundary < bytes ? to_boundary : bytes;
+    for (std::uint64_t b = threadIdx.x; b < head; b += blockDim.x) {
+        dst[b] = src[b];
+    }
+    const std::uint64_t words = (bytes - head) / kWord;
+    auto* d = reinterpret_cast<Word*>(dst + head);
+    const auto* s = reinterpret_cast<const Word*>(src + head);
+    for (std::uint64_t w = threadIdx.x; w < words; w += blockDim.x) {
+        d[w] = s[w];
+    }
+    for (std::uint64_t b = head + words * kWord + threadIdx.x; b < bytes; b += blockDim.x) {
+        dst[b] = src[b];
+    }
+}
+
+// One CUDA block per copy: the block's threads stride through it, in the
+// widest words (16, 8, 4 bytes) both ends can share, else in bytes.
 __global__ void __launch_bounds__(kBlockThreads)
     gather_kernel(const GatherCopy* copies, std::uint32_t count) {
     if (blockIdx.x >= count) {
@@ -148,19 +173,16 @@ __global__ void __launch_bounds__(kBlockThreads)
     const GatherCopy c = copies[blockIdx.x];
     auto* dst = static_cast<unsigned char*>(c.dst);
     const auto* src = static_cast<const unsigned char*>(c.src);
-    std::uint64_t done = 0;
-    if (((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src)) & 15u) ==
-        0) {
-        const std::uint64_t words = c.bytes / 16;
-        auto* d = reinterpret_cast<uint4*>(dst);
-        const auto* s = reinterpret_cast<const uint4*>(src);
-        for (std::uint64_t w = threadIdx.x; w < words; w += blockDim.x) {
-            d[w] = s[w];
-        }
-        done = words * 16;
-    }
-    for (std::uint64_t b = done + threadIdx.x; b < c.bytes; b += blockDim.x) {
-        dst[b] = src[b];
+    const std::uintptr_t apart =
+        reinterpret_cast<std::uintptr_t>(dst) ^ reinterpret_cast<std::uintptr_t>(src);
+    if ((apart & 15u) == 0) {
+        copy_in_words<uint4>(dst, src, c.bytes);
+    } else if ((apart & 7u) == 0) {
+        copy_in_words<uint2>(dst, src, c.bytes);
+    } else if ((apart & 3u) == 0) {
+        copy_in_words<unsigned int>(dst, src, c.bytes);
+    } else {
+        copy_in_words<unsigned char>(dst, src, c.bytes);
     }
 }
 

@@ -32,14 +32,15 @@ cudaError_t launch_verify_pattern(const std::uint8_t* data, const std::uint64_t*
 
 // One copy of a gather (launch_gather).
 struct GatherCopy {
-    void* dst = nullptr;        // device memory
+    void* dst = nullptr;        // device memory, or page-locked host memory (mapped)
     const void* src = nullptr;  // device memory, or page-locked host memory (mapped: UVA)
     std::uint64_t bytes = 0;
 };
 
 // Issues `count` copies (at most kMaxGatherCopies) as one kernel launch on
-// `stream`, one CUDA block per copy, 16-byte words where both ends are
-// 16-byte aligned. `copies` must be readable by the device until the kernel
+// `stream`, one CUDA block per copy, in the widest words (16, 8 or 4 bytes)
+// whose alignment both ends share past a few leading bytes, else bytes: any
+// length and alignment. `copies` must be readable by the device until the kernel
 // has finished: page-locked host memory (cudaHostAlloc; under unified
 // addressing a device may read it through the same pointer, CUDA runtime
 // API, "Unified Addressing") or device memory.

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -23,6 +24,7 @@
 #include "gpu/gpu.hpp"
 #include "gpu/gpu_logic.hpp"
 #include "gpu/pattern_constants.hpp"
+#include "lib/device_reads.hpp"
 #include "lib/sinks/block_ring.hpp"
 #include "lib/traffic/generator.hpp"
 #include "lib/traffic/pattern.hpp"
@@ -387,9 +389,82 @@ TEST(Platform, RdmaWritesBelowOwnerOrderingNeedAFlush) {
               "GPUDirect RDMA write ordering: none (payload flushed with "
               "cudaDeviceFlushGPUDirectRDMAWrites once per batch before it is read)");
     EXPECT_EQ(describe_rdma_write_ordering(kRdmaWritesOrderingNone, kRdmaFlushOptionMemOps),
-              "GPUDirect RDMA write ordering: none, and the GPU cannot flush it (flush options "
-              "0x2, no cudaDeviceFlushGPUDirectRDMAWrites): GPU copies and kernels may read "
-              "payload the NIC wrote before it is visible; check payload with --gpu-verify");
+              "GPUDirect RDMA write ordering: none (payload flushed with "
+              "CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES on the reading stream once per batch)");
+    EXPECT_EQ(describe_rdma_write_ordering(kRdmaWritesOrderingNone, 0),
+              "GPUDirect RDMA write ordering: the GPU neither orders nor can flush GPUDirect RDMA "
+              "writes (write ordering 0, flush options 0x0): payload stays in host memory "
+              "(staging)");
+    EXPECT_EQ(describe_rdma_write_ordering(kRdmaWritesOrderingAllDevices, 0, true),
+              "GPUDirect RDMA write ordering: the GPU reaches the CPU over NVLink-C2C, where the "
+              "NIC's PCIe writes and its completions take unordered paths that CUDA cannot flush: "
+              "payload stays in host memory (staging)");
+}
+
+// gpu-cuda-2.md N5: below Owner ordering the Host flush runs where the GPU
+// has it, else the MemOps flush (not a warning and no flush at all).
+TEST(Platform, WithoutTheHostFlushTheMemOpsFlushRuns) {
+    const auto plan = [](int ordering, int options) {
+        return plan_rdma_write_flush(ordering, options, false);
+    };
+    EXPECT_EQ(plan(kRdmaWritesOrderingNone, kRdmaFlushOptionHost).flush, RdmaFlush::host);
+    EXPECT_EQ(plan(kRdmaWritesOrderingNone, kRdmaFlushOptionHost | kRdmaFlushOptionMemOps).flush,
+              RdmaFlush::host);
+    const RdmaWriteOrdering memops = plan(kRdmaWritesOrderingNone, kRdmaFlushOptionMemOps);
+    EXPECT_EQ(memops.flush, RdmaFlush::memops);
+    EXPECT_FALSE(memops.refusal);
+    EXPECT_EQ(ordering_refusal(Mode::dmabuf, memops), std::nullopt);
+    // Owner and all devices: nothing to flush, whatever the options say.
+    EXPECT_EQ(plan(kRdmaWritesOrderingOwner, kRdmaFlushOptionHost).flush, RdmaFlush::none);
+    EXPECT_EQ(plan(kRdmaWritesOrderingAllDevices, kRdmaFlushOptionMemOps).flush, RdmaFlush::none);
+    EXPECT_FALSE(plan(kRdmaWritesOrderingOwner, 0).refusal);
+    EXPECT_FALSE(plan(kRdmaWritesOrderingAllDevices, 0).refusal);
+}
+
+// ... and with neither flush, payload does not go into GPU memory at all:
+// the mode choice falls back to staging and says why.
+TEST(Platform, WithNeitherFlushGpuPayloadFallsBackToStaging) {
+    const RdmaWriteOrdering none = plan_rdma_write_flush(kRdmaWritesOrderingNone, 0, false);
+    ASSERT_TRUE(none.refusal);
+    EXPECT_EQ(none.flush, RdmaFlush::none);
+    EXPECT_EQ(ordering_refusal(Mode::staging, none), std::nullopt);
+    const auto gpu_modes_work = [&](Mode m) -> std::optional<std::string> {
+        return ordering_refusal(m, none);  // what try_dmabuf / try_peermem return first
+    };
+    const ModeChoice choice = choose_mode(Mode::dmabuf, gpu_modes_work);
+    EXPECT_EQ(choice.mode, Mode::staging);
+    EXPECT_EQ(describe_choice(choice),
+              "staging: payload lands in pinned host memory and is copied to the GPU (no "
+              "GPUDirect RDMA): dma-buf refused: the GPU neither orders nor can flush GPUDirect "
+              "RDMA writes (write ordering 0, flush options 0x0); nvidia-peermem refused: the GPU "
+              "neither orders nor can flush GPUDirect RDMA writes (write ordering 0, flush "
+              "options 0x0)");
+}
+
+// On NVLink-C2C (Grace) the driver reports all-devices ordering and its
+// flush is a no-op (cuda.h:5692-5700); NCCL flushes there with an RDMA read
+// (ncclTopoFlushC2c), which ibvcap's raw packet QPs cannot issue: GPU
+// payload is refused, whatever the ordering and flush options say.
+TEST(Platform, OnNvlinkC2cGpuPayloadIsRefused) {
+    EXPECT_TRUE(is_c2c_platform(true, 1));
+    EXPECT_FALSE(is_c2c_platform(true, 0));   // a PCIe GPU on an Arm server
+    EXPECT_FALSE(is_c2c_platform(false, 1));  // x86: no C2C
+    for (const int ordering :
+         {kRdmaWritesOrderingNone, kRdmaWritesOrderingOwner, kRdmaWritesOrderingAllDevices}) {
+        for (const int options : {0, kRdmaFlushOptionHost, kRdmaFlushOptionMemOps,
+                                  kRdmaFlushOptionHost | kRdmaFlushOptionMemOps}) {
+            const RdmaWriteOrdering c2c = plan_rdma_write_flush(ordering, options, true);
+            EXPECT_TRUE(c2c.refusal) << ordering << " " << options;
+            EXPECT_TRUE(ordering_refusal(Mode::dmabuf, c2c)) << ordering << " " << options;
+            EXPECT_TRUE(ordering_refusal(Mode::peermem, c2c)) << ordering << " " << options;
+        }
+    }
+    const auto refused = ordering_refusal(
+        Mode::dmabuf, plan_rdma_write_flush(kRdmaWritesOrderingAllDevices, 0, true));
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(*refused,
+              "dma-buf refused: the GPU reaches the CPU over NVLink-C2C, where the NIC's PCIe "
+              "writes and its completions take unordered paths that CUDA cannot flush");
 }
 
 TEST(Platform, Bar1SizeComesFromTheSysfsResourceFile) {
@@ -739,6 +814,12 @@ TEST(StagingBatches, AllocationMapFindsTheAllocationOfAnAddress) {
     EXPECT_EQ(m.range_of(at(0x4000)).end, none.end);
     EXPECT_TRUE(m.range_of(at(0x2000)).holds(at(0x2000), 0x1000));
     EXPECT_FALSE(m.range_of(at(0x2000)).holds(at(0x2800), 0x1000));  // runs into the next
+    // A freed allocation is forgotten (its addresses may come back in another).
+    m.remove(at(0x2000));
+    EXPECT_EQ(m.range_of(at(0x2000)).begin, none.begin);
+    EXPECT_EQ(m.range_of(at(0x3000)).begin, 0x3000u);
+    m.remove(at(0x2000));  // twice: nothing
+    EXPECT_EQ(m.range_of(at(0x1000)).end, 0x2000u);
 }
 
 TEST(Device, ProbeReportsTheGpu) {
@@ -1045,6 +1126,98 @@ TEST(Device, GpuPayloadSlotsAreReadBackInBatches) {
             << f;
     }
     ring.release(b);
+}
+
+// The writers' reads (gpu-cuda-2.md N1): scattered pieces of two payload
+// regions, in shuffled order, of odd lengths at odd offsets, into a buffer
+// pin_host_buffer page-locked and mapped. One gather launch per
+// kSlotReadGatherCopies copies; the bytes as in the slots. Unpinned, the
+// same copies go as strided copies bounded by the regions' allocations.
+TEST(Device, SlotReaderGathersScatteredPiecesIntoAMappedBuffer) {
+    REQUIRE_GPU();
+    PeermemHost host;
+    auto memory = make_gpu_payload_memory(0, Mode::peermem, host.sys.path());
+    constexpr std::size_t kRegion = 256 * 1024;
+    PayloadMemory::Region a = memory->allocate(*host.device, kRegion);
+    PayloadMemory::Region b = memory->allocate(*host.device, kRegion);
+    if (a.host_view != nullptr || b.host_view != nullptr) {
+        GTEST_SKIP() << "payload fell back to staging: " << memory->describe();
+    }
+    ASSERT_NE(a.device, nullptr);
+    ASSERT_EQ(a.device, b.device);  // one reader per payload memory
+    std::vector<std::uint8_t> slots_a(kRegion);
+    std::vector<std::uint8_t> slots_b(kRegion);
+    for (std::size_t i = 0; i < kRegion; ++i) {
+        slots_a[i] = static_cast<std::uint8_t>(i * 7 + 3);
+        slots_b[i] = static_cast<std::uint8_t>(i * 13 + 101);
+    }
+    copy_to_device(a.device_view, slots_a.data(), kRegion);
+    copy_to_device(b.device_view, slots_b.data(), kRegion);
+
+    // Pieces: odd lengths at odd source offsets, from either region,
+    // packed one after another in the host buffer (as a writer packs
+    // records), then listed in shuffled order.
+    struct Piece {
+        bool from_b;
+        std::size_t src;
+        std::size_t len;
+        std::size_t dst;
+    };
+    const auto make_pieces = [](std::size_t count, std::size_t max_len, std::size_t first_dst,
+                                unsigned seed) {
+        std::mt19937 rng(seed);
+        std::vector<Piece> pieces;
+        std::size_t dst = first_dst;
+        for (std::size_t i = 0; i < count; ++i) {
+            const std::size_t len = (rng() % max_len) | 1u;  // odd, 1 to max_len
+            const std::size_t src = (rng() % (kRegion - len - 1)) | 1u;
+            pieces.push_back(Piece{rng() % 2 == 1, src, len, dst});
+            dst += len;
+        }
+        std::shuffle(pieces.begin(), pieces.end(), rng);
+        return pieces;
+    };
+    constexpr std::size_t kBuffer = 4 << 20;
+    std::unique_ptr<std::uint8_t, decltype(&std::free)> buffer(
+        static_cast<std::uint8_t*>(std::aligned_alloc(4096, kBuffer)), &std::free);
+    ASSERT_NE(buffer, nullptr);
+    const auto run = [&](const std::vector<Piece>& pieces) -> std::uint64_t {
+        std::memset(buffer.get(), 0xee, kBuffer);
+        std::vector<DeviceMemory::Copy> copies;
+        for (const Piece& p : pieces) {
+            copies.push_back({buffer.get() + p.dst, (p.from_b ? b : a).device_view + p.src, p.len});
+        }
+        const std::uint64_t before = device_copy_calls(*a.device);
+        a.device->flush_nic_writes();
+        a.device->copy_to_host(copies);
+        std::size_t wrong = 0;
+        for (const Piece& p : pieces) {
+            const auto& slots = p.from_b ? slots_b : slots_a;
+            if (std::memcmp(buffer.get() + p.dst, slots.data() + p.src, p.len) != 0 &&
+                wrong++ == 0) {
+                ADD_FAILURE() << "piece at " << p.dst << ", " << p.len << " bytes, from offset "
+                              << p.src << " of region " << (p.from_b ? "b" : "a");
+            }
+        }
+        EXPECT_EQ(wrong, 0u) << "of " << pieces.size() << " pieces";
+        return device_copy_calls(*a.device) - before;
+    };
+
+    const bool pinned = a.device->pin_host_buffer(buffer.get(), kBuffer);
+    EXPECT_TRUE(pinned) << "cudaHostRegister of a 4 MiB buffer";
+    const std::vector<Piece> scattered = make_pieces(500, 4001, 3, 1);
+    const std::vector<Piece> many = make_pieces(kSlotReadGatherCopies + 7, 64, 1, 2);
+    const std::uint64_t calls = run(scattered);
+    const std::uint64_t calls_many = run(many);
+    if (pinned) {
+        EXPECT_EQ(calls, gather_launches(scattered.size()));  // 1
+        EXPECT_EQ(calls_many, gather_launches(many.size()));  // 2
+        EXPECT_EQ(calls_many, 2u);
+    }
+    a.device->unpin_host_buffer(buffer.get());
+    // Pageable again: strided copies, at least one per piece here (odd
+    // lengths, random offsets), still landing right.
+    EXPECT_GE(run(scattered), 1u);
 }
 
 }  // namespace
