@@ -28,6 +28,7 @@
 
 #include "formats/output.hpp"
 #include "frames.hpp"
+#include "held_frames.hpp"
 #include "lib/sinks/file_index.hpp"
 #include "lib/sinks/writer.hpp"
 
@@ -37,6 +38,9 @@ namespace {
 namespace fs = std::filesystem;
 using test::FileSizeLimit;
 using ByteVec = std::vector<std::uint8_t>;
+using test::CountingDevice;
+using test::RecordingOwner;
+using test::SlotFrame;
 
 // ---------------------------------------------------------------------------
 // formats/output.hpp
@@ -1253,103 +1257,6 @@ TEST(Writer, OptionsThatCannotWorkAreRefused) {
 // ---------------------------------------------------------------------------
 // The zero-copy hand-off
 
-class RecordingOwner final : public SlotOwner {
-  public:
-    void release(std::span<const std::uint64_t> tokens) override {
-        const std::lock_guard lock(mu_);
-        released_.insert(released_.end(), tokens.begin(), tokens.end());
-    }
-    std::vector<std::uint64_t> released() const {
-        const std::lock_guard lock(mu_);
-        return released_;
-    }
-
-  private:
-    mutable std::mutex mu_;
-    std::vector<std::uint64_t> released_;
-};
-
-// Device memory as a GPU below "owner" write ordering would be read: every
-// batch must follow a flush on the reading thread; copies should land in
-// page-locked (pinned) buffers.
-class CountingDevice final : public DeviceMemory {
-  public:
-    void flush_nic_writes() const override {
-        if (std::this_thread::get_id() == forbidden) {
-            ++on_forbidden_thread;
-        }
-        const std::lock_guard lock(mu_);
-        ++flushes;
-        flushed_[std::this_thread::get_id()] = true;
-    }
-    void copy_to_host(std::span<const Copy> batch) const override {
-        if (std::this_thread::get_id() == forbidden) {
-            ++on_forbidden_thread;
-        }
-        const std::lock_guard lock(mu_);
-        if (!std::exchange(flushed_[std::this_thread::get_id()], false)) {
-            ++unflushed_batches;
-        }
-        ++batches;
-        for (const auto& c : batch) {
-            const auto* d = static_cast<const std::uint8_t*>(c.dst);
-            const bool pinned = std::any_of(pins_.begin(), pins_.end(), [&](const auto& p) {
-                return d >= p.first && d + c.bytes <= p.first + p.second;
-            });
-            if (!pinned) {
-                ++unpinned_copies;
-            }
-            std::memcpy(c.dst, c.src, c.bytes);
-            ++copies;
-        }
-    }
-    bool pin_host_buffer(void* buffer, std::size_t bytes) const override {
-        const std::lock_guard lock(mu_);
-        pins_.emplace_back(static_cast<const std::uint8_t*>(buffer), bytes);
-        return true;
-    }
-    void unpin_host_buffer(void* buffer) const override {
-        const std::lock_guard lock(mu_);
-        const auto before = pins_.size();
-        std::erase_if(pins_, [&](const auto& p) { return p.first == buffer; });
-        unpins += static_cast<int>(before - pins_.size());
-    }
-    std::size_t pinned_now() const {
-        const std::lock_guard lock(mu_);
-        return pins_.size();
-    }
-    mutable std::atomic<int> batches{0};
-    mutable std::atomic<int> copies{0};
-    mutable std::atomic<int> flushes{0};
-    mutable std::atomic<int> unflushed_batches{0};
-    mutable std::atomic<int> unpinned_copies{0};
-    mutable std::atomic<int> unpins{0};
-    mutable std::atomic<int> on_forbidden_thread{0};
-    std::thread::id forbidden = std::this_thread::get_id();  // the producer's
-
-  private:
-    mutable std::mutex mu_;
-    mutable std::map<std::thread::id, bool> flushed_;
-    mutable std::vector<std::pair<const std::uint8_t*, std::size_t>> pins_;
-};
-
-struct SlotFrame {
-    ByteVec head;
-    ByteVec tail;
-    FrameLease lease;
-    Frame frame(SlotOwner* owner, std::uint64_t token, const DeviceMemory* device, bool allowed) {
-        lease = FrameLease{.owner = owner, .token = token, .allowed = allowed};
-        Frame f;
-        f.head = Bytes(head);
-        f.tail = Bytes(tail);
-        f.wire_bytes = static_cast<std::uint32_t>(head.size() + tail.size());
-        f.timestamp_ns = 1'767'225'600'000'000'000ull + token;
-        f.lease = &lease;
-        f.tail_device = device;
-        return f;
-    }
-};
-
 // Held frames are written from their memory and each hold is released once,
 // after its bytes are on disk — also when the output has failed.
 TEST(Writer, HeldFramesAreWrittenInPlaceAndEachReleasedOnce) {
@@ -1461,6 +1368,62 @@ TEST(Writer, DevicePayloadIsCopiedInBatchesAndNeverReadWithoutAHold) {
         EXPECT_EQ(device.unpinned_copies, 0) << direct;
         EXPECT_EQ(device.pinned_now(), 0u) << direct;
     }
+}
+
+// GPU payload slots go back once their bytes are in the disk thread's
+// staging, not after the disk write (gpu-cuda-2.md N3): the output is a FIFO
+// nobody reads, so the first buffer's write blocks in the kernel (the pipe
+// holds 64 KiB, the buffer 128 KiB), and its frames' slots must come back
+// all the same. Host payload held in place is still written from its slots,
+// so those go back only after the write.
+TEST(Writer, DevicePayloadSlotsGoBackBeforeTheDiskWrite) {
+    TempDir dir;
+    const std::string fifo = dir.file("d.fifo");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    // Opened first, read only later: the writer's open() does not wait.
+    const int rd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+    ASSERT_GE(rd, 0);
+    RecordingOwner owner;
+    CountingDevice device;
+    std::vector<SlotFrame> slots(200);
+    std::size_t released_while_blocked = 0;
+    std::uint64_t drained = 0;
+    {
+        Writer w(small_options(4));
+        const auto out = w.add_output(OutputFormat::codif, fifo, "", "");
+        for (std::size_t i = 0; i < slots.size(); ++i) {
+            slots[i].head = ByteVec(42 + 64, 1);
+            slots[i].tail = ByteVec(2000, 2);
+            const Frame f = slots[i].frame(&owner, i, &device, true);
+            w.write_frame(out, {}, f, 42, 64 + 2000);
+        }
+        // The first full buffer (~63 records) is on its disk thread by now,
+        // blocked writing into the full pipe.
+        for (int i = 0; i < 2000 && owner.released().size() < 60; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        released_while_blocked = owner.released().size();
+        std::thread reader([&] {
+            std::vector<char> buf(1 << 16);
+            for (;;) {
+                const ssize_t n = ::read(rd, buf.data(), buf.size());
+                if (n > 0) {
+                    drained += static_cast<std::uint64_t>(n);
+                } else if (n == 0 && drained > 0) {
+                    return;  // the writer closed it
+                } else {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                }
+            }
+        });
+        w.finish();
+        reader.join();
+        EXPECT_EQ(w.stats()[0].packets, slots.size());
+    }
+    ::close(rd);
+    EXPECT_GE(released_while_blocked, 60u) << "held through the blocked write";
+    EXPECT_EQ(drained, slots.size() * (64 + 2000));
+    EXPECT_EQ(owner.released().size(), slots.size());  // each once, in the end
 }
 
 }  // namespace

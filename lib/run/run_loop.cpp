@@ -282,6 +282,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     if (!source.lends_frames()) {
         writer_options.max_pieces = 1;  // every record copied: no held frames to list
     }
+    writer_options.device_payload = source.lends_device_memory();
     if (writer_options.faults == nullptr) {
         writer_options.faults = &local_faults;
     }

@@ -26,8 +26,10 @@ namespace ibvcap {
 namespace {
 
 // write_frame under mere slot pressure: send only the buffers holding at
-// least this many frames, so that buffers stay large.
-constexpr std::size_t kPressureFlushHolds = 32;
+// least this many frames, so that buffers stay large (with GPU payload each
+// buffer costs a flush, a gather launch and a synchronize: 64 frames per
+// buffer keep that under one call per 20 frames, gpu-cuda-2.md N1).
+constexpr std::size_t kPressureFlushHolds = 64;
 
 using writer_detail::buffer_cost;
 using writer_detail::BufferStock;
@@ -554,8 +556,19 @@ void Writer::write_frame(OutputId output, Bytes prefix, const Frame& frame, std:
             out.in_holding = true;
             holding_.push_back(&out);
         }
-        b.append_held(first, first_device);
-        b.append_held(second, second_device);
+        // The host part of a frame with device payload (its headers in SGE0,
+        // at most ~110 bytes) is copied, so that once the device part is in
+        // staging nothing reads the slot: it goes back before the disk
+        // write (Buffer::holds_host, gpu-cuda-2.md N3).
+        auto append = [&](Bytes piece, const DeviceMemory* device) {
+            if (touches_device && device == nullptr && piece.size() < options_.min_hold_bytes) {
+                b.append_copy(piece);
+            } else {
+                b.append_held(piece, device);
+            }
+        };
+        append(first, first_device);
+        append(second, second_device);
     } else {
         b.append_copy(first);
         b.append_copy(second);

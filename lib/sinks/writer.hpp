@@ -120,6 +120,12 @@ class Writer {
         // With memory_bytes, the largest size: buffers shrink from it as
         // outputs are added.
         std::size_t buffer_bytes = 0;
+        // The records' payload is device memory (GPU payload): 0 above
+        // means 4 MiB in both modes, as each buffer's device pieces cost a
+        // few CUDA calls (a flush, a gather launch, a synchronize: ~4 µs
+        // each on an H100, gpu-cuda-2.md §3), and at 512 KiB (63 frames of
+        // 8 KiB) those calls alone would take ~0.3 CPU-s/s at 1.5 Mpps.
+        bool device_payload = false;
         // Without memory_bytes: buffers in flight, on top of one parked per
         // output (0: 256 MiB worth). With it: the least number in flight the
         // bound must leave room for (0: two per disk thread).

@@ -16,7 +16,7 @@ std::size_t MemoryPlan::default_buffer_bytes(const Writer::Options& o) {
     if (o.buffer_bytes != 0) {
         return o.buffer_bytes;
     }
-    return o.direct_io ? std::size_t{4} << 20 : std::size_t{512} << 10;
+    return o.direct_io || o.device_payload ? std::size_t{4} << 20 : std::size_t{512} << 10;
 }
 
 MemoryPlan::MemoryPlan(const Writer::Options& o, std::size_t output_bytes) {

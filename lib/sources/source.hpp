@@ -59,6 +59,10 @@ class Source {
     // record copied, so the writers' buffers need no piece lists for held
     // frames: a fifth less memory to make at 68 KiB buffers.
     virtual bool lends_frames() const { return false; }
+    // Whether frames it lends carry payload in device memory (GPU payload,
+    // or the stand-in): the writers read it in one device batch per buffer,
+    // so their buffers default to 4 MiB (Writer::Options::device_payload).
+    virtual bool lends_device_memory() const { return false; }
 
     // Lanes, and what each adds to the output file prefix ("" for one).
     virtual std::size_t lanes() const { return 1; }

@@ -176,6 +176,12 @@ VerbsSource::~VerbsSource() {
     }
 }
 
+// --gpu (or its stand-in) gives the payload memory; without it slots are
+// host memory.
+bool VerbsSource::lends_device_memory() const {
+    return options_.payload != nullptr;
+}
+
 std::string VerbsSource::input() const {
     std::string input;
     for (const auto& t : options_.targets) {

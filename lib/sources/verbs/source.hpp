@@ -82,6 +82,7 @@ class VerbsSource final : public Source {
     std::string input() const override;
     bool live() const override { return true; }
     bool lends_frames() const override { return true; }
+    bool lends_device_memory() const override;
     std::size_t lanes() const override;
     // Several devices: each one's files are prefixed with its name.
     std::string lane_prefix(std::size_t lane) const override;
