@@ -134,6 +134,20 @@ TEST(BlockSink, WithNoAntennaListedPrepareMakesTheMemoryAndSpareRingsBeforeTheSt
     EXPECT_TRUE(rig.ledger.reconciles());
 }
 
+// Streams listed: the demux takes no others, so no spare ring is made (GPU
+// memory nothing would use).
+TEST(BlockSink, WithStreamsListedPrepareMakesTheirRingsAndNoSpares) {
+    DeviceCallLog log;
+    BlockSinkOptions bo = sink_options();
+    bo.spare_rings = 3;
+    bo.memory = [&log] { return make_host_block_memory(&log); };
+    BlockSink sink(bo);
+    sink.prepare({{kG1, test::kAntenna1}, {kG1, test::kAntenna2}}, 2048);
+    EXPECT_EQ(log.calls(kSetup), 1u);
+    EXPECT_EQ(log.calls(kAllocate), 2u * bo.ring.blocks);
+    EXPECT_TRUE(sink.threaded());
+}
+
 // The GPU stand-in's block memory whose every block allocation takes
 // 300 us, standing in for cudaMalloc, memset and a stream wait.
 class SlowAllocMemory final : public ForwardingBlockMemory {

@@ -115,7 +115,10 @@ void BlockSink::prepare(const std::vector<Key>& expected, std::uint32_t max_payl
                                        shared, options_.ring.blocks, block_bytes));
         }
     }
-    for (std::uint32_t i = 0; i < options_.spare_rings && i < kMaxAntennas; ++i) {
+    // Listed streams are the only ones the demux takes (DemuxOptions: the
+    // groups and antennas given); none listed, any may come.
+    const std::uint32_t spares = expected.empty() ? options_.spare_rings : 0;
+    for (std::uint32_t i = 0; i < spares && i < kMaxAntennas; ++i) {
         spares_.push_back(
             std::make_unique<ReservedBlockMemory>(shared, options_.ring.blocks, block_bytes));
     }

@@ -49,19 +49,22 @@ struct BlockSinkOptions {
     // stand-in.
     // The sink makes one and every ring shares it (one stream, one staging
     // area, one gather and one wait per batch, whatever the antenna count);
-    // only the copy thread (or, without one, the producer) uses it.
+    // made by prepare() (or the copy thread), then used by the copy thread
+    // only.
     std::function<std::unique_ptr<BlockMemory>()> memory;
-    // Spare rings made by prepare() for streams nobody listed (the CLI's
-    // default: every source an antenna, no --antenna), so that a stream's
-    // first frame takes its ring with no device call on the copy thread
-    // (cudaMalloc, memset and a wait per block: tens of ms a ring, while the
-    // rings' share of the hold budget, ~1 ms of a 100 GbE port, runs out).
-    // Each is `ring.blocks` blocks of frames_per_block × threads × the
-    // largest payload: ~70 MiB at the defaults (16 × 256 × 2 × 8916 B), so
-    // 8 are ~560 MiB of GPU memory, under 1 % of an 80 GB H100, for the
-    // stream counts of the instruments ibvcap is used with (a few antennas
-    // per group). More streams than spares get their ring on the copy
-    // thread, as before, and the report counts them.
+    // Spare rings made by prepare() when it is given no streams (the CLI's
+    // default: every source an antenna, no --antenna; the pcap source), so
+    // that a stream's first frame takes its ring with no device call on the
+    // copy thread (cudaMalloc, memset and a wait per block: tens of ms a
+    // ring, while the rings' share of the hold budget, 1,024 slots at the
+    // default --ring-depth, ~0.7 ms of a 100 GbE port, runs out). When
+    // streams are listed the demux takes no others, so none are made. Each
+    // is `ring.blocks` blocks of frames_per_block × threads × the largest
+    // payload: ~70 MiB of GPU memory at the defaults (16 × 256 × 2 ×
+    // 8916 B). 8 (~560 MiB, under 1 % of an 80 GB H100) cover the eight
+    // antennas of the review's experiment (gpu-cuda-2.md, N2); more
+    // streams than spares get their ring on the copy thread, counted
+    // (rings_made_late) and named in the report.
     std::uint32_t spare_rings = 8;
     // Where the copy thread reports an exception (a device copy or
     // synchronisation that failed). It then issues no further copies: the
@@ -83,8 +86,8 @@ class BlockSink final : public FrameSink {
     };
     // Before the capture starts, on the calling thread: make the block
     // memory (CUDA stream, pinned staging), the blocks (device memory) of
-    // the rings these streams will need and options.spare_rings spare rings
-    // for streams nobody listed, and start the copy thread, so that nothing
+    // the rings these streams will need (none listed: options.spare_rings
+    // spare rings for whichever come), and start the copy thread, so that nothing
     // is allocated and no device call is made on the frames' path. A ring's
     // payload size comes with its first frame, so its blocks are made for
     // `max_payload_bytes` (the capture's payload slot; 0: the largest
