@@ -22,6 +22,7 @@
 #include "lib/sources/verbs/engine.hpp"
 #include "lib/traffic/generator.hpp"
 #include "lib/usage_error.hpp"
+#include "test/engine_rig.hpp"
 #include "test/sim/sim_nic.hpp"
 
 namespace ibvcap {
@@ -30,148 +31,17 @@ namespace {
 using sim::SimConfig;
 using sim::SimHardware;
 using sim::SimProvider;
-
-const Endpoint kG1{test::kGroup1, 36001};
-const Endpoint kG2{test::kGroup2, 36002};
-
-// A membership that records what the engine did with it.
-// Devices tear down on their own poll threads at once: the log is shared.
-struct MembershipLog {
-    std::mutex mu;
-    std::vector<std::string> events;
-    void add(std::string e) {
-        const std::lock_guard lock(mu);
-        events.push_back(std::move(e));
-    }
-};
-class FakeMembership final : public GroupMembership {
-  public:
-    FakeMembership(MembershipLog& log, Endpoint g) : log_(log), group_(g) {
-        log_.add("join " + group_.to_string());
-    }
-    ~FakeMembership() override { log_.add("leave " + group_.to_string()); }
-    void rejoin() override { log_.add("rejoin " + group_.to_string()); }
-
-  private:
-    MembershipLog& log_;
-    Endpoint group_;
-};
-MembershipFactory fake_memberships(MembershipLog& log) {
-    return [&log](const Endpoint& g) { return std::make_unique<FakeMembership>(log, g); };
-}
-
-// Everything one engine needs, wired as run_verbs_capture wires it.
-struct Rig {
-    SimProvider provider;
-    std::shared_ptr<SimHardware> nic;
-    std::unique_ptr<verbs::Device> device;
-    std::unique_ptr<PayloadMemory> memory = make_host_payload_memory();
-    test::TempDir dir;
-    Ledger ledger;
-    Faults faults;  // what the writer's disk threads report
-    std::unique_ptr<Writer> writer;
-    std::unique_ptr<FileSinks> files;
-    std::unique_ptr<Demux> demux;
-    MembershipLog memberships;
-    std::unique_ptr<VerbsEngine> engine;
-
-    explicit Rig(EngineOptions options, std::vector<OutputFormat> formats = {},
-                 SimConfig config = {}, std::unique_ptr<PayloadMemory> payload = nullptr) {
-        if (payload) {
-            memory = std::move(payload);
-        }
-        nic = provider.add(config);
-        device = provider.open(config.name, config.port);
-        DemuxOptions d;
-        d.groups = options.groups;
-        OutputOptions outputs;
-        outputs.output_dir = dir.path().string();
-        outputs.formats = std::move(formats);
-        if (!outputs.formats.empty()) {
-            Writer::Options w;
-            w.block_when_full = false;
-            w.buffer_bytes = 1 << 20;
-            w.buffers = 8;
-            w.faults = &faults;
-            writer = std::make_unique<Writer>(w);
-        }
-        demux = std::make_unique<Demux>(d, ledger);
-        files = std::make_unique<FileSinks>(outputs, writer.get());
-        demux->add_sinks(files->entries());
-        engine = std::make_unique<VerbsEngine>(*device, std::move(options), *demux, ledger, *memory,
-                                               fake_memberships(memberships));
-    }
-
-    // The writer may hold receive slots (the zero-copy hand-off): it must
-    // finish before the engine and its memory go, as in run_verbs_capture.
-    ~Rig() {
-        if (writer) {
-            writer->finish();
-        }
-    }
-    Rig(const Rig&) = delete;
-    Rig& operator=(const Rig&) = delete;
-
-    void poll_all() {
-        while (engine->poll_once() > 0) {
-        }
-    }
-    // The wire plays `frames`, polled after every `burst` of them and at the end.
-    void play(const std::vector<std::vector<std::uint8_t>>& frames, std::size_t burst) {
-        burst = std::max<std::size_t>(burst, 1);
-        for (std::size_t i = 0; i < frames.size(); ++i) {
-            nic->deliver(frames[i]);
-            if (i % burst == burst - 1) {
-                poll_all();
-            }
-        }
-        poll_all();
-    }
-    // Stop the engine and fold its counts, the NIC's counters (through the
-    // sysfs reader, as in production) and the writers into the ledger.
-    void finish() {
-        engine->stop();
-        if (writer) {
-            writer->finish();
-            ledger.set_outputs(writer->stats());
-        }
-        engine->report_to(ledger);
-        for (auto& c : engine->flow_counters()) {
-            ledger.add_source_counter(c);
-        }
-        NicCounters counters(dir.path() / "sys", nic->config().name, nic->config().port, "");
-        counters_end(counters);
-    }
-    void counters_start() {
-        nic->write_sysfs(dir.path() / "sys" / "class" / "infiniband");
-        start_counters_ = std::make_unique<NicCounters>(dir.path() / "sys", nic->config().name,
-                                                        nic->config().port, "");
-        start_counters_->snapshot_start();
-    }
-
-  private:
-    void counters_end(NicCounters&) {
-        if (!start_counters_) {
-            return;
-        }
-        nic->write_sysfs(dir.path() / "sys" / "class" / "infiniband");
-        start_counters_->snapshot();
-        for (auto& c : start_counters_->to_source_counters()) {
-            ledger.add_source_counter(c);
-        }
-    }
-    std::unique_ptr<NicCounters> start_counters_;
-};
-
-EngineOptions options_for(std::vector<Endpoint> groups, std::uint32_t depth = 64) {
-    EngineOptions o;
-    o.groups = std::move(groups);
-    o.ring_depth = depth;
-    o.poll_batch = 16;
-    o.repost_batch = 8;
-    o.drain_timeout = std::chrono::milliseconds(50);
-    return o;
-}
+using test::copy_thread_calls;
+using test::fake_memberships;
+using test::FakeMembership;
+using test::GatedSyncMemory;
+using test::kG1;
+using test::kG2;
+using test::MembershipLog;
+using test::options_for;
+using test::Rig;
+using test::sink_options;
+using test::traffic;
 
 // A capture of kG1 on the one simulated device sim_mlx5_0, port 1, without
 // the NIC's sysfs counters.
@@ -189,29 +59,6 @@ void wait_for_the_rule(const SimHardware& nic) {
     while (nic.flows() < 1) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-}
-
-GeneratorConfig traffic(std::vector<Endpoint> groups, std::uint64_t frames,
-                        std::uint32_t payload = 2048) {
-    GeneratorConfig c;
-    c.antennas = {test::kAntenna1, test::kAntenna2};
-    c.groups = std::move(groups);
-    c.threads = 2;
-    c.frames = frames;
-    c.frames_per_period = 100;
-    c.payload_bytes = payload;
-    return c;
-}
-
-// Block rings for traffic(): 16 frame times x 2 threads per block, room for
-// the whole run, 4 frame times of lateness.
-BlockSinkOptions sink_options() {
-    BlockSinkOptions bo;
-    bo.ring.frames_per_block = 16;
-    bo.ring.threads = 2;
-    bo.ring.blocks = 64;
-    bo.ring.lateness = 4;
-    return bo;
 }
 
 using test::frames_of;
@@ -1717,10 +1564,9 @@ TEST(ThreadFaults, AConsumerWhoseCheckThrowsReportsItAndStillGivesEveryBlockBack
         frame.wire_bytes = static_cast<std::uint32_t>(f.size());
         demux.on_frame(frame);
         if (++n % 32 == 0) {
-            // Paced so the consumer keeps up: a 4-block ring is 64 frame times.
-            for (int i = 0; i < 200 && sink.ring(kG1, test::kAntenna1) != nullptr &&
-                            consumer.blocks() + 2 < (n / 16);
-                 ++i) {
+            // Paced so the copy thread and the consumer keep up: a 4-block
+            // ring is 64 frame times.
+            for (int i = 0; i < 200 && consumer.blocks() + 2 < (n / 16); ++i) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(1));
             }
         }
@@ -1787,36 +1633,13 @@ TEST(ThreadFaults, TheCaptureRunnerStopsOnAWorkerFaultAsOnADeviceFault) {
 
 // --- The GPU path's device calls, on the stand-in (issue: ready for a real GPU host)
 
-// The GPU stand-in's block memory whose copy thread stops at its first wait
-// until the test opens the gate: a burst queues behind it, as it does behind
-// a copy thread that is late at line rate.
-class GatedSyncMemory final : public ForwardingBlockMemory {
-  public:
-    GatedSyncMemory(DeviceCallLog& log, std::shared_ptr<std::atomic<bool>> open)
-        : ForwardingBlockMemory(make_host_block_memory(&log)), open_(std::move(open)) {}
-    void synchronize() override {
-        while (!open_->load()) {
-            std::this_thread::sleep_for(std::chrono::microseconds(100));
-        }
-        ForwardingBlockMemory::synchronize();
-    }
-
-  private:
-    std::shared_ptr<std::atomic<bool>> open_;
-};
-
-std::uint64_t copy_thread_calls(const DeviceCallLog& log) {
-    using C = DeviceCallLog::Call;
-    return log.calls(C::flush) + log.calls(C::copy) + log.calls(C::synchronize);
-}
-
 // The whole GPU path on the stand-in: payload slots reachable only as device
 // memory, writers and block rings fed from held slots. The poll thread (this
 // test's thread while it polls) makes no device call at all, every read of
 // payload slots (copy thread and disk threads) comes after a flush of the
 // NIC's writes on the reading thread, the expected antenna's ring and blocks
-// are made before the engine starts, and the other antenna's on the copy
-// thread, its frames not lost.
+// are made before the engine starts, and (no spare rings) the other
+// antenna's on the copy thread, its frames not lost and the report saying so.
 TEST(GpuStandin, ThePollThreadMakesNoDeviceCallAndEveryPayloadReadFollowsAFlush) {
     auto standin = std::make_unique<StandinDevicePayloadMemory>();
     StandinDevicePayloadMemory& device = *standin;
@@ -1824,6 +1647,7 @@ TEST(GpuStandin, ThePollThreadMakesNoDeviceCallAndEveryPayloadReadFollowsAFlush)
     const EngineOptions eo = options_for({kG1}, 1024);
     Rig rig(eo, {OutputFormat::codif, OutputFormat::pcap}, {}, std::move(standin));
     BlockSinkOptions bo = sink_options();
+    bo.spare_rings = 0;
     bo.memory = [&log] { return make_host_block_memory(&log); };
     BlockSink sink(bo);
     sink.prepare({{kG1, test::kAntenna1}}, max_payload_bytes(eo));
@@ -1845,6 +1669,8 @@ TEST(GpuStandin, ThePollThreadMakesNoDeviceCallAndEveryPayloadReadFollowsAFlush)
     // came on the copy thread.
     EXPECT_EQ(log.calls(DeviceCallLog::Call::setup), 1u);
     EXPECT_EQ(log.calls(DeviceCallLog::Call::allocate), 2u * bo.ring.blocks);
+    EXPECT_EQ(sink.rings_made_late(), 1u);
+    EXPECT_TRUE(has_note(rig.ledger, "allocated on the copy thread"));
     ASSERT_EQ(sink.keys().size(), 2u);
     const Totals t = rig.ledger.totals();
     EXPECT_EQ(t.codif, frames.size());

@@ -21,11 +21,14 @@
 #include <system_error>
 
 #include "frames.hpp"
+#include "generated_frames.hpp"
 #include "gpu/gpu.hpp"
 #include "gpu/gpu_logic.hpp"
 #include "gpu/pattern_constants.hpp"
+#include "lib/demux/demux.hpp"
 #include "lib/device_reads.hpp"
 #include "lib/sinks/block_ring.hpp"
+#include "lib/sinks/block_sink.hpp"
 #include "lib/traffic/generator.hpp"
 #include "lib/traffic/pattern.hpp"
 #include "test/sim/sim_nic.hpp"
@@ -960,6 +963,74 @@ TEST(Device, RingOnGpuMemoryPassesThePatternCheckOnTheGpu) {
     EXPECT_GT(blocks, 10u);
     EXPECT_EQ(present, ring.stats().placed);
     EXPECT_LT(present, std::uint64_t{2000} * 2);  // some were lost, and were absent
+}
+
+// The block sink on GPU block memory with frames that carry no lease (the
+// pcap source): staged on the calling thread, placed by the copy thread in
+// batches; and a payload in two pieces (a host head piece copied at once,
+// the rest held): every block passes the pattern check on the GPU.
+TEST(Device, BlockSinkStagesLeaselessFramesAndJoinsSplitPayloadsOnTheGpu) {
+    REQUIRE_GPU();
+    const GeneratorConfig config = one_antenna(400, 0.0);  // 800 frames
+    BlockSinkOptions bo;
+    bo.ring.frames_per_block = 64;
+    bo.ring.threads = config.threads;
+    bo.ring.blocks = 32;
+    bo.ring.lateness = 4;
+    bo.spare_rings = 1;
+    bo.memory = [] { return make_device_block_memory(0); };
+    BlockSink sink(bo);
+    sink.prepare({}, 0);
+    Ledger ledger;
+    DemuxOptions d;
+    d.groups = config.groups;
+    Demux demux(d, ledger);
+    demux.add_sink(sink);
+    const auto frames = test::frames_of(config);  // fewer than the staging slots (1,024)
+    for (const auto& bytes : frames) {
+        Frame f;
+        f.head = Bytes(bytes.data(), bytes.size());
+        f.wire_bytes = static_cast<std::uint32_t>(bytes.size());
+        demux.on_frame(f);
+    }
+    sink.flush();
+    ASSERT_FALSE(sink.failed());
+    EXPECT_EQ(sink.copy_dropped(), 0u);
+    EXPECT_EQ(sink.rings_made_late(), 0u);
+    BlockRing* ring = sink.ring(config.groups.front(), test::kAntenna1);
+    ASSERT_NE(ring, nullptr);
+    EXPECT_EQ(ring->stats().placed, frames.size());
+    KernelScratch scratch(0, ring->options());
+    std::uint64_t present = 0;
+    while (const Block* b = ring->acquire(std::chrono::milliseconds(0))) {
+        present += b->present_count;
+        EXPECT_EQ(verify_pattern(*b, ring->options(), test::kAntenna1, scratch), 0u);
+        ring->release(b);
+    }
+    EXPECT_EQ(present, frames.size());
+
+    // Two pieces: the first 4 bytes copied at once, the rest held.
+    BlockRingOptions options = bo.ring;
+    options.payload_bytes = config.payload_bytes;
+    auto memory = make_device_block_memory(0);
+    BlockRing split(options, *memory, CodifTiming{config.period, config.frames_per_period});
+    for (const auto& bytes : frames) {
+        CodifHeader h;
+        ASSERT_EQ(decode_codif(Bytes(bytes.data() + 42, 64), h), CodifError::none);
+        const Bytes payload(bytes.data() + 42 + 64, config.payload_bytes);
+        split.place(h.threadid,
+                    CodifTiming{config.period, config.frames_per_period}.index(h.seconds, h.frame),
+                    payload.subspan(0, 4), payload.subspan(4), nullptr, true);
+        split.synchronize_copies();
+    }
+    split.flush();
+    present = 0;
+    while (const Block* b = split.acquire(std::chrono::milliseconds(0))) {
+        present += b->present_count;
+        EXPECT_EQ(verify_pattern(*b, options, test::kAntenna1, scratch), 0u);
+        split.release(b);
+    }
+    EXPECT_EQ(present, frames.size());
 }
 
 TEST(Device, ZeroFillAndPowerMatchTheHost) {

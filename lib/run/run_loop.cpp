@@ -336,11 +336,14 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     }
     source.connect(targets);
     if (settings.blocks != nullptr) {
-        if (const auto plan = source.block_plan(); plan.prepare) {
-            // Every ring the options let us foresee, with its blocks, made
-            // here: no device memory or CUDA stream is made once frames flow.
-            settings.blocks->prepare(plan.expected, plan.max_payload_bytes);
-        }
+        // Every source: the block memory, the copy thread, every ring the
+        // options let us foresee and the spare rings, with their blocks, made
+        // here: no device memory or CUDA stream is made on the frames' thread,
+        // and none on the copy thread until the spare rings are used up. A
+        // source with nothing to foresee (pcap) gives no streams and no
+        // payload size (the sink then sizes the spares for its staging).
+        const auto plan = source.block_plan();
+        settings.blocks->prepare(plan.expected, plan.max_payload_bytes);
     }
     // The planned outputs' buffers, and the stock, made before the first frame.
     for (auto& l : lanes) {

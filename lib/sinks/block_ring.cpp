@@ -185,13 +185,13 @@ void BlockRing::synchronize_copies() {
     hand_out_closing();
 }
 
-void BlockRing::place(std::uint16_t thread, std::uint64_t index, Bytes payload,
+void BlockRing::place(std::uint16_t thread, std::uint64_t index, Bytes head, Bytes payload,
                       const DeviceMemory* payload_device, bool held) {
     if (thread >= options_.threads) {
         ++stats_.bad_thread;
         return;
     }
-    if (payload.size() != options_.payload_bytes) {
+    if (head.size() + payload.size() != options_.payload_bytes) {
         ++stats_.bad_length;
         return;
     }
@@ -226,7 +226,13 @@ void BlockRing::place(std::uint16_t thread, std::uint64_t index, Bytes payload,
     }
     // The copy first: a copy that throws leaves the slot absent.
     std::uint8_t* dst = b->data + bit * options_.payload_bytes;
-    if (payload_device != nullptr) {
+    if (!head.empty()) {
+        memory_.copy_in(dst, head.data(), head.size());
+        dst += head.size();
+    }
+    if (payload.empty()) {
+        // All of it was in the head: nothing more to copy.
+    } else if (payload_device != nullptr) {
         memory_.copy_in_device(dst, payload.data(), payload.size(), *payload_device);
     } else if (held) {
         memory_.copy_in_held(dst, payload.data(), payload.size());

@@ -150,7 +150,15 @@ class BlockRing {
     // `held`: the payload stays valid until synchronize_copies() returns, so
     // it is copied without staging (BlockMemory::copy_in_held).
     void place(std::uint16_t thread, std::uint64_t index, Bytes payload,
-               const DeviceMemory* payload_device = nullptr, bool held = false);
+               const DeviceMemory* payload_device = nullptr, bool held = false) {
+        place(thread, index, Bytes{}, payload, payload_device, held);
+    }
+    // A payload in two pieces (a receive slot split where the ring's header
+    // slot ended, not where the payload starts: more VLAN tags expected than
+    // the frame has): `head`, host memory, is copied at once (copy_in); the
+    // rest, `payload`, as above. Together they are one payload.
+    void place(std::uint16_t thread, std::uint64_t index, Bytes head, Bytes payload,
+               const DeviceMemory* payload_device, bool held);
     // Hand out every open block (end of run).
     void flush();
     // End of a run whose block memory failed: the open blocks are not handed

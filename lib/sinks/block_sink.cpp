@@ -10,9 +10,13 @@
 namespace ibvcap {
 
 namespace {
-constexpr std::size_t kBounceSlots = 1024;
-constexpr std::size_t kBounceStride = 9216;  // a jumbo frame's payload
-constexpr std::size_t kQueueJobs = 65536 + kBounceSlots;
+// Staging: host memory for payloads the copy thread cannot read in place
+// (frames without a lease, or that the rings may not hold). 1,024 slots of a
+// jumbo payload, 9 MiB: four copy-thread batches, ~0.7 ms of a 100 GbE port
+// of 8 KB frames, several ms of what a libpcap socket delivers.
+constexpr std::size_t kStagingSlots = 1024;
+constexpr std::size_t kStagingStride = BlockSink::kMaxStagedPayload;
+constexpr std::size_t kQueueJobs = 65536 + kStagingSlots;
 // Jobs the copy thread takes at once: one flush of the NIC's writes, one
 // batch of copies and one wait per ring for all of them. At 1.5 M frames/s
 // (a 100 GbE port of 8 KB frames) 256 frames are 170 us.
@@ -43,12 +47,14 @@ class ReservedBlockMemory final : public ForwardingBlockMemory {
 };
 }  // namespace
 
-// Host memory for frames the source would not let the sink hold: slots
-// handed out by the producer and returned by the copy thread (SPSC both ways).
-class BlockSink::Bounce final : public SlotOwner {
+// Host memory for payloads the copy thread cannot read in place: slots
+// handed out by the producer and returned by the copy thread (SPSC both
+// ways). A producer that finds none free drops the frame (counted): it never
+// waits.
+class BlockSink::Staging final : public SlotOwner {
   public:
-    Bounce() : memory_(new std::uint8_t[kBounceSlots * kBounceStride]), free_(kBounceSlots) {
-        for (std::uint32_t i = 0; i < kBounceSlots; ++i) {
+    Staging() : memory_(new std::uint8_t[kStagingSlots * kStagingStride]), free_(kStagingSlots) {
+        for (std::uint32_t i = 0; i < kStagingSlots; ++i) {
             free_.enqueue(i);
         }
     }
@@ -59,7 +65,7 @@ class BlockSink::Bounce final : public SlotOwner {
             return false;
         }
         token = slot;
-        bytes = memory_.get() + std::size_t{slot} * kBounceStride;
+        bytes = memory_.get() + std::size_t{slot} * kStagingStride;
         return true;
     }
     // Copy thread.
@@ -93,22 +99,43 @@ BlockSink::MapKey BlockSink::map_key(const Endpoint& group, std::uint32_t antenn
 }
 
 void BlockSink::prepare(const std::vector<Key>& expected, std::uint32_t max_payload_bytes) {
+    if (started_) {
+        return;  // frames came first: the copy thread owns the rings now
+    }
+    // The block memory first, whatever is listed: its stream and staging are
+    // device calls too.
+    BlockMemory& shared = shared_memory();
+    const std::uint32_t payload = max_payload_bytes > 0 ? max_payload_bytes : kMaxStagedPayload;
+    const std::size_t block_bytes =
+        std::size_t{options_.ring.frames_per_block} * options_.ring.threads * payload;
     for (const Key& k : expected) {
         const MapKey key = map_key(k.group, k.antenna);
         if (prepared_.size() < kMaxAntennas && !prepared_.contains(key)) {
-            const std::size_t block_bytes = std::size_t{options_.ring.frames_per_block} *
-                                            options_.ring.threads * max_payload_bytes;
             prepared_.emplace(key, std::make_unique<ReservedBlockMemory>(
-                                       shared_memory(), options_.ring.blocks, block_bytes));
+                                       shared, options_.ring.blocks, block_bytes));
         }
     }
-    // The source leases its frames (the verbs engine): the copy thread, its
-    // queue and its bounce slots exist before the first frame, not made by
-    // the poll thread when it comes. Started last: it reads prepared_.
-    if (mode_ == Mode::undecided) {
-        mode_ = Mode::threaded;
-        start_copier();
+    // Listed streams are the only ones the demux takes (DemuxOptions: the
+    // groups and antennas given); none listed, any may come.
+    const std::uint32_t spares = expected.empty() ? options_.spare_rings : 0;
+    for (std::uint32_t i = 0; i < spares && i < kMaxAntennas; ++i) {
+        spares_.push_back(
+            std::make_unique<ReservedBlockMemory>(shared, options_.ring.blocks, block_bytes));
     }
+    spare_block_bytes_ = block_bytes;
+    spares_made_ = spares_.size();
+    // The copy thread, its queue and its staging exist before the first
+    // frame, not made on the frames' thread when it comes. Started last: it
+    // reads prepared_ and spares_.
+    start_copier();
+}
+
+std::uint64_t BlockSink::copy_dropped() const {
+    std::uint64_t n = 0;
+    for (const auto d : dropped_) {
+        n += d;
+    }
+    return n;
 }
 
 BlockMemory& BlockSink::shared_memory() {
@@ -148,17 +175,25 @@ BlockRing* BlockSink::make_ring(const Key& k, std::uint32_t payload_bytes,
                                 const CodifTiming& timing) {
     const MapKey key = map_key(k.group, k.antenna);
     Antenna a;
+    const std::size_t block_bytes =
+        std::size_t{options_.ring.frames_per_block} * options_.ring.threads * payload_bytes;
     if (auto it = prepared_.find(key); it != prepared_.end()) {
         a.memory = std::move(it->second);
         prepared_.erase(it);
+    } else if (!spares_.empty() && block_bytes <= spare_block_bytes_) {
+        a.memory = std::move(spares_.back());
+        spares_.pop_back();
     } else {
+        // No memory made for it before the start: its blocks are allocated
+        // here, on the copy thread, while the frames queue behind it.
+        rings_made_late_.fetch_add(1, std::memory_order_relaxed);
         a.memory = std::make_unique<ReservedBlockMemory>(shared_memory(), 0, 0);
     }
     BlockRingOptions ro = options_.ring;
     ro.payload_bytes = payload_bytes;
     // The copy thread waits once per batch (release_all) and hands out the
-    // blocks completed in it then; inline, place() waits itself.
-    ro.batched = mode_ == Mode::threaded;
+    // blocks completed in it then.
+    ro.batched = true;
     a.ring = std::make_unique<BlockRing>(ro, *a.memory, timing);
     BlockRing* ring = a.ring.get();
     antennas_.emplace(key, std::move(a));
@@ -168,8 +203,9 @@ BlockRing* BlockSink::make_ring(const Key& k, std::uint32_t payload_bytes,
 }
 
 void BlockSink::start_copier() {
+    started_ = true;
     jobs_ = std::make_unique<moodycamel::BlockingReaderWriterQueue<Job>>(kQueueJobs);
-    bounce_ = std::make_unique<Bounce>();
+    staging_ = std::make_unique<Staging>();
     copier_ = std::thread([this] { copier(); });
 }
 
@@ -254,8 +290,10 @@ void BlockSink::copier() {
             }
             try {
                 // Held until release_all() has waited for the batch's copies
-                // (a receive slot or a bounce slot): read in place.
-                ring->place(j.thread, j.index, Bytes(j.payload, j.bytes), j.device, true);
+                // (a receive slot or a staging slot): read in place. A head
+                // piece (host memory) is copied at once.
+                ring->place(j.thread, j.index, Bytes(j.head, j.head_bytes),
+                            Bytes(j.payload, j.bytes - j.head_bytes), j.device, true);
                 if (std::find(touched.begin(), touched.end(), ring) == touched.end()) {
                     touched.push_back(ring);
                 }
@@ -280,19 +318,32 @@ void BlockSink::queue(std::uint32_t stream, const Frame& frame, std::size_t offs
     j.bytes = static_cast<std::uint32_t>(bytes);
     const bool in_tail = offset >= frame.head.size();
     const bool on_device = frame.tail_device != nullptr && (in_tail || !second.empty());
-    if (second.empty() && frame.hold(Holder::ring)) {
-        j.payload = first.data();
-        j.device = in_tail ? frame.tail_device : nullptr;
+    if (frame.hold(Holder::ring)) {
+        if (second.empty()) {
+            j.payload = first.data();
+            j.device = in_tail ? frame.tail_device : nullptr;
+        } else {
+            // Split where the header slot ended, not where the payload
+            // starts (more VLAN tags expected than the frame has): its first
+            // bytes are in SGE0 (host memory), the rest in SGE1 (device
+            // memory, or host). Two copies on the copy thread.
+            j.head = first.data();
+            j.head_bytes = static_cast<std::uint32_t>(first.size());
+            j.payload = second.data();
+            j.device = frame.tail_device;
+        }
         j.owner = frame.lease->owner;
         j.token = frame.lease->ring_token;
     } else if (on_device) {
         // GPU memory is never read here, and this frame cannot be held.
-        ++copy_dropped_;
+        drop(Drop::device_unheld);
         return;
     } else {
+        // No lease (pcap sources), or the rings' hold share is used up: the
+        // payload (host memory) goes into a staging slot now.
         std::uint8_t* dst = nullptr;
-        if (bytes > kBounceStride || !bounce_->take(j.token, dst)) {
-            ++copy_dropped_;
+        if (bytes > kStagingStride || !staging_->take(j.token, dst)) {
+            drop(Drop::no_staging);
             return;
         }
         std::memcpy(dst, first.data(), first.size());
@@ -300,17 +351,17 @@ void BlockSink::queue(std::uint32_t stream, const Frame& frame, std::size_t offs
             std::memcpy(dst + first.size(), second.data(), second.size());
         }
         j.payload = dst;
-        j.owner = bounce_.get();
+        j.owner = staging_.get();
     }
     if (!jobs_->try_enqueue(j)) {
         j.owner->release({&j.token, 1});
-        ++copy_dropped_;
+        drop(Drop::queue_full);
     }
 }
 
 void BlockSink::on_frame(const SinkFrame& f, SinkRoute /*route*/) {
     if (!f.payload_captured()) {
-        ++copy_dropped_;  // no payload to place (a frame the capture cut short)
+        drop(Drop::not_captured);  // no payload to place (a frame the capture cut short)
         return;
     }
     place(f.frame, *f.packet, *f.header, *f.stream);
@@ -318,86 +369,37 @@ void BlockSink::on_frame(const SinkFrame& f, SinkRoute /*route*/) {
 
 void BlockSink::place(const Frame& frame, const UdpPacket& packet, const CodifHeader& header,
                       const StreamStats& stream) {
-    if (mode_ == Mode::undecided) {
-        mode_ = frame.lease != nullptr ? Mode::threaded : Mode::inline_copy;
-        if (mode_ == Mode::threaded) {
-            start_copier();
-        }
+    if (!started_) {
+        // Not prepared: the copy thread starts now, and makes the block
+        // memory and the rings itself.
+        start_copier();
     }
     const std::uint32_t id = stream_id(stream.group, stream.antenna);
     if (id >= kMaxAntennas) {
-        ++copy_dropped_;  // more streams than rings (the demux's own limit is lower)
+        drop(Drop::too_many_streams);  // more streams than rings (the demux's own limit is lower)
         return;
     }
     const std::size_t offset = packet.payload_offset + kCodifHeaderBytes;
     const std::size_t bytes = static_cast<std::size_t>(header.payload_bytes());
     const std::uint64_t index = stream.timing.index(header.seconds, header.frame);
-    if (mode_ == Mode::threaded) {
-        if (requested_[id] == 0) {
-            // The copy thread makes the ring (device memory: never on the
-            // poll thread) before it takes this stream's first frame. With
-            // no room in the queue this frame is dropped (counted once) and
-            // the next one asks again.
-            Job create;
-            create.stream = id;
-            create.create = true;
-            create.bytes = static_cast<std::uint32_t>(bytes);
-            create.timing = stream.timing;
-            create.key = Key{stream.group, stream.antenna};
-            if (!jobs_->try_enqueue(create)) {
-                ++copy_dropped_;
-                return;
-            }
-            requested_[id] = 1;
+    if (requested_[id] == 0) {
+        // The copy thread makes the ring (device memory: never on the
+        // frames' thread) before it takes this stream's first frame. With no
+        // room in the queue this frame is dropped (counted once) and the
+        // next one asks again.
+        Job create;
+        create.stream = id;
+        create.create = true;
+        create.bytes = static_cast<std::uint32_t>(bytes);
+        create.timing = stream.timing;
+        create.key = Key{stream.group, stream.antenna};
+        if (!jobs_->try_enqueue(create)) {
+            drop(Drop::queue_full);
+            return;
         }
-        queue(id, frame, offset, bytes, header.threadid, index);
-        return;
+        requested_[id] = 1;
     }
-    if (rings_[id] == nullptr && !failed_.load()) {
-        // First frame of the antenna: its ring is sized for this payload (a new
-        // antenna allocates once; never per frame).
-        scratch_.resize(std::max(scratch_.size(), bytes));
-        try {
-            rings_[id] = make_ring(Key{stream.group, stream.antenna},
-                                   static_cast<std::uint32_t>(bytes), stream.timing);
-        } catch (const std::exception& e) {
-            fail("block rings (making a ring)", e.what());
-        }
-    }
-    BlockRing* ring = rings_[id];
-    Bytes first;
-    Bytes second;
-    frame.slice(offset, bytes, first, second);
-    Bytes payload = first;
-    const DeviceMemory* device = offset >= frame.head.size() ? frame.tail_device : nullptr;
-    if (!second.empty() && frame.tail_device != nullptr) {
-        ++copy_dropped_;  // split payload in GPU memory: not read on this thread
-        return;
-    }
-    if (!second.empty()) {
-        // Split at an unexpected place (a VLAN tag the ring was not sized
-        // for): join the pieces, the ring wants one payload.
-        std::memcpy(scratch_.data(), first.data(), first.size());
-        std::memcpy(scratch_.data() + first.size(), second.data(), second.size());
-        payload = Bytes(scratch_.data(), bytes);
-    }
-    if (failed_.load() || ring == nullptr) {
-        ++copy_failed_;
-        return;
-    }
-    if (device != nullptr) {
-        // Device payload without a lease: no source makes such frames (the
-        // verbs engine leases every frame, pcap has no device memory), and
-        // this thread may not touch the device. Counted, never read.
-        ++copy_dropped_;
-        return;
-    }
-    try {
-        ring->place(header.threadid, index, payload, nullptr);
-    } catch (const std::exception& e) {
-        fail("block rings", e.what());
-        ++copy_failed_;
-    }
+    queue(id, frame, offset, bytes, header.threadid, index);
 }
 
 void BlockSink::stop_copying() {
@@ -439,7 +441,8 @@ std::vector<BlockSink::Key> BlockSink::keys() const {
 void BlockSink::report_to(Ledger& ledger) const {
     // Every way a captured frame can miss its block is loss for the consumer,
     // and so for the verdict (docs/architecture.md).
-    std::uint64_t misses = copy_dropped_ + copy_failed_.load();
+    const std::uint64_t dropped = copy_dropped();
+    std::uint64_t misses = dropped + copy_failed_.load();
     if (const std::uint64_t n = copy_failed_.load(); n > 0) {
         ledger.add_source_counter({"blocks/copy_failed", n, false});
         ledger.add_note(fmt::format(
@@ -447,12 +450,29 @@ void BlockSink::report_to(Ledger& ledger) const {
             "copy that failed",
             n));
     }
-    if (copy_dropped_ > 0) {
-        ledger.add_source_counter({"blocks/copy_dropped", copy_dropped_, false});
+    if (dropped > 0) {
+        ledger.add_source_counter({"blocks/copy_dropped", dropped, false});
+        static constexpr std::array<const char*, static_cast<std::size_t>(Drop::count_)> kCauses{
+            "payload not captured", "more streams than rings",
+            "GPU payload the capture could not hold", "no staging slot free", "copy queue full"};
+        std::string causes;
+        for (std::size_t i = 0; i < kCauses.size(); ++i) {
+            if (dropped_[i] > 0) {
+                causes +=
+                    fmt::format("{}{} {}", causes.empty() ? "" : ", ", kCauses[i], dropped_[i]);
+            }
+        }
+        ledger.add_note(
+            fmt::format("{} frames are in no block: the copy thread could not take them ({})",
+                        dropped, causes));
+    }
+    if (const std::uint64_t n = rings_made_late_.load(); n > 0) {
+        ledger.add_source_counter({"blocks/rings_made_late", n, false});
         ledger.add_note(fmt::format(
-            "{} frames are in no block: the copy thread could not take them (GPU payload "
-            "the capture could not hold, or no bounce slot free)",
-            copy_dropped_));
+            "{} streams had their ring's blocks allocated on the copy thread at their first "
+            "frame (more streams than listed antennas and the {} spare rings made before the "
+            "start): their frames, and the other streams', waited for it",
+            n, spares_made_));
     }
     for (const auto& [key, ring] : registry_) {
         const BlockRingStats s = ring->stats();

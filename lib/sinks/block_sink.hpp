@@ -3,26 +3,32 @@
 // Two groups carry different data (sub-bands) of the same antenna, so each
 // (group, antenna) has its own ring.
 //
-// With the verbs source (frames arrive with a lease, lib/frame.hpp), nothing
-// of the block path runs on the poll thread but a table lookup and a queue
-// push: the poll thread holds the frame's receive slot and queues a job. The
-// copy thread owns the rings. It makes a stream's ring when the stream is not
-// one prepare() made memory for (the first job of a stream asks for it, so
-// no frame waits and none is lost), and works in batches: it takes every
-// queued job (up to 256) and places the payloads, which the block memory all
-// rings share queues; the first ring's wait then flushes the NIC's writes
+// Nothing of the block path runs on the thread that calls on_frame (the verbs
+// poll thread, the pcap capture thread) but a table lookup, at most a copy
+// into host memory, and a queue push: no device call. The copy thread owns
+// the rings. A stream's ring comes from the memory prepare() made (its own
+// when the stream was listed, else one of the spare rings); only when those
+// are used up does the copy thread allocate one itself (counted: the report
+// says so). The first job of a stream asks for its ring, so no frame waits
+// uncounted. The copy thread works in batches: it takes every queued job (up
+// to 256) and places the payloads, which the block memory all rings share
+// queues; the first ring's wait then flushes the NIC's writes
 // (DeviceMemory::flush_nic_writes: GPUDirect RDMA write ordering), issues
 // them as one batch and waits for them to land; then the slots go back.
 //
-// A frame the source does not let it hold (its hold limit) is copied into
-// one of the sink's bounce slots when its payload is in host memory, and
-// counted as dropped from the rings when it is in GPU memory. The mode is
-// chosen by the first frame: without a lease (pcap sources) everything is
-// placed on the calling thread.
+// A frame with a lease (verbs) is held: its receive slot is read in place by
+// the copy thread. A payload split across the slot's two pieces (more VLAN
+// tags expected than the frame has) is placed with two copies. A frame
+// without a lease (pcap sources), or one the source does not let the rings
+// hold (their share of the hold budget), is copied into one of the sink's
+// staging slots (bounded host memory, never allocated per frame) when its
+// payload is in host memory; with no slot free, or its payload in GPU
+// memory, it is counted as dropped from the rings, with its cause.
 #pragma once
 
 #include <readerwriterqueue/readerwriterqueue.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -43,8 +49,23 @@ struct BlockSinkOptions {
     // stand-in.
     // The sink makes one and every ring shares it (one stream, one staging
     // area, one gather and one wait per batch, whatever the antenna count);
-    // only the copy thread (or, without one, the producer) uses it.
+    // made by prepare() (or the copy thread), then used by the copy thread
+    // only.
     std::function<std::unique_ptr<BlockMemory>()> memory;
+    // Spare rings made by prepare() when it is given no streams (the CLI's
+    // default: every source an antenna, no --antenna; the pcap source), so
+    // that a stream's first frame takes its ring with no device call on the
+    // copy thread (cudaMalloc, memset and a wait per block: tens of ms a
+    // ring, while the rings' share of the hold budget, 1,024 slots at the
+    // default --ring-depth, ~0.7 ms of a 100 GbE port, runs out). When
+    // streams are listed the demux takes no others, so none are made. Each
+    // is `ring.blocks` blocks of frames_per_block × threads × the largest
+    // payload: ~70 MiB of GPU memory at the defaults (16 × 256 × 2 ×
+    // 8916 B). 8 (~560 MiB, under 1 % of an 80 GB H100) cover the eight
+    // antennas of the review's experiment (gpu-cuda-2.md, N2); more
+    // streams than spares get their ring on the copy thread, counted
+    // (rings_made_late) and named in the report.
+    std::uint32_t spare_rings = 8;
     // Where the copy thread reports an exception (a device copy or
     // synchronisation that failed). It then issues no further copies: the
     // frames it still gets are counted (copy_failed) and their slots
@@ -64,16 +85,19 @@ class BlockSink final : public FrameSink {
         std::uint32_t antenna = 0;
     };
     // Before the capture starts, on the calling thread: make the block
-    // memory (CUDA stream, pinned staging) and the blocks (device memory) of
-    // the rings these streams will need, so that nothing is allocated once
-    // frames flow. A ring's payload size comes with its first frame, so its
-    // blocks are made for `max_payload_bytes` (the capture's payload slot;
-    // 0: blocks come with the ring). A stream that is not expected gets its
-    // blocks on the copy thread when its first frame comes (its frames wait
-    // in the queue meanwhile; none is lost uncounted). For sources that
-    // lease their frames (verbs): it also starts the copy thread, so the
-    // first frame finds it running.
+    // memory (CUDA stream, pinned staging), the blocks (device memory) of
+    // the rings these streams will need (none listed: options.spare_rings
+    // spare rings for whichever come), and start the copy thread, so that nothing
+    // is allocated and no device call is made on the frames' path. A ring's
+    // payload size comes with its first frame, so its blocks are made for
+    // `max_payload_bytes` (the capture's payload slot; 0: the largest
+    // payload a staging slot takes, kMaxStagedPayload, which bounds the
+    // payloads of sources that do not lease their frames). Without
+    // prepare() the first frame starts the copy thread, which makes the
+    // block memory and every ring itself.
     void prepare(const std::vector<Key>& expected, std::uint32_t max_payload_bytes);
+    // The largest payload a staging slot takes (a jumbo frame's).
+    static constexpr std::uint32_t kMaxStagedPayload = 9216;
 
     // A per-stream sink of the demux: place the frame's payload in its
     // antenna's ring.
@@ -84,11 +108,22 @@ class BlockSink final : public FrameSink {
     // Only the first half of flush(): the copy thread finishes and releases
     // every slot it holds (idempotent; flush() does it too).
     void stop_copying();
-    // Whether the copy thread ran (frames came with leases).
-    bool threaded() const { return mode_ == Mode::threaded; }
-    // Frames the copy thread could not take (GPU payload not holdable, no
-    // bounce slot free, queue full, too many streams). Read after flush().
-    std::uint64_t copy_dropped() const { return copy_dropped_; }
+    // Whether the copy thread ran.
+    bool threaded() const { return started_; }
+    // Frames the copy thread could not take, by cause. Read after flush().
+    enum class Drop : std::uint8_t {
+        not_captured,      // the capture cut the payload short
+        too_many_streams,  // more streams than kMaxAntennas
+        device_unheld,     // GPU payload the rings' hold share could not take
+        no_staging,        // no staging slot free (or a payload larger than one)
+        queue_full,        // the copy thread's queue was full
+        count_
+    };
+    std::uint64_t dropped(Drop cause) const { return dropped_[static_cast<std::size_t>(cause)]; }
+    std::uint64_t copy_dropped() const;
+    // Streams whose ring the copy thread had to allocate itself (neither
+    // listed in prepare() nor covered by a spare ring). Read after flush().
+    std::uint64_t rings_made_late() const { return rings_made_late_.load(); }
     // Frames whose copy failed or was never issued because an earlier copy
     // failed (the block memory is unusable). Read after flush().
     std::uint64_t copy_failed() const { return copy_failed_.load(); }
@@ -120,17 +155,20 @@ class BlockSink final : public FrameSink {
         std::uint32_t stream = 0;  // the stream's id (its ring's index in rings_)
         bool create = false;       // make the stream's ring (payload bytes, timing below)
         std::uint64_t index = 0;
+        // A payload split across the slot's two pieces: its first
+        // `head_bytes` (host memory, SGE0); `payload` is then the rest.
+        const std::uint8_t* head = nullptr;
+        std::uint32_t head_bytes = 0;
         const std::uint8_t* payload = nullptr;
         const DeviceMemory* device = nullptr;
         SlotOwner* owner = nullptr;
         std::uint64_t token = 0;
-        std::uint32_t bytes = 0;
+        std::uint32_t bytes = 0;  // the whole payload (head piece included)
         std::uint16_t thread = 0;
         CodifTiming timing;  // create only
         Key key;             // create only
     };
-    class Bounce;
-    enum class Mode { undecided, inline_copy, threaded };
+    class Staging;
     void start_copier();
     void copier();
     void create_ring(const Job& job);
@@ -152,12 +190,14 @@ class BlockSink final : public FrameSink {
     BlockSinkOptions options_;
     // Declared before the rings' views of it, so destroyed after them.
     std::unique_ptr<BlockMemory> memory_;
-    // Owned by the copy thread in threaded mode (the producer's in inline
-    // mode); read by others only after it stopped.
+    // Owned by the copy thread (made by prepare() before it starts); read by
+    // others only after it stopped.
     std::map<MapKey, Antenna> antennas_;
     std::map<MapKey, std::unique_ptr<BlockMemory>> prepared_;
-    std::vector<BlockRing*> rings_;      // by stream id; kMaxAntennas, reserved up front
-    std::vector<std::uint8_t> scratch_;  // a payload that straddles the two pieces (inline)
+    std::vector<std::unique_ptr<BlockMemory>> spares_;  // spare rings' blocks
+    std::size_t spare_block_bytes_ = 0;                 // each spare block's size
+    std::size_t spares_made_ = 0;
+    std::vector<BlockRing*> rings_;  // by stream id; kMaxAntennas, reserved up front
     // The producer's stream table: open addressing over a fixed array.
     struct Slot {
         std::uint64_t group = 0;
@@ -173,12 +213,14 @@ class BlockSink final : public FrameSink {
     std::vector<std::pair<Key, BlockRing*>> registry_;
     std::atomic<std::size_t> published_{0};
 
-    Mode mode_ = Mode::undecided;
+    void drop(Drop cause) { ++dropped_[static_cast<std::size_t>(cause)]; }
+    bool started_ = false;
     std::unique_ptr<moodycamel::BlockingReaderWriterQueue<Job>> jobs_;
-    std::unique_ptr<Bounce> bounce_;
+    std::unique_ptr<Staging> staging_;
     std::thread copier_;
     std::atomic<bool> copier_stop_{false};
-    std::uint64_t copy_dropped_ = 0;  // producer side
+    std::array<std::uint64_t, static_cast<std::size_t>(Drop::count_)> dropped_{};  // producer
+    std::atomic<std::uint64_t> rings_made_late_{0};
     std::atomic<std::uint64_t> copy_failed_{0};
     std::atomic<std::uint64_t> batches_{0};
     std::atomic<bool> failed_{false};
