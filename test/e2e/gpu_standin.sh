@@ -7,18 +7,20 @@
 # payload byte off the pattern, every distinct frame captured is in a block
 # (placed = codif - duplicates), nothing too late / ring full, and blocks were
 # consumed for all six antennas of both groups (a ring per group and antenna).
+# IBVCAP_E2E_GPU="--gpu 0" runs it on a GPU instead (scripts/gpu-check.sh).
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
 
 MCAST=(239.17.0.1:36001 239.17.0.2:36001)  # two groups: a ring per (group, antenna)
 GEN=(--antennas 6 --threads 2 -c 1000 --loss 0.01 --duplicate 0.01 --reorder 0.01 --seed 5
   --payload 2048 --nchan 4)
+read -ra GPU_ARGS <<<"${IBVCAP_E2E_GPU:---gpu-standin}"
 testbed_up
 
 gen_reference
 
 start capture.log rx "$IBVCAP" capture --source pcap -i "$RX_IF" --report "$WORK/r.json" \
-  -c "$PACKETS" --duration 60 --gpu-standin --gpu-verify --frames-per-block 32 --gpu-blocks 8 \
+  -c "$PACKETS" --duration 60 "${GPU_ARGS[@]}" --gpu-verify --frames-per-block 32 --gpu-blocks 8 \
   --block-threads 2 "${MCAST[@]}"
 CAPTURE=$STARTED
 wait_for_join "$CAPTURE" 15 "${MCAST[@]}"
