@@ -856,9 +856,9 @@ TEST(Engine, FramesTheBlockSinkCannotTakeAreLossInTheVerdict) {
     BlockSink sink(bo);
     rig.demux->add_sink(sink);
     rig.engine->start();
-    auto config = traffic({kG1}, 800);
+    auto config = traffic({kG1}, 2400);
     config.antennas = {test::kAntenna1};
-    const auto frames = frames_of(config);  // 1600: more than 32 held + 1024 bounced
+    const auto frames = frames_of(config);  // 4800: more than 16 held + 4096 staged
     rig.play(frames, 16);
     open->store(true);
     sink.flush();

@@ -61,11 +61,15 @@ struct BlockSinkOptions {
     // streams are listed the demux takes no others, so none are made. Each
     // is `ring.blocks` blocks of frames_per_block × threads × the largest
     // payload: ~70 MiB of GPU memory at the defaults (16 × 256 × 2 ×
-    // 8916 B). 8 (~560 MiB, under 1 % of an 80 GB H100) cover the eight
-    // antennas of the review's experiment (gpu-cuda-2.md, N2); more
-    // streams than spares get their ring on the copy thread, counted
-    // (rings_made_late) and named in the report.
-    std::uint32_t spare_rings = 8;
+    // 8916 B). 16 (~1.1 GiB, 1.4 % of an 80 GB H100) cover 8 antennas on
+    // two groups (the review's experiment had 8, gpu-cuda-2.md N2; the
+    // namespace testbed's default traffic is 2 groups x 6): with 8, the
+    // testbed's four late rings, made and zeroed on the copy thread during
+    // the traffic, cost the capture thread 6,571 and 8,856 kernel drops at
+    // 120,000 frames/s on the 2-core VM, with 16 none. More streams than
+    // spares get their ring on the copy thread, counted (rings_made_late)
+    // and named in the report.
+    std::uint32_t spare_rings = 16;
     // Where the copy thread reports an exception (a device copy or
     // synchronisation that failed). It then issues no further copies: the
     // frames it still gets are counted (copy_failed) and their slots
@@ -144,6 +148,9 @@ class BlockSink final : public FrameSink {
     BlockRing& ring_at(std::size_t i) { return *registry_[i].second; }
     std::uint32_t antenna_at(std::size_t i) const { return registry_[i].first.antenna; }
     static constexpr std::size_t kMaxAntennas = 1024;
+    // Host slots for payloads the copy thread cannot read in place
+    // (block_sink.cpp, Staging).
+    static constexpr std::size_t kStagingSlots = 4096;
     // Ledger lines: per antenna, what the ring could not place.
     void report_to(Ledger& ledger) const;
 
