@@ -614,8 +614,8 @@ void VerbsEngine::report_to(Ledger& ledger) const {
         // copied because the holders had hold_limit slots of a ring.
         ledger.add_source_counter({dev + "/zero_copy/held", stats_.held, false});
         ledger.add_source_counter({dev + "/zero_copy/limit_reached", stats_.hold_refused, false});
-        ledger.add_source_counter(
-            {dev + "/zero_copy/ring_limit_reached", stats_.ring_hold_refused, false});
+        ledger.add_source_counter({dev + "/zero_copy/ring_limit_reached", stats_.ring_hold_refused,
+                                   false, LossCause::ring_hold_limit});
     }
     if (stats_.bad_release > 0) {
         ledger.add_source_counter({dev + "/zero_copy/bad_release", stats_.bad_release, false});
