@@ -266,16 +266,12 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         claim_outputs(settings.outputs, source.input_file(), settings.writer.direct_io);
     }
     if (settings.blocks != nullptr) {
-        // Every source: the block memory, the copy thread, every ring the
-        // options let us foresee and the spare rings, with their blocks, made
-        // here: no device memory or CUDA stream is made on the frames' thread,
-        // and none on the copy thread until the spare rings are used up. A
-        // source with nothing to foresee (pcap) gives no streams and no
-        // payload size (the sink then sizes the spares for its staging).
-        // Before arm(): the pcap source joins its groups there, and the
-        // traffic they bring would wait in the kernel's ring while the rings
-        // are made and zeroed (at 120,000 frames/s on the namespace testbed,
-        // 42,000 kernel drops with 16 spare rings made after the joins).
+        // Every source: the block memory, the copy thread, the rings the
+        // options foresee and the spare rings made here, before arm() (the
+        // pcap source joins there, and its traffic would wait in the kernel's
+        // ring while rings are zeroed: 42,000 drops at 120,000 frames/s).
+        // A source with nothing to foresee (pcap) gives no streams and no
+        // payload size (the sink sizes the spares for its staging).
         const auto plan = source.block_plan();
         settings.blocks->prepare(plan.expected, plan.max_payload_bytes);
     }
