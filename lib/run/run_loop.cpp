@@ -266,12 +266,10 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         claim_outputs(settings.outputs, source.input_file(), settings.writer.direct_io);
     }
     if (settings.blocks != nullptr) {
-        // Every source: the block memory, the copy thread, the rings the
-        // options foresee and the spare rings made here, before arm() (the
-        // pcap source joins there, and its traffic would wait in the kernel's
-        // ring while rings are zeroed: 42,000 drops at 120,000 frames/s).
-        // A source with nothing to foresee (pcap) gives no streams and no
-        // payload size (the sink sizes the spares for its staging).
+        // Every source: block memory, copy thread, foreseen and spare rings
+        // made before arm() (the pcap source joins there; its traffic would
+        // wait in the kernel ring while rings are zeroed). Pcap foresees no
+        // streams nor payload size (the spares are sized for its staging).
         const auto plan = source.block_plan();
         settings.blocks->prepare(plan.expected, plan.max_payload_bytes);
     }
