@@ -24,6 +24,7 @@ packages=(
   dpkg-dev debhelper fakeroot lintian systemd libcap2-bin
   help2man  # debian/control Build-Depends: the man pages (IBVCAP_MANPAGES=ON in debian/rules)
   e2fsprogs util-linux mount  # test/e2e/stall.sh: mkfs.ext4, losetup and lsblk, mount (a throttled loop disk)
+  binutils  # strip: scripts/gpu-check.sh --bundle (build-essential brings it; named for e2e_deps)
 )
 
 missing=()

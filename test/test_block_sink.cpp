@@ -354,5 +354,52 @@ TEST(BlockSink, WithTheCopyThreadStoppedFramesWithoutALeaseAreDroppedNotWaitedFo
     EXPECT_FALSE(ledger.zero_loss());
 }
 
+// The two hold shares (gpu-cuda-2.md N2): a copy thread stopped at its first
+// wait holds the rings' share of the receive ring (a quarter) and no more;
+// the writers, holding from their own share, write every frame. The frames
+// the rings could not hold are counted: zero_copy/ring_limit_reached and
+// blocks/copy_dropped, the same number.
+TEST(BlockSink, AStalledCopyThreadDropsOnlyRingFramesAndTheWritersWriteEveryFrame) {
+    auto standin = std::make_unique<StandinDevicePayloadMemory>();
+    DeviceCallLog& log = standin->log();
+    const EngineOptions eo = options_for({kG1}, 1024);  // writers 512 slots, rings 256
+    Rig rig(eo, {OutputFormat::codif}, {}, std::move(standin));
+    auto open = std::make_shared<std::atomic<bool>>(false);
+    BlockSinkOptions bo = sink_options();
+    bo.memory = [&log, open] { return std::make_unique<GatedSyncMemory>(log, open); };
+    BlockSink sink(bo);
+    sink.prepare({{kG1, test::kAntenna1}, {kG1, test::kAntenna2}}, max_payload_bytes(eo));
+    rig.demux->add_sink(sink);
+    rig.engine->start();
+    const auto frames = frames_of(traffic({kG1}, 500));  // 2,000
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+        rig.nic->deliver(frames[i]);
+        if (i % 16 == 15) {
+            rig.poll_all();
+            // A wire the disk threads keep up with: below the writers'
+            // share (512), whatever the stopped copy thread holds.
+            for (int w = 0; w < 2000 && rig.writer->frames_held() > 384; ++w) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                rig.engine->poll_once();
+            }
+        }
+    }
+    rig.poll_all();
+    const std::uint64_t ring_refused = rig.engine->stats().ring_hold_refused;
+    open->store(true);
+    sink.flush();
+    rig.finish();
+    sink.report_to(rig.ledger);
+    const Totals t = rig.ledger.totals();
+    EXPECT_EQ(t.codif, frames.size());
+    EXPECT_EQ(t.write_drops, 0u) << "writer hold refusals " << rig.engine->stats().hold_refused;
+    EXPECT_EQ(rig.engine->stats().hold_refused, 0u);
+    EXPECT_GT(ring_refused, 0u);
+    EXPECT_EQ(sink.copy_dropped(), ring_refused);
+    EXPECT_EQ(placed(sink) + sink.copy_dropped(), frames.size());
+    EXPECT_GE(placed(sink), 256u);
+    EXPECT_FALSE(rig.ledger.zero_loss());  // the rings' frames are loss, named
+}
+
 }  // namespace
 }  // namespace ibvcap
