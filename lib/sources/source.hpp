@@ -75,11 +75,10 @@ class Source {
     // Before start: where each lane delivers (and notes go). May throw (one
     // line naming the fix): the run then writes nothing more.
     virtual void connect(std::span<const SourceLane> lanes) = 0;
-    // The GPU block rings: which streams to make memory for before the first
-    // frame, and how large a payload can be (0: nothing to prepare; the
-    // sink makes rings as streams come).
+    // The GPU block rings: which streams to make rings for before the source
+    // joins, and how large a payload can be (none and 0: the sink makes spare
+    // rings sized for its staging, BlockSink::prepare).
     struct BlockPlan {
-        bool prepare = false;
         std::vector<BlockSink::Key> expected;
         std::uint32_t max_payload_bytes = 0;
     };

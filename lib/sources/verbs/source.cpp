@@ -238,7 +238,6 @@ void VerbsSource::connect(std::span<const SourceLane> lanes) {
 
 Source::BlockPlan VerbsSource::block_plan() const {
     BlockPlan plan;
-    plan.prepare = true;
     for (const Endpoint& g : options_.engine.groups) {
         for (const std::uint32_t a : options_.engine.antennas) {
             plan.expected.push_back({g, a});
