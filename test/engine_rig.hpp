@@ -125,6 +125,25 @@ struct Rig {
         }
         poll_all();
     }
+    // As play(), and after each burst, while `behind()` (the consumers have
+    // not caught up), keep polling, at most 2 s: a wire the disk threads
+    // keep up with (for tests about bytes or budgets, not speed).
+    template <class Behind>
+    void play_paced(const std::vector<std::vector<std::uint8_t>>& frames, std::size_t burst,
+                    Behind behind) {
+        burst = std::max<std::size_t>(burst, 1);
+        for (std::size_t i = 0; i < frames.size(); ++i) {
+            nic->deliver(frames[i]);
+            if (i % burst == burst - 1) {
+                poll_all();
+                for (int w = 0; w < 2000 && behind(); ++w) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                    engine->poll_once();
+                }
+            }
+        }
+        poll_all();
+    }
     // Stop the engine and fold its counts, the NIC's counters (through the
     // sysfs reader, as in production) and the writers into the ledger.
     void finish() {

@@ -372,19 +372,8 @@ TEST(BlockSink, AStalledCopyThreadDropsOnlyRingFramesAndTheWritersWriteEveryFram
     rig.demux->add_sink(sink);
     rig.engine->start();
     const auto frames = frames_of(traffic({kG1}, 500));  // 2,000
-    for (std::size_t i = 0; i < frames.size(); ++i) {
-        rig.nic->deliver(frames[i]);
-        if (i % 16 == 15) {
-            rig.poll_all();
-            // A wire the disk threads keep up with: below the writers'
-            // share (512), whatever the stopped copy thread holds.
-            for (int w = 0; w < 2000 && rig.writer->frames_held() > 384; ++w) {
-                std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                rig.engine->poll_once();
-            }
-        }
-    }
-    rig.poll_all();
+    // Below the writers' share (512), whatever the stopped copy thread holds.
+    rig.play_paced(frames, 16, [&] { return rig.writer->frames_held() > 384; });
     const std::uint64_t ring_refused = rig.engine->stats().ring_hold_refused;
     open->store(true);
     sink.flush();

@@ -899,19 +899,8 @@ TEST(Engine, DevicePayloadIsHeldCopiedInBatchesOffThePollThreadAndEveryByteLands
     config.loss = 0.02;
     config.seed = 5;
     const auto frames = frames_of(config);
-    for (std::size_t i = 0; i < frames.size(); ++i) {
-        rig.nic->deliver(frames[i]);
-        if (i % 32 == 31) {
-            rig.poll_all();
-            // A line rate the disk threads keep up with: wait for them to
-            // pass slots back (this test is about bytes, not speed).
-            for (int w = 0; w < 2000 && rig.engine->slots_held() > 64; ++w) {
-                std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                rig.engine->poll_once();
-            }
-        }
-    }
-    rig.poll_all();
+    // A line rate the disk threads keep up with (this test is about bytes).
+    rig.play_paced(frames, 32, [&] { return rig.engine->slots_held() > 64; });
     sink.flush();          // the copy thread has released its slots
     rig.writer->finish();  // and the writers theirs
     for (int i = 0; i < 10 && rig.engine->slots_held() > 0; ++i) {
