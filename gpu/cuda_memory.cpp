@@ -256,13 +256,20 @@ class GpuPayloadMemory final : public PayloadMemory {
         region.owner = std::move(owner);
     }
 
+    // Why a GPU mode cannot run on this GPU at all, before anything is tried.
+    std::optional<std::string> refusal(Mode mode) const {
+        if (!rdma_) {
+            return fmt::format(
+                "{}: the GPU does not support GPUDirect RDMA (cudaDevAttrGPUDirectRDMASupported = "
+                "0)",
+                to_string(mode));
+        }
+        return ordering_refusal(mode, ordering_);
+    }
+
     std::optional<std::string> try_dmabuf(verbs::Device& device, std::size_t size, GpuPages& pages,
                                           Region& region) const {
-        if (!rdma_) {
-            return "dma-buf: the GPU does not support GPUDirect RDMA "
-                   "(cudaDevAttrGPUDirectRDMASupported = 0)";
-        }
-        if (auto why = ordering_refusal(Mode::dmabuf, ordering_)) {
+        if (auto why = refusal(Mode::dmabuf)) {
             return why;
         }
         if (get_handle_ == nullptr) {
@@ -300,11 +307,7 @@ class GpuPayloadMemory final : public PayloadMemory {
 
     std::optional<std::string> try_peermem(verbs::Device& device, std::size_t size, GpuPages& pages,
                                            Region& region) const {
-        if (!rdma_) {
-            return "nvidia-peermem: the GPU does not support GPUDirect RDMA "
-                   "(cudaDevAttrGPUDirectRDMASupported = 0)";
-        }
-        if (auto why = ordering_refusal(Mode::peermem, ordering_)) {
+        if (auto why = refusal(Mode::peermem)) {
             return why;
         }
         if (!peermem_loaded(sysfs_root_)) {
