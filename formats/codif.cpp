@@ -274,32 +274,4 @@ CodifError validate_codif(const CodifHeader& h, std::uint64_t datagram_bytes) {
 
 // A period of 0 (which validate_codif rejects) is treated as 1 here so that a
 // badly built CodifTiming cannot divide by zero.
-void CodifTiming::position(std::uint64_t index, std::uint32_t& seconds,
-                           std::uint32_t& frame) const {
-    const std::uint64_t fpp = frames_per_period == 0 ? 1 : frames_per_period;
-    seconds = static_cast<std::uint32_t>(index / fpp * (period == 0 ? 1u : period));
-    frame = static_cast<std::uint32_t>(index % fpp);
-}
-
-void CodifTiming::next(std::uint32_t& seconds, std::uint32_t& frame) const {
-    const std::uint64_t following = std::uint64_t{frame} + 1;
-    if (frames_per_period != 0 && following >= frames_per_period) {
-        seconds += period == 0 ? 1u : period;
-        frame = 0;
-    } else {
-        frame = static_cast<std::uint32_t>(following);
-    }
-}
-
-// Signed 64-bit throughout so that a frame from an earlier period gives a
-// negative gap. Periods are counted as seconds / period for each side (exactly
-// index(s, f) - index(s0, f0) - 1); when seconds are period-aligned this equals
-// ((s - s0) / period) * fpp + (f - f0) - 1.
-std::int64_t CodifTiming::gap(std::uint32_t s0, std::uint32_t f0, std::uint32_t s,
-                              std::uint32_t f) const {
-    // Both indices are below 2^63 (frames per period <= 2^31, seconds < 2^32),
-    // so their difference fits a signed 64-bit value exactly.
-    return static_cast<std::int64_t>(index(s, f) - index(s0, f0)) - 1;
-}
-
 }  // namespace ibvcap

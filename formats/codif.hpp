@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "formats/bytes.hpp"
+#include "formats/stream_header.hpp"
 
 namespace ibvcap {
 
@@ -183,25 +184,7 @@ CodifError validate_codif(const CodifHeader& h, std::uint64_t datagram_bytes);
 std::uint64_t codif_samples_per_frame(const CodifHeader& h);
 std::uint64_t codif_frames_per_period(const CodifHeader& h);
 
-// A frame's position in one stream: (seconds, frame) with the stream's period and
-// frames per period. `index` is the absolute frame count from seconds 0.
-struct CodifTiming {
-    std::uint32_t period = 1;
-    std::uint64_t frames_per_period = 1;
-
-    std::uint64_t index(std::uint32_t seconds, std::uint32_t frame) const {
-        // Period 1 (the common case) skips the division: it is per frame.
-        const std::uint32_t periods = period <= 1 ? seconds : seconds / period;
-        return std::uint64_t{periods} * frames_per_period + frame;
-    }
-    // The (period-aligned seconds, frame) of an index: index(position(i)) == i.
-    // Period 0 counts as 1, frames per period 0 as 1 (no division by zero).
-    void position(std::uint64_t index, std::uint32_t& seconds, std::uint32_t& frame) const;
-    // The (seconds, frame) that follows (s, f): (s, f+1), or (s + period, 0) on the wrap.
-    void next(std::uint32_t& seconds, std::uint32_t& frame) const;
-    // gap = index(s, f) - index(s0, f0) - 1: >0 frames missing between them,
-    // -1 a duplicate of (s0, f0), < -1 a frame that arrives after a later one.
-    std::int64_t gap(std::uint32_t s0, std::uint32_t f0, std::uint32_t s, std::uint32_t f) const;
-};
+// A stream's timing (formats/stream_header.hpp): CODIF's is (period, frames per period).
+using CodifTiming = StreamTiming;
 
 }  // namespace ibvcap
