@@ -170,13 +170,15 @@ TEST(DemuxVdif, VtpSequenceNumbersWitnessLossTheHeadersDoNotShow) {
         }
         feed(demux, 1, f, 0, 0x4142, psn);
     }
+    // A duplicated datagram repeats its number (as the network duplicates
+    // it): a duplicate, not a loss hidden by an extra packet.
+    feed(demux, 1, 19, 0, 0x4142, psn - 1);
     const StreamStats& s = ledger.streams().at(0);
     EXPECT_EQ(s.format, StreamFormat::vtp);
     EXPECT_EQ(s.sequence.missing(), 0u);
-    EXPECT_EQ(s.psn_packets, 20u);
-    EXPECT_EQ(s.psn_lowest, 100u);
-    EXPECT_EQ(s.psn_highest, 121u);
-    EXPECT_EQ(s.psn_missing(), 2u);
+    EXPECT_EQ(s.psn_packets, 21u);
+    EXPECT_EQ(s.psn_missing, 2u);
+    EXPECT_EQ(s.psn_duplicates, 1u);
     const auto j = report_json(ledger, RunInfo{});
     EXPECT_EQ(j["streams"][0]["psn"]["missing"], 2u);
     // The sequence saw nothing lost; the PSNs did, and the verdict says so.

@@ -213,6 +213,13 @@ StreamStats* Demux::stream(int group, int antenna, const StreamHeader& header,
                      options_.min_plausible_jump));
     }
     s.frame_bytes = header.frame_bytes;
+    if (header.has_psn) {
+        // The stream's VTP sequence numbers get a tracker of their own
+        // (registration time: allocates once).
+        psn_trackers_.resize(streams.size());
+        psn_trackers_.back() = std::make_unique<SequenceTracker>();
+        psn_trackers_.back()->set_plausible_jump(options_.min_plausible_jump * 16);
+    }
     s.first_arrival_ns = timestamp_ns;
     s.last_arrival_ns = timestamp_ns;
     s.registered_ns = expect_clock_ns();
@@ -452,8 +459,8 @@ void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& pack
             known_[stream].frames_per_period = s.timing.frames_per_period;
         }
     }
-    if (header.has_psn) {
-        note_psn(s, header.psn);
+    if (header.has_psn && stream < psn_trackers_.size() && psn_trackers_[stream]) {
+        note_psn(s, *psn_trackers_[stream], header.psn);
     }
     const std::uint64_t index = s.timing.index(header.seconds, header.frame);
     const std::uint64_t missing_before = s.sequence.missing();

@@ -168,7 +168,9 @@ class Demux {
     // The format of every group when they all share one (the common case: no
     // lookup per frame), else nullopt.
     std::optional<StreamFormat> uniform_format_;
-    std::vector<Known> known_;     // by stream index (one not in the table is never read)
+    std::vector<Known> known_;  // by stream index (one not in the table is never read)
+    // By stream index: the VTP streams' sequence-number trackers (null for others).
+    std::vector<std::unique_ptr<SequenceTracker>> psn_trackers_;
     std::size_t known_count_ = 0;  // streams in the table
     std::vector<KnownSlot> known_table_;
 };

@@ -13,8 +13,9 @@
 // highest frame was rate - 1).
 //
 // The VDIF Transport Protocol's packet sequence numbers are a second witness
-// of loss: their span less the packets that came is the packets lost,
-// whatever the frame headers say.
+// of loss: tracked like frame indices (lib/ledger/sequence.hpp), their
+// missing numbers are datagrams lost, whatever the frame headers say (a
+// sender that re-sends a frame number, a header that lies).
 #pragma once
 
 #include <cstdint>
@@ -33,18 +34,14 @@ void start_learning(StreamStats& s);
 bool watch_rate(StreamStats& s, std::uint32_t seconds, std::uint32_t frame,
                 std::uint64_t plausible_periods, std::uint64_t min_plausible_jump);
 
-inline void note_psn(StreamStats& s, std::uint64_t psn) {
-    if (s.psn_packets++ == 0) {
-        s.psn_lowest = psn;
-        s.psn_highest = psn;
-        return;
-    }
-    if (psn < s.psn_lowest) {
-        s.psn_lowest = psn;
-    }
-    if (psn > s.psn_highest) {
-        s.psn_highest = psn;
-    }
+// One VTP sequence number of stream `s`, through the stream's own tracker of
+// them (made when the stream was registered; its plausible jump keeps one
+// corrupt number from making the count absurd).
+inline void note_psn(StreamStats& s, SequenceTracker& psns, std::uint64_t psn) {
+    ++s.psn_packets;
+    psns.observe(psn);
+    s.psn_missing = psns.missing();
+    s.psn_duplicates = psns.duplicates();
 }
 
 }  // namespace ibvcap

@@ -323,7 +323,7 @@ std::vector<std::string> Ledger::loss_reasons() const {
     // The VTP sequence numbers: a witness of their own, whatever the headers say.
     std::uint64_t psn_missing = 0;
     for (const auto& s : streams_) {
-        psn_missing += s.psn_missing();
+        psn_missing += s.psn_missing;
     }
     if (psn_missing > 0) {
         why.push_back(

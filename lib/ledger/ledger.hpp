@@ -102,12 +102,13 @@ struct StreamStats {
     // frame was rate - 1).
     bool rate_confirmed = false;
     // The VDIF Transport Protocol's packet sequence numbers (vtp groups): a
-    // second witness of loss, independent of the frame headers.
-    std::uint64_t psn_packets = 0;  // frames that came with one
-    std::uint64_t psn_lowest = 0;
-    std::uint64_t psn_highest = 0;
-    std::uint64_t bytes = 0;    // wire bytes of the stream's frames
-    std::uint64_t invalid = 0;  // frames whose header has the invalid flag set
+    // second witness of loss, independent of the frame headers, tracked by a
+    // sequence tracker of their own (the demux's; lib/demux/rate.hpp).
+    std::uint64_t psn_packets = 0;     // frames that came with one
+    std::uint64_t psn_missing = 0;     // numbers in the span never received
+    std::uint64_t psn_duplicates = 0;  // numbers received more than once
+    std::uint64_t bytes = 0;           // wire bytes of the stream's frames
+    std::uint64_t invalid = 0;         // frames whose header has the invalid flag set
     // Frames the capture cut after the frame header (a headers-only pcap):
     // sequence-tracked, but their payload is in no output.
     std::uint64_t payload_absent = 0;
@@ -126,15 +127,6 @@ struct StreamStats {
     SequenceTracker sequence;
 
     std::uint64_t packets() const { return sequence.received(); }
-    // Packets the PSNs say were sent and never came: the span of the
-    // numbers less the packets that carried one (0 without PSNs).
-    std::uint64_t psn_missing() const {
-        if (psn_packets == 0) {
-            return 0;
-        }
-        const std::uint64_t span = psn_highest - psn_lowest + 1;
-        return span > psn_packets ? span - psn_packets : 0;
-    }
 };
 
 // One file of an output that is on disk at the end of the run.

@@ -269,9 +269,8 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
         if (s.psn_packets != 0) {
             // The VTP sequence numbers' own count of the packets lost.
             e["psn"] = {{"packets", s.psn_packets},
-                        {"lowest", s.psn_lowest},
-                        {"highest", s.psn_highest},
-                        {"missing", s.psn_missing()}};
+                        {"missing", s.psn_missing},
+                        {"duplicates", s.psn_duplicates}};
         }
         streams.push_back(std::move(e));
     }
