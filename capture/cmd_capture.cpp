@@ -288,6 +288,18 @@ int cmd_capture(int argc, char** argv) {
         }
     }
     request.gpu = gpu_request(args);
+    const auto& d = request.demux;
+    const bool vdif = std::any_of(d.group_formats.begin(), d.group_formats.end(),
+                                  [](StreamFormat f) { return f != StreamFormat::codif; }) ||
+                      (d.groups.empty() && d.any_group_format != StreamFormat::codif);
+    if (request.gpu.mode != GpuRequest::Mode::none && vdif && d.vdif_frames_per_second == 0) {
+        // A learned rate moves a stream's indices once its first second ends
+        // (lib/demux/rate.hpp); a block ring made before then would place
+        // that second's frames at the provisional ones.
+        throw UsageError(
+            "the GPU block rings place VDIF frames by their index, which needs the frame rate "
+            "from the start: add --vdif-frames-per-second N");
+    }
     if (args.count("user")) {
         request.user = args["user"].as<std::string>();
         if (request.user.empty()) {

@@ -172,5 +172,66 @@ TEST(CliInputs, SourceSpecificGroups) {
     }
 }
 
+// GROUP:PORT/FORMAT (issue 28): a group's stream format, its usage errors,
+// and a VDIF read whose report equals the generator's truth.
+TEST(CliInputs, StreamFormatsPerGroup) {
+    TempDir dir;
+    Result r = ibvcap(dir, "read -r a.pcap 239.1.1.1:4001/mark5b");
+    EXPECT_EQ(r.code, 2);
+    expect_one_clear_line(r, "an unknown format");
+    EXPECT_NE(r.err.find("valid: codif, vdif, vtp"), std::string::npos) << r.err;
+    r = ibvcap(dir, "read -r a.pcap 239.1.1.1:4001/vdif 239.1.1.1:4001/codif");
+    EXPECT_EQ(r.code, 2);
+    expect_one_clear_line(r, "one group, two formats");
+    r = ibvcap(dir, "read -r a.pcap --vdif-frames-per-second 0 239.1.1.1:4001/vdif");
+    EXPECT_EQ(r.code, 2);
+    expect_one_clear_line(r, "a rate of 0");
+    r = ibvcap(dir, "read -r a.pcap --stream-format mark5b");
+    EXPECT_EQ(r.code, 2);
+    expect_one_clear_line(r, "an unknown --stream-format");
+    r = ibvcap(dir, "gen -w a.pcap 239.1.1.1:4001/vdif");
+    EXPECT_EQ(r.code, 2);
+    expect_one_clear_line(r, "gen with a /FORMAT");
+
+    // Two groups, one CODIF and one VDIF, in one file; read with each
+    // group's format, the rate learned.
+    ASSERT_EQ(
+        ibvcap(dir, "gen -q -w c.pcap --truth c.json --antennas 1 --threads 1 -c 40 239.1.0.1:4001")
+            .code,
+        0);
+    ASSERT_EQ(ibvcap(dir,
+                     "gen -q -w v.pcap --truth v.json --vdif --vdif-frames-per-second 20 "
+                     "--antennas 2 --threads 2 -c 90 --loss 0.05 --invalid 0.05 239.1.0.2:4001")
+                  .code,
+              0);
+    for (const char* args : {"read -q -r v.pcap --report r.json 239.1.0.2:4001/vdif",
+                             "read -q -r v.pcap --report r.json --stream-format vdif"}) {
+        r = ibvcap(dir, args);
+        EXPECT_EQ(r.code, 3) << args << ": " << r.err;  // the injected loss
+        const auto report = nlohmann::json::parse(slurp(dir / "r.json"));
+        const auto truth = nlohmann::json::parse(slurp(dir / "v.json"));
+        ASSERT_EQ(report["streams"].size(), 4u) << args;
+        ASSERT_EQ(truth["streams"].size(), 4u);
+        for (std::size_t i = 0; i < 4; ++i) {
+            const auto& s = report["streams"][i];
+            const auto& t = truth["streams"][i];
+            EXPECT_EQ(s["format"], "vdif");
+            EXPECT_EQ(s["station"], t["station"]);
+            EXPECT_EQ(s["thread"], t["thread"]);
+            EXPECT_EQ(s["packets"], t["packets"]);
+            EXPECT_EQ(s["missing"], t["missing"]);
+            EXPECT_EQ(s["invalid"], t["invalid"]);
+            EXPECT_EQ(s["rate"], "learned, confirmed");
+            EXPECT_EQ(s["frames_per_period"], 20);
+        }
+    }
+    // The CODIF file read as VDIF is not VDIF: its frame lengths disagree.
+    r = ibvcap(dir, "read -q -r c.pcap --report r.json 239.1.0.1:4001/vdif");
+    EXPECT_EQ(r.code, 3) << r.err;
+    const auto wrong = nlohmann::json::parse(slurp(dir / "r.json"));
+    EXPECT_EQ(wrong["totals"]["codif"], 0);
+    EXPECT_EQ(wrong["reasons"]["malformed"]["vdif_bad_length"], 40);
+}
+
 }  // namespace
 }  // namespace ibvcap::test

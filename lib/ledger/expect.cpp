@@ -193,8 +193,10 @@ ExpectResults evaluate_expectations(const ExpectManifest& manifest, const Expect
         if (s.packets() >= a.rated_packets) {
             a.rated_packets = s.packets();
             a.period = s.timing.period;
+            // A VDIF stream still learning its rate has only a provisional
+            // one (lib/demux/rate.hpp): no rate to hold it to.
             a.header_frames_per_second =
-                s.timing.period > 0
+                s.timing.period > 0 && s.rate != StreamStats::Rate::learning
                     ? static_cast<double>(s.timing.frames_per_period) / s.timing.period
                     : 0.0;
             a.frames_per_second.reset();
