@@ -67,9 +67,9 @@ done
 zgrep -q -- 'user' /usr/share/man/man1/ibvcap-capture.1.gz || fail "ibvcap-capture(1) lacks --user"
 [ -f /usr/share/bash-completion/completions/ibvcap ] || fail "no bash completion installed"
 ls /usr/share/ibvcap/tools/*.bt >/dev/null 2>&1 || fail "no bpftrace tools in /usr/share/ibvcap/tools"
-if [ -f "$SRC/tools/wireshark/codif.lua" ]; then
-  ls /usr/lib/*/wireshark/plugins/codif.lua >/dev/null 2>&1 || fail "the Wireshark dissector is not installed"
-fi
+for f in codif vdif; do
+  ls /usr/lib/*/wireshark/plugins/$f.lua >/dev/null 2>&1 || fail "the Wireshark $f dissector is not installed"
+done
 say "installed: cap_net_raw=ep, user ibvcap, man pages, completion, tools"
 
 rc=0
