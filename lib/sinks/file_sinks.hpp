@@ -32,6 +32,10 @@ struct OutputOptions {
     // input file's for ibvcap read.
     std::uint32_t pcap_link_type = kPcapLinkTypeEthernet;
     bool overwrite = false;  // --overwrite: an earlier run's files of the same names are removed
+    // --ordered: the codif and vdif files hold each stream's frames in
+    // sequence order through a reorder window of this many frames, with fill
+    // frames where frames never came (lib/sinks/reorder.hpp); 0: arrival order.
+    std::uint32_t ordered_window = 0;
     // The streams whose per-antenna files this run may write: the groups
     // given (GROUP:PORT) and the antennas (--antenna); empty: any. What
     // --overwrite removes and what a run without it refuses to start over:
@@ -43,6 +47,15 @@ struct OutputOptions {
     std::string interface_name;
     std::string interface_description;
 };
+
+// --ordered-window's default and its largest value. 1024 frames: 32 times
+// what DiFX's VDIF reader tolerates out of order (nSort = 32,
+// difx/difx mpifxcorr/src/vdiffile.cpp), 8 ms at 125,000 frames/s (8 Gb/s
+// of 8 KiB frames), and 8 MiB of host memory per stream of 8 KiB frames.
+// At most the sequence tracker's window (lib/ledger/sequence.hpp, kWindow):
+// a frame later than that is too late for the ledger as well.
+inline constexpr std::uint32_t kDefaultOrderedWindow = 1024;
+inline constexpr std::uint32_t kMaxOrderedWindow = 8192;
 
 // The pcapng file's snapshot length with --pcap-snaplen headers: every record
 // is at most this long (a UDP frame ends after its CODIF header, any other
