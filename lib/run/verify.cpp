@@ -251,6 +251,7 @@ struct ReportOutput {
     std::uint64_t dropped = 0;
     std::uint64_t overwritten = 0;
     std::vector<ReportFile> on_disk;
+    OrderedCounts ordered;  // --ordered (window 0: arrival order)
 };
 struct ReportStream {
     std::string group;
@@ -306,6 +307,15 @@ Report load_report(const std::string& path) {
             out.antenna = o.value("antenna", std::string());
             out.dropped = o.value("dropped", std::uint64_t{0});
             out.overwritten = o.value("overwritten", std::uint64_t{0});
+            if (o.contains("ordered") && o["ordered"].is_object()) {
+                const auto& q = o["ordered"];
+                out.ordered.window = q.at("window").get<std::uint32_t>();
+                out.ordered.fills = q.value("fills", std::uint64_t{0});
+                out.ordered.duplicates = q.value("duplicates", std::uint64_t{0});
+                out.ordered.too_late = q.value("too_late", std::uint64_t{0});
+                out.ordered.unheld = q.value("unheld", std::uint64_t{0});
+                out.ordered.restarts = q.value("restarts", std::uint64_t{0});
+            }
             for (const auto& f : o.at("on_disk")) {
                 out.on_disk.push_back({f.at("path").get<std::string>(),
                                        f.at("packets").get<std::uint64_t>(),
@@ -467,6 +477,35 @@ Endpoint group_or_zero(const std::string& text) {
     }
 }
 
+// An ordered output's rebuilt streams (--ordered): each one's frames are in
+// strict sequence, every gap a fill frame (unless a run restarted), and it
+// spans the report's first to last frame when nothing was left out. Its
+// frame counts are not the report's per stream (fills added, frames left
+// out): the output's records are checked against the report's in
+// check_file.
+void compare_ordered_stream(const std::string& name, const ReportOutput& out, const StreamStats& s,
+                            const ReportStream& rs, std::vector<std::string>& differences) {
+    const SequenceTracker& q = s.sequence;
+    if (q.duplicates() > 0 || q.out_of_order() > 0) {
+        differences.push_back(
+            fmt::format("{}: not in sequence in an ordered file ({} duplicates, {} out of order)",
+                        name, q.duplicates(), q.out_of_order()));
+    }
+    if (out.ordered.restarts == 0 && q.missing() > 0) {
+        differences.push_back(
+            fmt::format("{}: {} frames missing from an ordered file (each should be a fill frame)",
+                        name, q.missing()));
+    }
+    if (out.ordered.restarts == 0 && out.ordered.left_out() == 0 &&
+        (s.first.seconds != rs.first.seconds || s.first.frame != rs.first.frame ||
+         s.last.seconds != rs.last.seconds || s.last.frame != rs.last.frame)) {
+        differences.push_back(
+            fmt::format("{}: frames {}:{} to {}:{} but report says {}:{} to {}:{}", name,
+                        s.first.seconds, s.first.frame, s.last.seconds, s.last.frame,
+                        rs.first.seconds, rs.first.frame, rs.last.seconds, rs.last.frame));
+    }
+}
+
 // The rebuilt streams of one output against the report's.
 void compare_streams(const ReportOutput& out, const Ledger& ledger, const Report& report,
                      std::vector<std::string>& differences, std::uint64_t& checked) {
@@ -493,6 +532,10 @@ void compare_streams(const ReportOutput& out, const Ledger& ledger, const Report
                 differences.push_back(fmt::format("{}: in the report ({} frames) but not in {}",
                                                   name, expected, out.path));
             }
+            continue;
+        }
+        if (out.ordered.window > 0) {
+            compare_ordered_stream(name, out, *found, rs, differences);
             continue;
         }
         const std::uint64_t frames = found->packets();
