@@ -33,9 +33,30 @@ std::vector<OutputFormat> parse_formats(const std::vector<std::string>& names) {
 }
 
 std::vector<Endpoint> parse_groups(const std::vector<std::string>& texts,
-                                   std::vector<SourceFilter>* sources) {
+                                   std::vector<SourceFilter>* sources,
+                                   std::vector<std::optional<StreamFormat>>* formats) {
     std::vector<Endpoint> groups;
-    for (const auto& t : texts) {
+    for (const auto& text : texts) {
+        // GROUP:PORT[@SOURCE,...][/FORMAT]: VDIF has no sync word, so how a
+        // group's datagrams are read is the operator's to say (docs/formats.md,
+        // "Stream formats").
+        std::string_view t = text;
+        std::optional<StreamFormat> format;
+        if (const auto slash = t.rfind('/'); slash != std::string_view::npos) {
+            const std::string_view name = t.substr(slash + 1);
+            format = parse_stream_format(name);
+            if (!format) {
+                throw UsageError(fmt::format(
+                    "'{}': unknown stream format '{}' after the / (valid: codif, vdif, vtp)", text,
+                    name));
+            }
+            if (formats == nullptr) {
+                throw UsageError(fmt::format(
+                    "'{}': a /FORMAT applies to capture and read (gen takes --vdif or --vtp)",
+                    text));
+            }
+            t = t.substr(0, slash);
+        }
         std::pair<Endpoint, std::vector<std::uint32_t>> parsed;
         try {
             parsed = parse_group_and_sources(t);
@@ -75,6 +96,19 @@ std::vector<Endpoint> parse_groups(const std::vector<std::string>& texts,
         }
         if (!seen) {
             groups.push_back(group);
+            if (formats != nullptr) {
+                formats->push_back(format);
+            }
+        } else if (formats != nullptr && format) {
+            const auto at = static_cast<std::size_t>(
+                std::find(groups.begin(), groups.end(), group) - groups.begin());
+            auto& had = (*formats)[at];
+            if (had && *had != *format) {
+                throw UsageError(fmt::format(
+                    "{} is given as both /{} and /{}: a group's datagrams are of one format",
+                    group.to_string(), to_string(*had), to_string(*format)));
+            }
+            had = format;
         }
     }
     return groups;
@@ -141,6 +175,9 @@ std::string_view valid_range(std::string_view name) {
         {"loss", "a probability, 0 to 1"},
         {"duplicate", "a probability, 0 to 1"},
         {"reorder", "a probability, 0 to 1"},
+        {"invalid", "a probability, 0 to 1"},
+        {"vdif-frames-per-second", "1 to 16777216"},
+        {"vdif-edv", "0 to 4"},
         {"seed", "a whole number, 0 or more"},
         {"vlan", "0 to 4094"},
         {"expect-antennas", "1 to 1024"},
@@ -361,7 +398,9 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
         ("expect-grace", "with --expect*: how long after the join a stream may start, and before the end stop", cxxopts::value<double>()->default_value("2"), "SECONDS")
         ("expect-rate-tolerance", "with --expect*: how far a stream's frames per second may be off the expected, as a fraction", cxxopts::value<double>()->default_value("0.05"), "FRACTION")
         ("q,quiet", "no per-stream table and no live stats line: the totals, notes and verdict only")
-        ("v,verbose", "one line per CODIF frame")
+        ("stream-format", "how datagrams to a group without its own /FORMAT are read: codif, vdif (a VDIF frame per datagram) or vtp (the VDIF Transport Protocol: a 64-bit sequence number, then a VDIF frame)", cxxopts::value<std::string>()->default_value("codif"), "FORMAT")
+        ("vdif-frames-per-second", "VDIF frames per second of every VDIF stream (default: each stream's is learned from its first whole second, and the report says so)", cxxopts::value<std::uint64_t>(), "N")
+        ("v,verbose", "one line per stream frame")
         ("h,help", "this help")
         ("groups", groups_help, cxxopts::value<std::vector<std::string>>());
     // clang-format on
@@ -461,9 +500,30 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
     if (args.count("format")) {
         c.outputs.formats = parse_formats(args["format"].as<std::vector<std::string>>());
     }
+    const std::string default_format = args["stream-format"].as<std::string>();
+    const auto any_format = parse_stream_format(default_format);
+    if (!any_format) {
+        throw UsageError(
+            fmt::format("unknown --stream-format '{}' (valid: codif, vdif, vtp)", default_format));
+    }
+    c.demux.any_group_format = *any_format;
     if (args.count("groups")) {
+        std::vector<std::optional<StreamFormat>> formats;
         c.demux.groups =
-            parse_groups(args["groups"].as<std::vector<std::string>>(), &c.demux.sources);
+            parse_groups(args["groups"].as<std::vector<std::string>>(), &c.demux.sources, &formats);
+        for (const auto& f : formats) {
+            c.demux.group_formats.push_back(f.value_or(*any_format));
+        }
+    }
+    if (args.count("vdif-frames-per-second")) {
+        const auto fps = args["vdif-frames-per-second"].as<std::uint64_t>();
+        if (fps == 0 || fps > kVdifMaxFramesPerSecond) {
+            throw UsageError(fmt::format(
+                "bad --vdif-frames-per-second {}: expected 1 to {} (VDIF frame numbers are 24 "
+                "bits); leave it out to learn each stream's rate from its first second",
+                fps, kVdifMaxFramesPerSecond));
+        }
+        c.demux.vdif_frames_per_second = fps;
     }
     if (args.count("antenna")) {
         c.demux.antennas =
@@ -562,7 +622,8 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
     return c;
 }
 
-void print_frame(const Frame& frame, const UdpPacket& p, const CodifHeader& h, const StreamStats&) {
+void print_frame(const Frame& frame, const UdpPacket& p, const StreamHeader& h,
+                 const StreamStats&) {
     // Formatted on the stack and written only if stdout takes it at once: a
     // blocked stdout drops (and counts) the line rather than stall the demux.
     char line[256];
@@ -575,11 +636,11 @@ void print_frame(const Frame& frame, const UdpPacket& p, const CodifHeader& h, c
         return out;
     };
     const auto r = fmt::format_to_n(
-        line, sizeof line,
-        "{}.{:09} {}:{} > {}:{} codif {} station {} thread {} {}:{} {} bytes{}\n",
+        line, sizeof line, "{}.{:09} {}:{} > {}:{} {} {} station {} thread {} {}:{} {} bytes{}\n",
         frame.timestamp_ns / 1'000'000'000u, frame.timestamp_ns % 1'000'000'000u, ip(src, p.src_ip),
-        p.src_port, ip(dst, p.dst_ip), p.dst_port, to_string(h.layout), h.stationid, h.threadid,
-        h.seconds, h.frame, h.payload_bytes(), h.invalid ? " invalid" : "");
+        p.src_port, ip(dst, p.dst_ip), p.dst_port, to_string(h.format),
+        layout_name(h.format, h.layout), h.station, h.thread, h.seconds, h.frame, h.payload_bytes(),
+        h.invalid ? " invalid" : "");
     stdout_console().try_write(std::string_view(line, std::min(r.size, sizeof line)));
 }
 

@@ -25,9 +25,12 @@ std::vector<OutputFormat> parse_formats(const std::vector<std::string>& names);
 // GROUP:PORT arguments, each given once in the result. With `sources`,
 // GROUP:PORT@SOURCE[,SOURCE...] adds the group's source filter there (a
 // source-specific join; docs/operations.md, "Source-specific multicast");
-// without, a source is a usage error.
+// without, a source is a usage error. With `formats`, GROUP:PORT/FORMAT
+// (codif, vdif, vtp) gives the group's stream format, one entry per group
+// returned (nullopt: none given); without, a /FORMAT is a usage error.
 std::vector<Endpoint> parse_groups(const std::vector<std::string>& texts,
-                                   std::vector<SourceFilter>* sources = nullptr);
+                                   std::vector<SourceFilter>* sources = nullptr,
+                                   std::vector<std::optional<StreamFormat>>* formats = nullptr);
 std::vector<std::uint32_t> parse_addresses(const std::vector<std::string>& texts,
                                            const char* option);
 // Parse with cxxopts, turning its exceptions into UsageError: a value that
@@ -93,7 +96,7 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args,
                                   const std::string& input_file = {});
 
 // The -v line for one CODIF frame.
-void print_frame(const Frame& frame, const UdpPacket& packet, const CodifHeader& header,
+void print_frame(const Frame& frame, const UdpPacket& packet, const StreamHeader& header,
                  const StreamStats& stream);
 // End of a run: the report (when asked), the summary, one stderr line per
 // error; returns the exit code.

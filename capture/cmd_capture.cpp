@@ -114,7 +114,7 @@ int cmd_capture(int argc, char** argv) {
     cxxopts::Options options(
         "ibvcap capture",
         "Capture CODIF multicast streams through mlx5 raw-packet QPs, or libpcap (--source pcap).");
-    options.positional_help("GROUP:PORT...");
+    options.positional_help("GROUP:PORT[/FORMAT]...");
     // clang-format off
     options.add_options()
         ("i,interface", "netdev name or IPv4 address of an mlx5 port (repeatable: one poll thread per device; one only with --source pcap)", cxxopts::value<std::vector<std::string>>(), "IF")
@@ -147,7 +147,8 @@ int cmd_capture(int argc, char** argv) {
         ("user", "after setup, run as this user (from root; every capability is dropped either way)", cxxopts::value<std::string>(), "NAME")
         ("tracefs-root", "where tracefs is, for the GPU XID witness (default /sys/kernel/tracing, else /sys/kernel/debug/tracing)", cxxopts::value<std::string>(), "DIR");
     // clang-format on
-    add_common_options(options, "GROUP:PORT to capture");
+    add_common_options(options,
+                       "GROUP:PORT[@SOURCE,...][/FORMAT] to capture (FORMAT: codif, vdif, vtp)");
     // docs/formats.md, "Command line" spells it `--gpu [ID]`: cxxopts takes an optional value only
     // as --gpu=ID, so a GPU number right after --gpu is joined to it.
     std::vector<std::string> joined = join_optional_value(argc, argv, "--gpu");

@@ -1,7 +1,8 @@
-// ibvcap gen: synthetic CODIF traffic with a known ground truth.
+// ibvcap gen: synthetic CODIF, VDIF or VTP traffic with a known ground truth.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -15,9 +16,90 @@
 
 namespace ibvcap::cli {
 
+namespace {
+
+// A --vdif-station: two characters ("Ef": the first in the high byte, as
+// DiFX packs a station code) or a number, decimal or 0x hex.
+std::uint16_t parse_station(const std::string& text) {
+    auto printable = [](char c) { return c > ' ' && c < 127; };
+    if (text.size() == 2 && printable(text[0]) && printable(text[1]) &&
+        !(std::isdigit(static_cast<unsigned char>(text[0])) &&
+          std::isdigit(static_cast<unsigned char>(text[1])))) {
+        return static_cast<std::uint16_t>(static_cast<unsigned char>(text[0]) << 8 |
+                                          static_cast<unsigned char>(text[1]));
+    }
+    std::size_t used = 0;
+    unsigned long value = 0;
+    try {
+        value = std::stoul(text, &used, 0);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (used == 0 || used != text.size() || value > 0xFFFF || text[0] == '-' || text[0] == '+') {
+        throw UsageError(
+            fmt::format("bad --vdif-station '{}': expected two characters (such as Ef) or a "
+                        "number, 0 to 65535",
+                        text));
+    }
+    return static_cast<std::uint16_t>(value);
+}
+
+// --vdif, --vtp and the VDIF options; CODIF's own options refused with them.
+void read_stream_format(const cxxopts::ParseResult& args, GeneratorConfig& config) {
+    if (args.count("vdif") && args.count("vtp")) {
+        throw UsageError(
+            "--vdif and --vtp exclude each other: --vtp is VDIF with a packet sequence number "
+            "before each frame");
+    }
+    config.format = args.count("vtp")    ? StreamFormat::vtp
+                    : args.count("vdif") ? StreamFormat::vdif
+                                         : StreamFormat::codif;
+    const bool vdif = config.is_vdif();
+    for (const char* name : {"vdif-frames-per-second", "vdif-legacy", "vdif-edv", "vdif-station"}) {
+        if (!vdif && args.count(name)) {  // count() leaves defaults out
+            throw UsageError(fmt::format("--{} applies only with --vdif or --vtp", name));
+        }
+    }
+    if (!vdif) {
+        return;
+    }
+    if (args.count("frames-per-period")) {
+        throw UsageError(
+            "--frames-per-period is CODIF's: with --vdif or --vtp give the frame rate as "
+            "--vdif-frames-per-second");
+    }
+    if (args.count("period")) {
+        throw UsageError(
+            "--period is CODIF's: a VDIF frame number counts frames within one second (leave "
+            "--period out)");
+    }
+    if (args.count("codif-layout")) {
+        throw UsageError(
+            "--codif-layout is CODIF's: with --vdif or --vtp, --vdif-legacy gives 16-byte "
+            "headers");
+    }
+    config.vdif.frames_per_second = args["vdif-frames-per-second"].as<std::uint64_t>();
+    config.vdif.legacy = args.count("vdif-legacy") != 0;
+    const unsigned edv = args["vdif-edv"].as<unsigned>();
+    if (edv > 4) {
+        throw UsageError(
+            fmt::format("bad --vdif-edv {}: expected {} (0 none, 1 NICT, 2 ALMA, 3 VLBA, 4 "
+                        "validity mask)",
+                        edv, valid_range("vdif-edv")));
+    }
+    config.vdif.edv = static_cast<std::uint8_t>(edv);
+    if (args.count("vdif-station")) {
+        for (const auto& s : args["vdif-station"].as<std::vector<std::string>>()) {
+            config.vdif.stations.push_back(parse_station(s));
+        }
+    }
+}
+
+}  // namespace
+
 int cmd_gen(int argc, char** argv) {
     cxxopts::Options options("ibvcap gen",
-                             "Generate CODIF multicast traffic with injected faults and a "
+                             "Generate CODIF or VDIF multicast traffic with injected faults and a "
                              "ground truth: to a pcap file (-w) or live (--send).");
     options.positional_help("[GROUP:PORT...] (default 239.17.0.1:36001)");
     // clang-format off
@@ -33,22 +115,29 @@ int cmd_gen(int argc, char** argv) {
         ("truth", "write the ground truth as JSON to FILE", cxxopts::value<std::string>(), "FILE")
         ("antenna", "antenna source IPv4 (repeatable)", cxxopts::value<std::vector<std::string>>(), "IP")
         ("antennas", "number of antennas when no --antenna is given: 10.0.0.11, .12, ...", cxxopts::value<unsigned>()->default_value("6"), "N")
-        ("threads", "CODIF threads per antenna", cxxopts::value<std::uint16_t>()->default_value("2"), "N")
+        ("threads", "threads per antenna (thread ids 0..N-1; VDIF: at most 1024)", cxxopts::value<std::uint16_t>()->default_value("2"), "N")
         ("c,count", "frame slots per stream (stream = group, antenna, thread)", cxxopts::value<std::uint64_t>()->default_value("1000"), "N")
         ("burst", "send N consecutive frame slots of one stream, then N of the next (1: one frame of each stream in turn); the order only, the frames and the truth are the same", cxxopts::value<std::uint64_t>()->default_value("1"), "N")
         ("payload", "payload bytes per frame (multiple of 8)", cxxopts::value<std::uint32_t>()->default_value("8192"), "BYTES")
-        ("nchan", "channels", cxxopts::value<std::uint16_t>()->default_value("16"), "N")
+        ("nchan", "channels (VDIF: a power of two)", cxxopts::value<std::uint16_t>()->default_value("16"), "N")
         ("nbits", "bits per sample component", cxxopts::value<unsigned>()->default_value("8"), "N")
         ("real", "real samples (default complex)")
         ("period", "CODIF period in seconds", cxxopts::value<std::uint16_t>()->default_value("1"), "S")
-        ("frames-per-period", "frames per period", cxxopts::value<std::uint64_t>()->default_value("1000"), "N")
-        ("epoch", "CODIF epoch (half-years since 2000)", cxxopts::value<unsigned>()->default_value("52"), "E")
+        ("frames-per-period", "CODIF frames per period", cxxopts::value<std::uint64_t>()->default_value("1000"), "N")
+        ("epoch", "reference epoch (half-years since 2000)", cxxopts::value<unsigned>()->default_value("52"), "E")
         ("start-seconds", "seconds of the first frame", cxxopts::value<std::uint32_t>()->default_value("0"), "S")
         ("start-frame", "absolute frame offset of the first frame", cxxopts::value<std::uint64_t>()->default_value("0"), "N")
-        ("codif-layout", "header layout: v2 or draft", cxxopts::value<std::string>()->default_value("v2"), "LAYOUT")
+        ("codif-layout", "CODIF header layout: v2 or draft", cxxopts::value<std::string>()->default_value("v2"), "LAYOUT")
+        ("vdif", "VDIF frames instead of CODIF (VDIF 1.1.1: a 32-byte header, 16 with --vdif-legacy)")
+        ("vtp", "VDIF frames, each after a 64-bit little-endian packet sequence number (VDIF Transport Protocol, jive5ab's udps)")
+        ("vdif-frames-per-second", "with --vdif or --vtp: frames per second (frame numbers 0..N-1 in each second; at most 2^24)", cxxopts::value<std::uint64_t>()->default_value("1000"), "N")
+        ("vdif-legacy", "with --vdif or --vtp: 16-byte legacy headers")
+        ("vdif-edv", "with --vdif or --vtp: extended data version: 0 none, 1 NICT, 2 ALMA, 3 VLBA, 4 validity mask", cxxopts::value<unsigned>()->default_value("0"), "N")
+        ("vdif-station", "with --vdif or --vtp: station id of each antenna, in antenna order: two characters (Ef) or a number (repeatable; default AA, AB, ...)", cxxopts::value<std::vector<std::string>>(), "ID")
         ("loss", "probability that a frame is not sent", cxxopts::value<double>()->default_value("0"), "P")
         ("duplicate", "probability that a frame is sent twice", cxxopts::value<double>()->default_value("0"), "P")
         ("reorder", "probability that a frame is sent after its successor", cxxopts::value<double>()->default_value("0"), "P")
+        ("invalid", "probability that a frame is sent with its header's invalid bit set", cxxopts::value<double>()->default_value("0"), "P")
         ("seed", "seed for the injected faults", cxxopts::value<std::uint64_t>()->default_value("1"), "N")
         ("vlan", "802.1Q VLAN ID to tag frames with", cxxopts::value<int>()->default_value("-1"), "ID")
         ("q,quiet", "no summary")
@@ -137,6 +226,7 @@ int cmd_gen(int argc, char** argv) {
     }
     config.nbits = static_cast<std::uint8_t>(nbits);
     config.complex = args.count("real") == 0;
+    read_stream_format(args, config);
     config.period = args["period"].as<std::uint16_t>();
     config.frames_per_period = args["frames-per-period"].as<std::uint64_t>();
     const unsigned epoch = args["epoch"].as<unsigned>();
@@ -157,6 +247,7 @@ int cmd_gen(int argc, char** argv) {
     config.loss = args["loss"].as<double>();
     config.duplicate = args["duplicate"].as<double>();
     config.reorder = args["reorder"].as<double>();
+    config.invalid = args["invalid"].as<double>();
     config.seed = args["seed"].as<std::uint64_t>();
     config.vlan_id = args["vlan"].as<int>();
     if (args.count("vlan") && config.vlan_id < 0) {
@@ -214,15 +305,21 @@ int cmd_gen(int argc, char** argv) {
         for (const auto& s : generator.truth()) {
             frames = std::max(frames, s.slots);
         }
+        // The CODIF line as it always was; VDIF and invalid frames add a word.
         fmt::print(
             say,
             "ibvcap gen: {} {} packets {} {}: {} streams ({} groups x {} antennas x {} "
-            "threads) x {} frames of {} bytes; injected missing {}, duplicates {}, out of order "
-            "{}\n",
+            "threads) x {} {}frames of {} bytes; injected missing {}, duplicates {}, out "
+            "of order {}{}\n",
             send ? "sent" : "wrote", packets, send ? "on" : "to", path, generator.truth().size(),
             config.groups.size(), config.antennas.size(), config.threads, frames,
+            config.format == StreamFormat::vdif  ? "VDIF "
+            : config.format == StreamFormat::vtp ? "VTP "
+                                                 : "",
             config.frame_bytes(), t["missing"].get<std::uint64_t>(),
-            t["duplicates"].get<std::uint64_t>(), t["out_of_order"].get<std::uint64_t>());
+            t["duplicates"].get<std::uint64_t>(), t["out_of_order"].get<std::uint64_t>(),
+            config.invalid > 0 ? fmt::format(", invalid {}", t["invalid"].get<std::uint64_t>())
+                               : std::string());
         if (!send && generator.ended_early()) {
             fmt::print(say, "ibvcap gen: stopped early after {} of {} frame slots\n", frames,
                        config.frames);

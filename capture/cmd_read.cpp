@@ -15,7 +15,9 @@ int cmd_read(int argc, char** argv) {
     options.positional_help("[GROUP:PORT...]");
     options.add_options()("r,read", "pcap or pcapng file to read", cxxopts::value<std::string>(),
                           "FILE");
-    add_common_options(options, "only these GROUP:PORT destinations");
+    add_common_options(
+        options,
+        "only these GROUP:PORT[@SOURCE,...][/FORMAT] destinations (FORMAT: codif, vdif, vtp)");
     const auto args = parse(options, argc, argv);
     if (args.count("help")) {
         fmt::print("{}", options.help());

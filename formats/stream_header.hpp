@@ -83,7 +83,14 @@ struct StreamHeader {
     std::uint64_t payload_bytes() const { return frame_bytes - header_bytes; }
     // Datagram bytes up to the end of the frame's header.
     std::uint32_t head_bytes() const { return std::uint32_t{prefix_bytes} + header_bytes; }
+    friend bool operator==(const StreamHeader&, const StreamHeader&) = default;
 };
+
+// The fewest datagram bytes that can hold a header of the format: CODIF 64,
+// VDIF 16 (legacy), VTP 8 + 16.
+constexpr std::size_t min_header_bytes(StreamFormat format) {
+    return format == StreamFormat::codif ? 64 : format == StreamFormat::vdif ? 16 : 24;
+}
 
 // "v2"/"draft" for CODIF, "standard"/"legacy" for VDIF.
 std::string_view layout_name(StreamFormat format, std::uint8_t layout);

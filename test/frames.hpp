@@ -21,6 +21,7 @@
 
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
+#include "formats/vdif.hpp"
 #include "lib/traffic/pattern.hpp"
 
 namespace ibvcap::test {
@@ -70,6 +71,48 @@ inline std::vector<std::uint8_t> make_frame(std::uint32_t src, std::uint32_t gro
     const CodifTiming timing{h.period, codif_frames_per_period(h)};
     fill_pattern(pattern_key(src, h.threadid, timing.index(h.seconds, h.frame)),
                  MutableBytes(f).subspan(off + kCodifHeaderBytes));
+    return f;
+}
+
+inline VdifHeader make_vdif_header(std::uint32_t seconds, std::uint32_t frame,
+                                   std::uint16_t thread = 0, std::uint16_t station = 0x4142,
+                                   bool legacy = false) {
+    VdifHeader h;
+    h.legacy = legacy;
+    h.seconds = seconds;
+    h.frame = frame;
+    h.epoch = 52;
+    h.log2_nchan = 3;
+    h.nbits = 2;
+    h.thread = thread;
+    h.station = station;
+    h.framelength8 = static_cast<std::uint32_t>((h.header_bytes() + 8000) / 8);
+    return h;
+}
+
+// Ethernet + IPv4 + UDP (+ a VTP sequence number when `psn` >= 0) + VDIF
+// header + patterned payload; `datagram` > 0 overrides the UDP payload length.
+inline std::vector<std::uint8_t> make_vdif_frame(std::uint32_t src, std::uint32_t group,
+                                                 std::uint16_t port, const VdifHeader& h,
+                                                 std::int64_t psn = -1, std::size_t datagram = 0) {
+    UdpHeaderSpec spec;
+    spec.src_ip = src;
+    spec.dst_ip = group;
+    spec.src_port = 5000;
+    spec.dst_port = port;
+    const std::size_t prefix = psn >= 0 ? kVtpPsnBytes : 0;
+    const std::size_t bytes =
+        datagram > 0 ? datagram : prefix + static_cast<std::size_t>(h.frame_bytes());
+    std::vector<std::uint8_t> f = udp_frame(spec, bytes);
+    const std::size_t off = f.size() - bytes;
+    if (psn >= 0) {
+        store_le64(&f[off], static_cast<std::uint64_t>(psn));
+    }
+    if (bytes >= prefix + h.header_bytes()) {
+        encode_vdif(h, MutableBytes(f).subspan(off + prefix, h.header_bytes()));
+        fill_pattern(pattern_key(src, h.thread, std::uint64_t{h.seconds} << 24 | h.frame),
+                     MutableBytes(f).subspan(off + prefix + h.header_bytes()));
+    }
     return f;
 }
 

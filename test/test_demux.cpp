@@ -741,14 +741,20 @@ TEST(Demux, FrameLengthChangingMidStreamIsMalformed) {
     h.framelength8 = 4096 / 8;  // half the payload: 2000 frames per period of 128 samples
     h.totalsamples = 2000 * 128;
     demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, h)));
-    EXPECT_EQ(ledger.reason_count(Reason::stream_params_changed), 1u);
+    EXPECT_EQ(ledger.reason_count(Reason::frame_length_changed), 1u);
     // Half the payload and half the channels: 256 samples a frame, 1000
     // frames per period as before; only the frame's length tells it apart.
     auto same_rate = make_header(2, 2);
     same_rate.framelength8 = 4096 / 8;
     same_rate.nchan = 8;
     demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, same_rate)));
-    EXPECT_EQ(ledger.reason_count(Reason::stream_params_changed), 2u);
+    EXPECT_EQ(ledger.reason_count(Reason::frame_length_changed), 2u);
+    // The same length and rate, other channels: the stream's parameters.
+    auto channels = make_header(2, 3);
+    channels.nchan = 8;
+    channels.totalsamples = 1000 * 512;
+    demux.on_frame(whole(make_frame(kAntenna1, kGroup1, 36001, channels)));
+    EXPECT_EQ(ledger.reason_count(Reason::stream_params_changed), 1u);
     EXPECT_EQ(ledger.streams().at(0).packets(), 1u);
 }
 

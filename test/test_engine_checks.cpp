@@ -67,7 +67,7 @@ struct Rig {
         d.groups = options.groups;
         demux = std::make_unique<Demux>(d, ledger);
         demux->add_observer(
-            [this](const Frame& f, const UdpPacket&, const CodifHeader&, const StreamStats&) {
+            [this](const Frame& f, const UdpPacket&, const StreamHeader&, const StreamStats&) {
                 ASSERT_NE(f.lease, nullptr);
                 owner = f.lease->owner;
                 if (hold_next && f.hold()) {

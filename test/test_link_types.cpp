@@ -340,7 +340,7 @@ constexpr std::uint64_t kTwo32 = 1ull << 32;
 PcapFileSource::Result read_times(PcapFileSource& source, std::vector<std::uint64_t>& seen) {
     Ledger ledger;
     Demux demux(DemuxOptions{}, ledger);
-    demux.add_observer([&](const Frame& fr, const UdpPacket&, const CodifHeader&,
+    demux.add_observer([&](const Frame& fr, const UdpPacket&, const StreamHeader&,
                            const StreamStats&) { seen.push_back(fr.timestamp_ns); });
     const std::atomic<bool> stop{false};
     return source.run(demux, 0, stop);
@@ -366,7 +366,7 @@ TEST(PcapTimes, PcapngTimesPast2To32SecondsAreCarriedExactly) {
     r.outputs.formats = {OutputFormat::codif, OutputFormat::pcap};
     r.outputs.output_dir = dir / "out";
     std::vector<std::uint64_t> seen;
-    r.observer = [&](const Frame& f, const UdpPacket&, const CodifHeader&, const StreamStats&) {
+    r.observer = [&](const Frame& f, const UdpPacket&, const StreamHeader&, const StreamStats&) {
         seen.push_back(f.timestamp_ns);
     };
     std::atomic<bool> stop{false};

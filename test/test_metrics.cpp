@@ -93,6 +93,7 @@ ibvcap_rejected_frames_total{run="ibvcap",reason="not_udp",class="non_codif"} 2
 ibvcap_rejected_frames_total{run="ibvcap",reason="other_destination",class="non_codif"} 0
 ibvcap_rejected_frames_total{run="ibvcap",reason="unlisted_source",class="non_codif"} 0
 ibvcap_rejected_frames_total{run="ibvcap",reason="not_codif",class="non_codif"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="not_vdif",class="non_codif"} 0
 ibvcap_rejected_frames_total{run="ibvcap",reason="truncated_capture",class="malformed"} 0
 ibvcap_rejected_frames_total{run="ibvcap",reason="truncated_ethernet",class="malformed"} 0
 ibvcap_rejected_frames_total{run="ibvcap",reason="too_many_vlans",class="malformed"} 0
@@ -109,6 +110,12 @@ ibvcap_rejected_frames_total{run="ibvcap",reason="codif_bad_length",class="malfo
 ibvcap_rejected_frames_total{run="ibvcap",reason="codif_bad_samples",class="malformed"} 0
 ibvcap_rejected_frames_total{run="ibvcap",reason="codif_frame_beyond_period",class="malformed"} 0
 ibvcap_rejected_frames_total{run="ibvcap",reason="codif_no_frames_per_period",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="vdif_zero_length",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="vdif_bad_length",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="vdif_frame_beyond_rate",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="layout_changed",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="frame_length_changed",class="malformed"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="epoch_changed",class="malformed"} 0
 ibvcap_rejected_frames_total{run="ibvcap",reason="stream_params_changed",class="malformed"} 0
 ibvcap_rejected_frames_total{run="ibvcap",reason="too_many_streams",class="malformed"} 0
 # HELP ibvcap_stream_packets_total CODIF frames of the stream received, duplicates included.

@@ -309,7 +309,7 @@ TEST(PcapLive, CapturesMulticastOnLoopbackUntilTheCount) {
     std::mutex seen_mutex;
     std::vector<std::uint8_t> first_header;
     std::uint64_t first_ns = 0;
-    request.observer = [&](const Frame& frame, const UdpPacket&, const CodifHeader&,
+    request.observer = [&](const Frame& frame, const UdpPacket&, const StreamHeader&,
                            const StreamStats&) {
         std::lock_guard lock(seen_mutex);
         if (first_header.empty()) {

@@ -251,7 +251,7 @@ TEST(Pipeline, DraftLayoutWithVlanTags) {
     }
     expect_ledger_matches_truth(out.ledger, gen);
     for (const auto& s : out.ledger.streams()) {
-        EXPECT_EQ(s.layout, CodifLayout::draft);
+        EXPECT_EQ(static_cast<CodifLayout>(s.layout), CodifLayout::draft);
     }
     const Expected e = expected_files(config, run.request.outputs);
     for (const auto& [path, bytes] : e.codif) {
@@ -531,7 +531,7 @@ TEST(PcapFile, AFileThatShrinksWhileReadEndsTheRunWithAnError) {
         demux.add_sinks(files.entries());
         std::uint64_t seen = 0;
         demux.add_observer(
-            [&](const Frame&, const UdpPacket&, const CodifHeader&, const StreamStats&) {
+            [&](const Frame&, const UdpPacket&, const StreamHeader&, const StreamStats&) {
                 if (++seen == 100) {  // frames 36 to 99 are read, their pages then gone
                     std::filesystem::resize_file(input, kCut);
                 }

@@ -26,6 +26,7 @@
 
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
+#include "formats/vdif.hpp"
 #include "frames.hpp"
 #include "lib/netaddr.hpp"
 #include "lib/traffic/generator.hpp"
@@ -433,6 +434,43 @@ TEST(Sender, UnpacedWithFaultsInOrder) {
     const auto& got = rx.finish(r.packets);
     EXPECT_EQ(got.size(), r.packets);
     expect_identical(c, got);
+}
+
+// VDIF frames after a VTP sequence number, some marked invalid: the UDP
+// payload as generated, from byte 0 (the sequence number) on.
+TEST(Sender, VtpDatagramsArriveByteIdentical) {
+    Receiver rx({kGroupA, kGroupB});
+    GeneratorConfig c = lo_config(rx.port());
+    c.format = StreamFormat::vtp;
+    c.vdif.frames_per_second = 50;
+    c.frames = 40;
+    c.loss = 0.1;
+    c.duplicate = 0.1;
+    c.invalid = 0.2;
+    Generator g(c);
+    rx.start([](std::size_t) {});
+    const std::atomic<bool> stop{false};
+    const SendResult r = send_generated(g, lo_options(), stop);
+    EXPECT_TRUE(r.complete);
+    EXPECT_EQ(r.packets, g.total_packets());
+    const auto& got = rx.finish(r.packets);
+    EXPECT_EQ(got.size(), r.packets);
+    expect_identical(c, got);
+    std::uint64_t invalid = 0;
+    for (const Datagram& d : got) {
+        ASSERT_EQ(d.bytes.size(), kVtpPsnBytes + kVdifHeaderBytes + c.payload_bytes);
+        VdifHeader h;
+        const Bytes frame = Bytes(d.bytes).subspan(kVtpPsnBytes);
+        ASSERT_EQ(decode_vdif(frame, h), VdifError::none);
+        EXPECT_EQ(validate_vdif(h, frame.size()), VdifError::none);
+        invalid += h.invalid ? 1 : 0;
+    }
+    std::uint64_t truth_invalid = 0;
+    for (const auto& t : g.truth()) {
+        truth_invalid += t.invalid;
+    }
+    EXPECT_EQ(invalid, truth_invalid);
+    EXPECT_GT(invalid, 0u);
 }
 
 // Observe the received datagrams per stream, as a capture would.

@@ -86,7 +86,17 @@ struct ReasonRow {
     const char* name;
     // The frame that is counted under `reason`; `storage` outlives the call.
     Frame (*make)(FrameBytes& storage);
+    // The row's group is read as VDIF (GROUP:PORT/vdif, 1000 frames per
+    // second given), and the good frames around it are VDIF frames.
+    bool vdif = false;
 };
+
+FrameBytes vdif_frame(const VdifHeader& h, std::size_t datagram = 0) {
+    return test::make_vdif_frame(kAntenna1, kGroup1, kPort, h, -1, datagram);
+}
+FrameBytes good_vdif(std::uint32_t frame) {
+    return vdif_frame(test::make_vdif_header(1, frame));
+}
 
 // One row per reason, in the enum's order. The options of the demux the rows
 // go through: groups {kGroup1:kPort}, antennas {kAntenna1}, at most one
@@ -118,6 +128,12 @@ const ReasonRow kReasonRows[] = {
          b = with_byte(good(5), kPlainUdpPayloadOffset + 40, 0x00);  // no sync word
          return whole(b);
      }},
+    {Reason::not_vdif, false, "not_vdif",
+     [](FrameBytes& b) {
+         b = vdif_frame(test::make_vdif_header(1, 5), 12);  // too short for any VDIF header
+         return whole(b);
+     },
+     true},
     {Reason::truncated_capture, true, "truncated_capture",
      [](FrameBytes& b) {
          b = good(5);
@@ -215,6 +231,54 @@ const ReasonRow kReasonRows[] = {
          b = make_frame(kAntenna1, kGroup1, kPort, h);
          return whole(b);
      }},
+    {Reason::vdif_zero_length, true, "vdif_zero_length",
+     [](FrameBytes& b) {
+         auto h = test::make_vdif_header(1, 5);
+         const std::size_t datagram = h.frame_bytes();
+         h.framelength8 = 0;
+         b = vdif_frame(h, datagram);
+         return whole(b);
+     },
+     true},
+    {Reason::vdif_bad_length, true, "vdif_bad_length",
+     [](FrameBytes& b) {
+         // The stream's header, unchanged; the datagram 800 bytes short.
+         auto h = test::make_vdif_header(1, 5);
+         b = vdif_frame(h, h.frame_bytes() - 800);
+         return whole(b);
+     },
+     true},
+    {Reason::vdif_frame_beyond_rate, true, "vdif_frame_beyond_rate",
+     [](FrameBytes& b) {
+         b = good_vdif(1000);  // 1000 frames per second given: 0..999
+         return whole(b);
+     },
+     true},
+    {Reason::layout_changed, true, "layout_changed",
+     [](FrameBytes& b) {
+         // The stream's station and thread in a legacy header of the same length.
+         auto h = test::make_vdif_header(1, 5, 0, 0x4142, true);
+         h.framelength8 = test::make_vdif_header(1, 5).framelength8;
+         b = vdif_frame(h);
+         return whole(b);
+     },
+     true},
+    {Reason::frame_length_changed, true, "frame_length_changed",
+     [](FrameBytes& b) {
+         auto h = test::make_vdif_header(1, 5);
+         h.framelength8 -= 100;  // a valid frame, 800 bytes shorter than the stream's
+         b = vdif_frame(h);
+         return whole(b);
+     },
+     true},
+    {Reason::epoch_changed, true, "epoch_changed",
+     [](FrameBytes& b) {
+         auto h = test::make_vdif_header(1, 5);
+         h.epoch = 53;
+         b = vdif_frame(h);
+         return whole(b);
+     },
+     true},
     {Reason::stream_params_changed, true, "stream_params_changed",
      [](FrameBytes& b) {
          auto h = make_header(1, 5);
@@ -250,13 +314,17 @@ TEST_P(ReasonVerdict, OneOccurrenceGivesTheVerdictOfItsClass) {
     options.groups = {Endpoint{kGroup1, kPort}};
     options.antennas = {kAntenna1};
     options.max_streams = 1;
+    if (row.vdif) {
+        options.group_formats = {StreamFormat::vdif};
+        options.vdif_frames_per_second = 1000;
+    }
     Ledger ledger;
     Demux demux(options, ledger);
-    const auto before = good(1);
+    const auto before = row.vdif ? good_vdif(1) : good(1);
     demux.on_frame(whole(before));
     FrameBytes storage;
     demux.on_frame(row.make(storage));
-    const auto after = good(2);
+    const auto after = row.vdif ? good_vdif(2) : good(2);
     demux.on_frame(whole(after));
 
     const Totals t = ledger.totals();
@@ -936,10 +1004,10 @@ TEST(ReportEqualsLedger, EveryStreamKeyIsTheLedgersOwnFigure) {
     ASSERT_EQ(j["streams"].size(), ledger.streams().size());
     ASSERT_EQ(ledger.streams().size(), 3u);
     const std::set<std::string> keys = {
-        "group",      "antenna",           "thread",   "station",        "layout",
-        "period",     "frames_per_period", "packets",  "bytes",          "missing",
-        "duplicates", "out_of_order",      "too_late", "invalid",        "first",
-        "last",       "implausible",       "restarts", "payload_absent", "last_restart_jump"};
+        "group",   "antenna",     "thread",       "station",           "layout",           "format",
+        "epoch",   "rate",        "period",       "frames_per_period", "packets",          "bytes",
+        "missing", "duplicates",  "out_of_order", "too_late",          "invalid",          "first",
+        "last",    "implausible", "restarts",     "payload_absent",    "last_restart_jump"};
     for (std::size_t i = 0; i < ledger.streams().size(); ++i) {
         const StreamStats& s = ledger.streams()[i];
         auto& e = j["streams"][i];
@@ -948,7 +1016,9 @@ TEST(ReportEqualsLedger, EveryStreamKeyIsTheLedgersOwnFigure) {
         EXPECT_EQ(e["antenna"], format_ipv4(s.antenna));
         EXPECT_EQ(e["thread"].get<std::uint64_t>(), s.thread);
         EXPECT_EQ(e["station"].get<std::uint64_t>(), s.station);
-        EXPECT_EQ(e["layout"], std::string(to_string(s.layout)));
+        EXPECT_EQ(e["layout"], std::string(layout_name(s.format, s.layout)));
+        EXPECT_EQ(e["format"], std::string(to_string(s.format)));
+        EXPECT_EQ(e["epoch"].get<std::uint64_t>(), s.epoch);
         EXPECT_EQ(e["period"].get<std::uint64_t>(), s.timing.period);
         EXPECT_EQ(e["frames_per_period"].get<std::uint64_t>(), s.timing.frames_per_period);
         EXPECT_EQ(e["packets"].get<std::uint64_t>(), s.packets());

@@ -4,6 +4,7 @@
 #include <array>
 #include <stdexcept>
 
+#include "lib/demux/rate.hpp"
 #include "lib/ledger/expect.hpp"
 #include "lib/probes.hpp"
 
@@ -26,6 +27,21 @@ Demux::Demux(DemuxOptions options, Ledger& ledger) : options_(std::move(options)
     ledger_.streams().reserve(options_.max_streams);
     known_.reserve(options_.max_streams);
     known_table_.assign(64, KnownSlot{});
+    if (options_.groups.empty()) {
+        uniform_format_ = options_.any_group_format;
+    } else {
+        const auto format = [&](std::size_t i) {
+            return i < options_.group_formats.size() ? options_.group_formats[i]
+                                                     : StreamFormat::codif;
+        };
+        uniform_format_ = format(0);
+        for (std::size_t i = 1; i < options_.groups.size(); ++i) {
+            if (format(i) != *uniform_format_) {
+                uniform_format_.reset();
+                break;
+            }
+        }
+    }
 }
 
 void Demux::add_sink(FrameSink& sink, SinkScope scope) {
@@ -48,45 +64,46 @@ void Demux::add_observer(FrameObserver observer) {
 
 namespace {
 std::size_t known_hash(std::uint32_t dst_ip, std::uint16_t dst_port, std::uint32_t src_ip,
-                       std::uint16_t thread) {
+                       std::uint32_t key) {
     // One multiply (Fibonacci hashing); the table index takes the high bits.
+    // The key's halves (VDIF: station, thread) both reach the low bits.
     const std::uint64_t x =
-        (std::uint64_t{src_ip} << 32 | (dst_ip ^ (std::uint32_t{dst_port} << 16))) ^ thread;
+        (std::uint64_t{src_ip} << 32 | (dst_ip ^ (std::uint32_t{dst_port} << 16))) ^
+        (key ^ (key >> 16) ^ (std::uint64_t{key} << 40));
     return static_cast<std::size_t>((x * 0x9e3779b97f4a7c15ull) >> 32);
 }
 }  // namespace
 
-std::uint32_t Demux::find_stream(const UdpPacket& p, std::uint16_t thread) const {
+std::uint32_t Demux::find_stream(const UdpPacket& p, std::uint32_t key) const {
     const std::size_t mask = known_table_.size() - 1;
-    for (std::size_t i = known_hash(p.dst_ip, p.dst_port, p.src_ip, thread) & mask;;
+    for (std::size_t i = known_hash(p.dst_ip, p.dst_port, p.src_ip, key) & mask;;
          i = (i + 1) & mask) {
         const KnownSlot& slot = known_table_[i];
         if (slot.stream_plus1 == 0) {
             return 0;
         }
         if (slot.dst_ip == p.dst_ip && slot.src_ip == p.src_ip && slot.dst_port == p.dst_port &&
-            slot.thread == thread) {
+            slot.key == key) {
             return slot.stream_plus1;
         }
     }
 }
 
-void Demux::add_known(const UdpPacket& p, const CodifHeader& h, std::size_t stream) {
-    if (stream >= options_.max_streams || find_stream(p, h.threadid) != 0) {
+void Demux::add_known(const UdpPacket& p, const StreamHeader& h, std::size_t stream) {
+    if (stream >= options_.max_streams || find_stream(p, h.key) != 0) {
         return;
     }
     if (known_.size() <= stream) {
         known_.resize(stream + 1);  // registration time (reserved to max_streams)
     }
     Known& k = known_[stream];
+    k.params = h.params;
+    k.params2 = h.params2;
+    k.frame_bytes = h.frame_bytes;
     k.period = h.period;
-    k.nchan = h.nchan;
-    k.nbits = h.nbits;
-    k.complex = h.complex;
     k.layout = h.layout;
-    k.framelength8 = h.framelength8;
-    k.totalsamples = h.totalsamples;
-    k.frames_per_period = codif_frames_per_period(h);
+    k.epoch = h.epoch;
+    k.frames_per_period = ledger_.streams()[stream].timing.frames_per_period;
     ++known_count_;
     if (2 * known_count_ > known_table_.size()) {
         // Registration time (a new stream), never per frame: rebuild doubled.
@@ -98,13 +115,13 @@ void Demux::add_known(const UdpPacket& p, const CodifHeader& h, std::size_t stre
             }
         }
     }
-    place_known(KnownSlot{p.dst_ip, p.src_ip, p.dst_port, h.threadid,
-                          static_cast<std::uint32_t>(stream + 1)});
+    place_known(
+        KnownSlot{p.dst_ip, p.src_ip, h.key, p.dst_port, static_cast<std::uint32_t>(stream + 1)});
 }
 
 void Demux::place_known(const KnownSlot& slot) {
     const std::size_t mask = known_table_.size() - 1;
-    std::size_t i = known_hash(slot.dst_ip, slot.dst_port, slot.src_ip, slot.thread) & mask;
+    std::size_t i = known_hash(slot.dst_ip, slot.dst_port, slot.src_ip, slot.key) & mask;
     while (known_table_[i].stream_plus1 != 0) {
         i = (i + 1) & mask;
     }
@@ -156,11 +173,13 @@ int Demux::antenna_index(std::uint32_t ip) {
     return index;
 }
 
-StreamStats* Demux::stream(int group, int antenna, const CodifHeader& header,
-                           std::uint64_t timestamp_ns) {
-    const std::uint64_t key = (std::uint64_t(static_cast<std::uint32_t>(group)) << 48) |
-                              (std::uint64_t(static_cast<std::uint32_t>(antenna)) << 16) |
-                              header.threadid;
+StreamStats* Demux::stream(int group, int antenna, const StreamHeader& header,
+                           std::uint64_t timestamp_ns, bool& created) {
+    // group < 256 (max_groups), antenna < 2^24: 8 + 24 + 32 bits.
+    const std::uint64_t key = (std::uint64_t(static_cast<std::uint32_t>(group)) << 56) |
+                              (std::uint64_t(static_cast<std::uint32_t>(antenna)) << 32) |
+                              header.key;
+    created = false;
     auto& streams = ledger_.streams();
     if (const auto it = stream_lookup_.find(key); it != stream_lookup_.end()) {
         return &streams[it->second];
@@ -168,18 +187,32 @@ StreamStats* Demux::stream(int group, int antenna, const CodifHeader& header,
     if (streams.size() >= options_.max_streams) {
         return nullptr;
     }
+    created = true;
     StreamStats& s = streams.emplace_back();
     s.group = groups_[static_cast<std::size_t>(group)];
     s.antenna = antennas_[static_cast<std::size_t>(antenna)];
-    s.thread = header.threadid;
-    s.station = header.stationid;
+    s.thread = header.thread;
+    s.station = header.station;
+    s.key = header.key;
+    s.format = header.format;
     s.layout = header.layout;
+    s.epoch = header.epoch;
     s.timing.period = header.period;
-    s.timing.frames_per_period = codif_frames_per_period(header);
-    s.sequence.set_plausible_jump(
-        std::max(std::uint64_t{options_.plausible_periods} * s.timing.frames_per_period,
-                 options_.min_plausible_jump));
-    s.frame_bytes = static_cast<std::uint32_t>(header.frame_bytes());
+    if (header.frames_per_period != 0) {
+        s.timing.frames_per_period = header.frames_per_period;
+        s.rate = StreamStats::Rate::header;
+    } else if (options_.vdif_frames_per_second != 0) {
+        s.timing.frames_per_period = options_.vdif_frames_per_second;
+        s.rate = StreamStats::Rate::given;
+    } else {
+        start_learning(s);  // lib/demux/rate.hpp
+    }
+    if (s.rate != StreamStats::Rate::learning) {
+        s.sequence.set_plausible_jump(
+            std::max(std::uint64_t{options_.plausible_periods} * s.timing.frames_per_period,
+                     options_.min_plausible_jump));
+    }
+    s.frame_bytes = header.frame_bytes;
     s.first_arrival_ns = timestamp_ns;
     s.last_arrival_ns = timestamp_ns;
     s.registered_ns = expect_clock_ns();
@@ -221,7 +254,7 @@ void Demux::accept_frame(const Frame& frame) {
     if (perr != PacketError::none && captured < frame.wire_bytes && frame.tail.empty()) {
         UdpPacket cut;
         if (parse_udp_frame(frame.head, frame.wire_bytes, cut, frame.link) == PacketError::none &&
-            cut.payload_offset + kCodifHeaderBytes <= captured) {
+            cut.payload_offset + min_header_bytes(format_of(cut)) <= captured) {
             packet = cut;
             perr = PacketError::none;
             payload_absent = true;
@@ -250,32 +283,39 @@ void Demux::accept_frame(const Frame& frame) {
     // The fast path: a known stream with unchanged parameters. Everything the
     // slow path would check is implied by the stream's first frame, except
     // the per-frame fields compared here (length, frame number).
-    CodifHeader header;
-    CodifError derr = CodifError::none;
-    const bool decoded = packet.payload_bytes >= kCodifHeaderBytes;
-    if (decoded) {
-        // Read in place when the CODIF header lies in the first piece (every
+    const StreamFormat format = format_of(packet);
+    StreamHeader header;
+    StreamError derr = StreamError::not_a_frame;
+    // The datagram's first bytes, where every format's header lies.
+    const std::size_t available = captured > packet.payload_offset
+                                      ? static_cast<std::size_t>(captured - packet.payload_offset)
+                                      : 0;
+    const std::size_t head_bytes =
+        std::min({std::size_t{packet.payload_bytes}, kStreamHeaderMaxBytes, available});
+    std::array<std::uint8_t, kStreamHeaderMaxBytes> raw_header;
+    Bytes head;
+    if (head_bytes > 0) {
+        // Read in place when the header lies in the first piece (every
         // contiguous frame, and a split one whose header slot was sized for
         // it); gathered across the two pieces otherwise.
-        std::array<std::uint8_t, kCodifHeaderBytes> raw_header;
-        Bytes codif_bytes;
-        if (std::size_t{packet.payload_offset} + kCodifHeaderBytes <= frame.head.size()) {
-            codif_bytes = frame.head.subspan(packet.payload_offset, kCodifHeaderBytes);
-        } else if (frame.gather(packet.payload_offset, raw_header)) {
-            codif_bytes = raw_header;
+        if (std::size_t{packet.payload_offset} + head_bytes <= frame.head.size()) {
+            head = frame.head.subspan(packet.payload_offset, head_bytes);
+        } else if (frame.gather(packet.payload_offset, std::span(raw_header.data(), head_bytes))) {
+            head = Bytes(raw_header.data(), head_bytes);
         } else {
-            // The CODIF header runs into the payload slot, and that is GPU
+            // The header runs into the payload slot, and that is GPU
             // memory: a VLAN tag or IP options the header slot was not sized
             // for (the engine's split_misaligned count and note name
             // --vlan-tags).
             ledger_.count_reason(Reason::headers_split);
             return;
         }
-        derr = decode_codif(codif_bytes, header);
-        if (derr == CodifError::none) {
-            if (const std::uint32_t known = find_stream(packet, header.threadid); known != 0) {
+        derr = decode_stream_header(format, head, header);
+        if (derr == StreamError::none) {
+            if (const std::uint32_t known = find_stream(packet, header.key); known != 0) {
                 const Known& k = known_[known - 1];
-                if (k.same_parameters(header) && header.frame_bytes() == packet.payload_bytes &&
+                if (k.same_parameters(header) &&
+                    header.frame_bytes + header.prefix_bytes == packet.payload_bytes &&
                     header.frame < k.frames_per_period) {
                     accept(known - 1, frame, packet, header, payload_absent);
                     return;
@@ -283,7 +323,7 @@ void Demux::accept_frame(const Frame& frame) {
             }
         }
     }
-    // Filters first, then the CODIF checks, and only then register the group
+    // Filters first, then the format's checks, and only then register the group
     // and antenna: a stray UDP sender must not use up the limits.
     if (!options_.groups.empty()) {
         const int named = group_index(packet.dst_ip, packet.dst_port);
@@ -299,7 +339,7 @@ void Demux::accept_frame(const Frame& frame) {
             ledger_.count_reason(Reason::unlisted_source);
             return;
         }
-        // A frame to the group, CODIF or not (a known stream's frames, on the
+        // A frame to the group, of its format or not (a known stream's frames, on the
         // fast path above, come after its first, which passed here).
         note_group(named, frame);
     }
@@ -307,44 +347,67 @@ void Demux::accept_frame(const Frame& frame) {
         ledger_.count_reason(Reason::unlisted_source);
         return;
     }
-    if (!decoded) {
-        ledger_.count_reason(Reason::not_codif);
+    if (derr != StreamError::none) {
+        ledger_.count_reason(reason_for(derr, format));
         return;
     }
-    if (derr != CodifError::none) {
-        ledger_.count_reason(derr == CodifError::bad_sync ? Reason::not_codif : reason_for(derr));
-        return;
-    }
-    if (const CodifError verr = validate_codif(header, packet.payload_bytes);
-        verr != CodifError::none) {
-        ledger_.count_reason(reason_for(verr));
-        return;
-    }
-    if (codif_frames_per_period(header) == 0) {
-        ledger_.count_reason(Reason::codif_no_frames_per_period);
+    if (const StreamError verr = check_stream_header(head, packet.payload_bytes, header);
+        verr != StreamError::none) {
+        ledger_.count_reason(reason_for(verr, format));
         return;
     }
     const int group = group_index(packet.dst_ip, packet.dst_port);
-    note_group(group, frame);  // every UDP destination is a group: its first CODIF frame
+    note_group(group, frame);  // every UDP destination is a group: its first frame
     const int antenna = antenna_index(packet.src_ip);
     if (group < 0 || antenna < 0) {
         ledger_.count_reason(Reason::too_many_streams);
         return;
     }
-    StreamStats* s = stream(group, antenna, header, frame.timestamp_ns);
+    bool created = false;
+    StreamStats* s = stream(group, antenna, header, frame.timestamp_ns, created);
     if (s == nullptr) {
         ledger_.count_reason(Reason::too_many_streams);
         return;
     }
-    if (s->timing.period != header.period ||
-        s->timing.frames_per_period != codif_frames_per_period(header) ||
-        s->frame_bytes != header.frame_bytes()) {
-        ledger_.count_reason(Reason::stream_params_changed);
+    const auto index = static_cast<std::size_t>(s - ledger_.streams().data());
+    if (created) {
+        add_known(packet, header, index);
+    } else if (const auto reason = mismatch(*s, index, header)) {
+        if (s->rate_watch && header.frame >= s->timing.frames_per_period) {
+            // A frame number past a rate being confirmed: the watch sees it
+            // (the rate stays unconfirmed), and it is counted here.
+            watch_rate(*s, header.seconds, header.frame, options_.plausible_periods,
+                       options_.min_plausible_jump);
+        }
+        ledger_.count_reason(*reason);
         return;
     }
-    const auto index = static_cast<std::size_t>(s - ledger_.streams().data());
-    add_known(packet, header, index);
     accept(index, frame, packet, header, payload_absent);
+}
+
+std::optional<Reason> Demux::mismatch(const StreamStats& s, std::size_t index,
+                                      const StreamHeader& h) const {
+    if (h.layout != s.layout) {
+        return Reason::layout_changed;
+    }
+    if (h.frame_bytes != s.frame_bytes) {
+        return Reason::frame_length_changed;
+    }
+    if (h.epoch != s.epoch) {
+        return Reason::epoch_changed;
+    }
+    const bool params_differ = index < known_.size() && (known_[index].params != h.params ||
+                                                         known_[index].params2 != h.params2);
+    if (h.period != s.timing.period || params_differ ||
+        (h.frames_per_period != 0 && h.frames_per_period != s.timing.frames_per_period)) {
+        return Reason::stream_params_changed;
+    }
+    if (h.frame >= s.timing.frames_per_period) {
+        // A header that gives its rate was checked against it already; this
+        // is a VDIF frame number past the rate given or learned.
+        return reason_for(StreamError::frame_beyond_period, s.format);
+    }
+    return std::nullopt;
 }
 
 namespace {
@@ -376,8 +439,22 @@ std::uint8_t probe_verdict(SequenceTracker::Kind kind, bool filled, bool beyond_
 }  // namespace
 
 void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& packet,
-                   const CodifHeader& header, bool payload_absent) {
+                   const StreamHeader& header, bool payload_absent) {
     StreamStats& s = ledger_.streams()[stream];
+    if (s.rate_watch) [[unlikely]] {
+        // A VDIF stream learning its rate, or confirming it (lib/demux/rate.hpp).
+        if (!watch_rate(s, header.seconds, header.frame, options_.plausible_periods,
+                        options_.min_plausible_jump)) {
+            ledger_.count_reason(reason_for(StreamError::frame_beyond_period, s.format));
+            return;
+        }
+        if (stream < known_.size()) {
+            known_[stream].frames_per_period = s.timing.frames_per_period;
+        }
+    }
+    if (header.has_psn) {
+        note_psn(s, header.psn);
+    }
     const std::uint64_t index = s.timing.index(header.seconds, header.frame);
     const std::uint64_t missing_before = s.sequence.missing();
     const auto kind = s.sequence.observe(index);

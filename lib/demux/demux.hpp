@@ -1,6 +1,8 @@
 // The demultiplexer: every frame from any source (verbs, pcap live, pcap file)
 // comes through on_frame(). It classifies the frame exactly once in the ledger,
-// assigns CODIF frames to a stream (group, antenna = source IPv4, CODIF
+// decodes it in its group's format (CODIF, VDIF or VTP: formats/stream_decode.hpp,
+// the only place that knows them), assigns it to a stream (group, antenna =
+// source IPv4, the header's stream key: CODIF thread, VDIF station and
 // thread), tracks the stream's sequence, and hands the frame to the sinks
 // (lib/sinks/sink.hpp): those registered for every frame before it is
 // classified, those registered per stream once it is accepted. It knows
@@ -12,12 +14,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
-#include "formats/codif.hpp"
 #include "formats/packet.hpp"
+#include "formats/stream_decode.hpp"
 #include "lib/frame.hpp"
 #include "lib/ledger/ledger.hpp"
 #include "lib/netaddr.hpp"
@@ -26,7 +29,16 @@
 namespace ibvcap {
 
 struct DemuxOptions {
-    std::vector<Endpoint> groups;         // empty: every UDP destination is a group
+    std::vector<Endpoint> groups;  // empty: every UDP destination is a group
+    // Per named group, in groups' order, how its datagrams are read
+    // (GROUP:PORT/vdif); groups beyond the list's end are CODIF.
+    std::vector<StreamFormat> group_formats;
+    // With no named groups: the format of every UDP destination.
+    StreamFormat any_group_format = StreamFormat::codif;
+    // Frames per second of every VDIF stream (--vdif-frames-per-second);
+    // 0: each stream's is learned from its first whole second
+    // (docs/formats.md, "VDIF frame rates").
+    std::uint64_t vdif_frames_per_second = 0;
     std::vector<std::uint32_t> antennas;  // empty: every new source IPv4 is an antenna
     // Groups given as GROUP:PORT@SOURCE[,...]: a frame to one of them from
     // another source is not ours (Reason::unlisted_source).
@@ -73,34 +85,52 @@ class Demux {
     // be read, match one; or its destination cannot be read at all).
     bool may_be_for_a_group(const Frame& frame) const;
     // A new stream's first arrival: `timestamp_ns` (the frame's) and the
-    // host's CLOCK_MONOTONIC, read here once per stream.
-    StreamStats* stream(int group, int antenna, const CodifHeader& header,
-                        std::uint64_t timestamp_ns);
-    // payload_absent: the capture cut the frame after its CODIF header.
+    // host's CLOCK_MONOTONIC, read here once per stream. `created`: it was
+    // registered by this call.
+    StreamStats* stream(int group, int antenna, const StreamHeader& header,
+                        std::uint64_t timestamp_ns, bool& created);
+    // The reason a frame of stream `s` is not the stream's own (its layout,
+    // length, epoch or other parameters differ from its first frame's, or its
+    // frame number is past the stream's rate); nullopt when it is.
+    std::optional<Reason> mismatch(const StreamStats& s, std::size_t index,
+                                   const StreamHeader& h) const;
+    // payload_absent: the capture cut the frame after its header.
     void accept(std::size_t stream, const Frame& frame, const UdpPacket& packet,
-                const CodifHeader& header, bool payload_absent);
+                const StreamHeader& header, bool payload_absent);
+    // The format a datagram to this destination is read in.
+    StreamFormat format_of(const UdpPacket& p) const {
+        if (uniform_format_) {
+            return *uniform_format_;
+        }
+        for (std::size_t i = 0; i < options_.groups.size(); ++i) {
+            if (options_.groups[i].ip == p.dst_ip && options_.groups[i].port == p.dst_port) {
+                return i < options_.group_formats.size() ? options_.group_formats[i]
+                                                         : StreamFormat::codif;
+            }
+        }
+        return StreamFormat::codif;  // not a named group: other_destination follows
+    }
 
     // The fast path: a frame of a stream seen before, whose header has the
     // same parameters, skips the filters, the registries and the divisions
     // of validate_codif (they were all done for the stream's first frame).
     // An open-addressing table (linear probing, at most half full, doubled
     // as streams are registered: small tables stay in cache) of the known
-    // streams, keyed by (destination, source, CODIF thread),
+    // streams, keyed by (destination, source, stream key),
     // filled by the slow path.
     struct Known {
         // The parameter fields of the stream's first frame.
+        std::uint64_t params = 0;
+        std::uint64_t params2 = 0;
+        std::uint32_t frame_bytes = 0;
         std::uint16_t period = 0;
-        std::uint16_t nchan = 0;
-        std::uint8_t nbits = 0;
-        bool complex = false;
-        CodifLayout layout = CodifLayout::v2;
-        std::uint32_t framelength8 = 0;
-        std::uint64_t totalsamples = 0;
+        std::uint8_t layout = 0;
+        std::uint8_t epoch = 0;
+        // The stream's (a learned VDIF rate updates it).
         std::uint64_t frames_per_period = 0;
-        bool same_parameters(const CodifHeader& h) const {
-            return h.framelength8 == framelength8 && h.totalsamples == totalsamples &&
-                   h.period == period && h.nchan == nchan && h.nbits == nbits &&
-                   h.complex == complex && h.layout == layout;
+        bool same_parameters(const StreamHeader& h) const {
+            return h.params == params && h.params2 == params2 && h.frame_bytes == frame_bytes &&
+                   h.period == period && h.layout == layout && h.epoch == epoch;
         }
     };
     // A slot of the table: the key, compared in place (no load of a Known
@@ -109,13 +139,13 @@ class Demux {
     struct KnownSlot {
         std::uint32_t dst_ip = 0;
         std::uint32_t src_ip = 0;
+        std::uint32_t key = 0;
         std::uint16_t dst_port = 0;
-        std::uint16_t thread = 0;
         std::uint32_t stream_plus1 = 0;
     };
     // The stream index + 1 of a known stream's key, 0 when unknown.
-    std::uint32_t find_stream(const UdpPacket& p, std::uint16_t thread) const;
-    void add_known(const UdpPacket& p, const CodifHeader& h, std::size_t stream);
+    std::uint32_t find_stream(const UdpPacket& p, std::uint32_t key) const;
+    void add_known(const UdpPacket& p, const StreamHeader& h, std::size_t stream);
     void place_known(const KnownSlot& slot);
 
     DemuxOptions options_;
@@ -133,7 +163,11 @@ class Demux {
     std::vector<std::vector<std::uint32_t>> group_sources_;
     std::vector<std::uint32_t> antennas_;
     std::unordered_map<std::uint32_t, int> antenna_lookup_;
-    std::unordered_map<std::uint64_t, std::size_t> stream_lookup_;  // (group, antenna, thread)
+    // (group, antenna, stream key)
+    std::unordered_map<std::uint64_t, std::size_t> stream_lookup_;
+    // The format of every group when they all share one (the common case: no
+    // lookup per frame), else nullopt.
+    std::optional<StreamFormat> uniform_format_;
     std::vector<Known> known_;     // by stream index (one not in the table is never read)
     std::size_t known_count_ = 0;  // streams in the table
     std::vector<KnownSlot> known_table_;

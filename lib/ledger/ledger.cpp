@@ -14,6 +14,7 @@ const std::array<std::string_view, kReasonCount> detail::kReasonNames = {
     "other_destination",
     "unlisted_source",
     "not_codif",
+    "not_vdif",
     "truncated_capture",
     "truncated_ethernet",
     "too_many_vlans",
@@ -30,6 +31,12 @@ const std::array<std::string_view, kReasonCount> detail::kReasonNames = {
     "codif_bad_samples",
     "codif_frame_beyond_period",
     "codif_no_frames_per_period",
+    "vdif_zero_length",
+    "vdif_bad_length",
+    "vdif_frame_beyond_rate",
+    "layout_changed",
+    "frame_length_changed",
+    "epoch_changed",
     "stream_params_changed",
     "too_many_streams",
 };
@@ -138,6 +145,29 @@ Reason reason_for(CodifError error) {
             break;
     }
     return Reason::not_codif;
+}
+
+// Each format's names for a decoder's refusal: the one table that knows them
+// (the demux hands over the error and the group's format).
+Reason reason_for(StreamError error, StreamFormat format) {
+    const bool codif = format == StreamFormat::codif;
+    switch (error) {
+        case StreamError::not_a_frame:
+            return codif ? Reason::not_codif : Reason::not_vdif;
+        case StreamError::zero_field:
+            return codif ? Reason::codif_zero_field : Reason::vdif_zero_length;
+        case StreamError::bad_length:
+            return codif ? Reason::codif_bad_length : Reason::vdif_bad_length;
+        case StreamError::bad_samples:
+            return Reason::codif_bad_samples;
+        case StreamError::frame_beyond_period:
+            return codif ? Reason::codif_frame_beyond_period : Reason::vdif_frame_beyond_rate;
+        case StreamError::no_frames_per_period:
+            return Reason::codif_no_frames_per_period;
+        case StreamError::none:
+            break;
+    }
+    return codif ? Reason::not_codif : Reason::not_vdif;
 }
 
 void Ledger::merge(const Ledger& other) {
@@ -314,6 +344,15 @@ std::vector<std::string> Ledger::loss_reasons() const {
     }
     if (t.missing > 0) {
         why.push_back(fmt::format("{} frames missing from the CODIF sequences", t.missing));
+    }
+    // The VTP sequence numbers: a witness of their own, whatever the headers say.
+    std::uint64_t psn_missing = 0;
+    for (const auto& s : streams_) {
+        psn_missing += s.psn_missing();
+    }
+    if (psn_missing > 0) {
+        why.push_back(
+            fmt::format("{} datagrams missing from the VTP packet sequence numbers", psn_missing));
     }
     if (t.too_late > 0) {
         why.push_back(fmt::format("{} frames arrived too late to classify", t.too_late));

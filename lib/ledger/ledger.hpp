@@ -27,7 +27,8 @@ enum class Reason : std::uint8_t {
     not_udp,
     other_destination,  // to a GROUP:PORT not asked for (named groups: damaged frames too)
     unlisted_source,    // source IP not in the --antenna list
-    not_codif,          // UDP datagram without a CODIF sync word
+    not_codif,          // to a CODIF group, a UDP datagram without a CODIF sync word
+    not_vdif,           // to a VDIF group, a UDP datagram too short for a VDIF header
     // malformed
     truncated_capture,  // fewer bytes captured than were on the wire (snaplen)
     truncated_ethernet,
@@ -45,7 +46,13 @@ enum class Reason : std::uint8_t {
     codif_bad_samples,  // payload is not a whole number of samples
     codif_frame_beyond_period,
     codif_no_frames_per_period,  // total samples do not give whole frames per period
-    stream_params_changed,       // a stream's period, frames per period or frame length changed
+    vdif_zero_length,            // VDIF frame length of 0
+    vdif_bad_length,             // VDIF frame length disagrees with the datagram
+    vdif_frame_beyond_rate,      // VDIF frame number >= the stream's frames per second
+    layout_changed,  // a stream's header layout changed (VDIF legacy/standard, CODIF v2/draft)
+    frame_length_changed,   // a stream's frame length changed
+    epoch_changed,          // a stream's reference epoch changed
+    stream_params_changed,  // any other of a stream's parameters changed (channels, bits, period)
     too_many_streams,
     count_
 };
@@ -59,6 +66,8 @@ extern const std::array<std::string_view, kReasonCount> kReasonNames;
 bool is_malformed(Reason reason);
 Reason reason_for(PacketError error);  // error != none
 Reason reason_for(CodifError error);   // error != none, != bad_sync
+// A decoder's refusal in the group's format (error != none).
+Reason reason_for(StreamError error, StreamFormat format);
 
 struct FramePosition {
     std::uint32_t seconds = 0;
@@ -70,12 +79,36 @@ struct StreamStats {
     std::uint32_t antenna = 0;  // source IPv4, host byte order
     std::uint16_t thread = 0;
     std::uint16_t station = 0;
-    CodifLayout layout = CodifLayout::v2;
-    CodifTiming timing;
-    std::uint32_t frame_bytes = 0;  // CODIF header + payload
-    std::uint64_t bytes = 0;        // wire bytes of the stream's frames
-    std::uint64_t invalid = 0;      // frames whose header has the invalid flag set
-    // Frames the capture cut after the CODIF header (a headers-only pcap):
+    // What the demux keys the stream by within (group, antenna)
+    // (StreamHeader::key: CODIF thread; VDIF station << 16 | thread).
+    std::uint32_t key = 0;
+    StreamFormat format = StreamFormat::codif;
+    std::uint8_t layout = 0;  // StreamHeader::layout of its first frame
+    std::uint8_t epoch = 0;
+    StreamTiming timing;
+    std::uint32_t frame_bytes = 0;  // the frame's header + payload (no VTP prefix)
+    // VDIF: where the frames per second came from: the header (CODIF),
+    // --vdif-frames-per-second, or learned from the stream's frames
+    // (lib/demux/rate.hpp); while learning, timing holds a provisional rate.
+    enum class Rate : std::uint8_t { header, given, learning, learned };
+    Rate rate = Rate::header;
+    // Learning, or learned and not yet confirmed: the demux watches each
+    // frame's second (one test per frame for every other stream).
+    bool rate_watch = false;
+    // Learning: the second being watched and its highest frame number.
+    std::uint32_t learn_seconds = 0;
+    std::uint32_t learn_max_frame = 0;
+    // Learned: whether a later whole second confirmed the rate (its highest
+    // frame was rate - 1).
+    bool rate_confirmed = false;
+    // The VDIF Transport Protocol's packet sequence numbers (vtp groups): a
+    // second witness of loss, independent of the frame headers.
+    std::uint64_t psn_packets = 0;  // frames that came with one
+    std::uint64_t psn_lowest = 0;
+    std::uint64_t psn_highest = 0;
+    std::uint64_t bytes = 0;    // wire bytes of the stream's frames
+    std::uint64_t invalid = 0;  // frames whose header has the invalid flag set
+    // Frames the capture cut after the frame header (a headers-only pcap):
     // sequence-tracked, but their payload is in no output.
     std::uint64_t payload_absent = 0;
     FramePosition first;  // lowest (seconds, frame) received
@@ -93,6 +126,15 @@ struct StreamStats {
     SequenceTracker sequence;
 
     std::uint64_t packets() const { return sequence.received(); }
+    // Packets the PSNs say were sent and never came: the span of the
+    // numbers less the packets that carried one (0 without PSNs).
+    std::uint64_t psn_missing() const {
+        if (psn_packets == 0) {
+            return 0;
+        }
+        const std::uint64_t span = psn_highest - psn_lowest + 1;
+        return span > psn_packets ? span - psn_packets : 0;
+    }
 };
 
 // One file of an output that is on disk at the end of the run.

@@ -20,6 +20,23 @@
 namespace ibvcap {
 
 namespace {
+// Where a stream's frames per period came from (lib/demux/rate.hpp).
+nlohmann::json rate_json(const StreamStats& s) {
+    switch (s.rate) {
+        case StreamStats::Rate::header:
+            return "header";
+        case StreamStats::Rate::given:
+            return "given";
+        case StreamStats::Rate::learning:
+            return "not learned";
+        case StreamStats::Rate::learned:
+            return s.rate_confirmed ? "learned, confirmed" : "learned, not confirmed";
+    }
+    return "header";
+}
+}  // namespace
+
+namespace {
 nlohmann::json position(const FramePosition& p) {
     return {{"seconds", p.seconds}, {"frame", p.frame}};
 }
@@ -228,26 +245,37 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     j["source_counters"] = counters;
     nlohmann::json streams = nlohmann::json::array();
     for (const auto& s : ledger.streams()) {
-        streams.push_back({{"group", s.group.to_string()},
-                           {"antenna", format_ipv4(s.antenna)},
-                           {"thread", s.thread},
-                           {"station", s.station},
-                           {"layout", to_string(s.layout)},
-                           {"period", s.timing.period},
-                           {"frames_per_period", s.timing.frames_per_period},
-                           {"packets", s.packets()},
-                           {"bytes", s.bytes},
-                           {"missing", s.sequence.missing()},
-                           {"duplicates", s.sequence.duplicates()},
-                           {"out_of_order", s.sequence.out_of_order()},
-                           {"too_late", s.sequence.too_late()},
-                           {"implausible", s.sequence.implausible()},
-                           {"restarts", s.sequence.restarts()},
-                           {"last_restart_jump", s.sequence.last_restart_jump()},
-                           {"invalid", s.invalid},
-                           {"payload_absent", s.payload_absent},
-                           {"first", position(s.first)},
-                           {"last", position(s.last)}});
+        nlohmann::json e = {{"group", s.group.to_string()},
+                            {"antenna", format_ipv4(s.antenna)},
+                            {"thread", s.thread},
+                            {"station", s.station},
+                            {"format", to_string(s.format)},
+                            {"layout", layout_name(s.format, s.layout)},
+                            {"epoch", s.epoch},
+                            {"period", s.timing.period},
+                            {"frames_per_period", s.timing.frames_per_period},
+                            {"packets", s.packets()},
+                            {"bytes", s.bytes},
+                            {"missing", s.sequence.missing()},
+                            {"duplicates", s.sequence.duplicates()},
+                            {"out_of_order", s.sequence.out_of_order()},
+                            {"too_late", s.sequence.too_late()},
+                            {"implausible", s.sequence.implausible()},
+                            {"restarts", s.sequence.restarts()},
+                            {"last_restart_jump", s.sequence.last_restart_jump()},
+                            {"invalid", s.invalid},
+                            {"payload_absent", s.payload_absent},
+                            {"first", position(s.first)},
+                            {"last", position(s.last)}};
+        e["rate"] = rate_json(s);
+        if (s.psn_packets != 0) {
+            // The VTP sequence numbers' own count of the packets lost.
+            e["psn"] = {{"packets", s.psn_packets},
+                        {"lowest", s.psn_lowest},
+                        {"highest", s.psn_highest},
+                        {"missing", s.psn_missing()}};
+        }
+        streams.push_back(std::move(e));
     }
     j["streams"] = streams;
     if (ledger.expectations().active) {

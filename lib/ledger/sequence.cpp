@@ -90,4 +90,32 @@ SequenceTracker::Kind SequenceTracker::place(std::uint64_t index) {
     return Kind::late;
 }
 
+void SequenceTracker::shift(std::int64_t delta) {
+    if (!started_ || delta == 0) {
+        return;
+    }
+    const auto moved = [delta](std::uint64_t i) {
+        return static_cast<std::uint64_t>(static_cast<std::int64_t>(i) + delta);
+    };
+    // The window's bits are by index modulo kWindow: rebuilt at the new
+    // indices (those older than the window are not held).
+    std::array<std::uint64_t, kWindow / 64> seen{};
+    const std::uint64_t oldest = newest_ - lowest_ >= kWindow ? newest_ - kWindow + 1 : lowest_;
+    for (std::uint64_t i = oldest;; ++i) {
+        if (test(i)) {
+            const std::uint64_t bit = moved(i) % kWindow;
+            seen[bit / 64] |= std::uint64_t{1} << (bit % 64);
+        }
+        if (i == newest_) {
+            break;
+        }
+    }
+    seen_ = seen;
+    lowest_ = moved(lowest_);
+    newest_ = moved(newest_);
+    for (std::size_t i = 0; i < run_length_; ++i) {
+        run_[i] = moved(run_[i]);
+    }
+}
+
 }  // namespace ibvcap

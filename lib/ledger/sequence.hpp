@@ -60,6 +60,11 @@ class SequenceTracker {
         return observe_general(index);
     }
 
+    // Move every index the tracker holds by `delta` (a stream whose rate was
+    // provisional: lib/demux/rate.hpp), as if each frame had arrived with
+    // its index + delta. Not per frame: once per stream.
+    void shift(std::int64_t delta);
+
     bool started() const { return started_; }
     std::uint64_t lowest() const { return lowest_; }
     std::uint64_t newest() const { return newest_; }

@@ -371,7 +371,7 @@ void BlockSink::on_frame(const SinkFrame& f, SinkRoute /*route*/) {
     place(f.frame, *f.packet, *f.header, *f.stream);
 }
 
-void BlockSink::place(const Frame& frame, const UdpPacket& packet, const CodifHeader& header,
+void BlockSink::place(const Frame& frame, const UdpPacket& packet, const StreamHeader& header,
                       const StreamStats& stream) {
     if (!started_) {
         // Not prepared: the copy thread starts now, and makes the block
@@ -383,7 +383,7 @@ void BlockSink::place(const Frame& frame, const UdpPacket& packet, const CodifHe
         drop(Drop::too_many_streams);  // more streams than rings (the demux's own limit is lower)
         return;
     }
-    const std::size_t offset = packet.payload_offset + kCodifHeaderBytes;
+    const std::size_t offset = std::size_t{packet.payload_offset} + header.head_bytes();
     const std::size_t bytes = static_cast<std::size_t>(header.payload_bytes());
     const std::uint64_t index = stream.timing.index(header.seconds, header.frame);
     if (requested_[id] == 0) {
@@ -403,7 +403,7 @@ void BlockSink::place(const Frame& frame, const UdpPacket& packet, const CodifHe
         }
         requested_[id] = 1;
     }
-    queue(id, frame, offset, bytes, header.threadid, index);
+    queue(id, frame, offset, bytes, header.thread, index);
 }
 
 void BlockSink::stop_copying() {

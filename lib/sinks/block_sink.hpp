@@ -155,7 +155,7 @@ class BlockSink final : public FrameSink {
     void report_to(Ledger& ledger) const;
 
   private:
-    void place(const Frame& frame, const UdpPacket& packet, const CodifHeader& header,
+    void place(const Frame& frame, const UdpPacket& packet, const StreamHeader& header,
                const StreamStats& stream);
 
     struct Job {

@@ -106,7 +106,7 @@ void PcapFileSink::on_frame(const SinkFrame& f, SinkRoute /*route*/) {
     const std::uint64_t captured = f.frame.captured_bytes();
     std::uint64_t keep = captured;
     if (headers_only_ && f.packet != nullptr) {
-        keep = std::min<std::uint64_t>(captured, f.packet->payload_offset + kCodifHeaderBytes);
+        keep = std::min<std::uint64_t>(captured, f.packet->payload_offset + kStreamHeaderMaxBytes);
     }
     const auto record = pcap_record_header(f.frame.timestamp_ns, static_cast<std::uint32_t>(keep),
                                            f.frame.wire_bytes);
@@ -215,7 +215,7 @@ void PcapngFileSink::on_frame(const SinkFrame& f, SinkRoute /*route*/) {
     state_->last_ns.store(ts, std::memory_order_relaxed);
     std::uint64_t keep = std::min<std::uint64_t>(f.frame.captured_bytes(), snaplen_);
     if (headers_only_ && f.packet != nullptr) {
-        keep = std::min<std::uint64_t>(keep, f.packet->payload_offset + kCodifHeaderBytes);
+        keep = std::min<std::uint64_t>(keep, f.packet->payload_offset + kStreamHeaderMaxBytes);
     }
     const auto captured = static_cast<std::uint32_t>(keep);
     const auto header = pcapng::epb_header(0, ts, captured, f.frame.wire_bytes);
@@ -265,7 +265,7 @@ void StreamFileSink::on_frame(const SinkFrame& f, SinkRoute route) {
         // and codif: Ledger::reconciles).
         if (r.outputs[2] != nullptr) {
             writer_.write_frame(r.outputs[2], {}, f.frame, packet.payload_offset,
-                                kCodifHeaderBytes);
+                                f.header->head_bytes());
         }
         return;
     }
@@ -277,7 +277,8 @@ void StreamFileSink::on_frame(const SinkFrame& f, SinkRoute route) {
         writer_.write_frame(r.outputs[1], {}, f.frame, packet.payload_offset, packet.payload_bytes);
     }
     if (r.outputs[2] != nullptr) {
-        writer_.write_frame(r.outputs[2], {}, f.frame, packet.payload_offset, kCodifHeaderBytes);
+        writer_.write_frame(r.outputs[2], {}, f.frame, packet.payload_offset,
+                            f.header->head_bytes());
     }
 }
 

@@ -13,8 +13,8 @@
 
 #include <functional>
 
-#include "formats/codif.hpp"
 #include "formats/packet.hpp"
+#include "formats/stream_header.hpp"
 #include "lib/frame.hpp"
 #include "lib/ledger/ledger.hpp"
 
@@ -26,12 +26,14 @@ struct SinkFrame {
     // The parsed Ethernet/IPv4/UDP headers; null when the frame is not a
     // well-formed UDP/IPv4 frame (an every-frame sink still gets it).
     const UdpPacket* packet = nullptr;
-    // The CODIF header and the stream the frame was accepted into; null for
-    // an every-frame sink (it is called before classification).
-    const CodifHeader* header = nullptr;
+    // The frame's header in the format-neutral view (formats/stream_header.hpp:
+    // CODIF or VDIF, whichever the stream speaks) and the stream the frame was
+    // accepted into; null for an every-frame sink (it is called before
+    // classification).
+    const StreamHeader* header = nullptr;
     const StreamStats* stream = nullptr;
 
-    // Whether the whole UDP payload was captured: false for a CODIF frame the
+    // Whether the whole UDP payload was captured: false for a frame the
     // capture cut after its header (a headers-only pcap read back), whose
     // payload a sink must not read.
     bool payload_captured() const {
@@ -67,9 +69,9 @@ struct SinkEntry {
     SinkScope scope = SinkScope::streams;
 };
 
-// Called for every CODIF frame accepted into a stream (the -v line, tests).
+// Called for every frame accepted into a stream (the -v line, tests).
 using FrameObserver =
-    std::function<void(const Frame&, const UdpPacket&, const CodifHeader&, const StreamStats&)>;
+    std::function<void(const Frame&, const UdpPacket&, const StreamHeader&, const StreamStats&)>;
 
 // A FrameObserver as a per-stream sink.
 class ObserverSink final : public FrameSink {

@@ -1,4 +1,4 @@
-// Live multicast sending of generated CODIF traffic: the network twin of
+// Live multicast sending of generated CODIF or VDIF traffic: the network twin of
 // write_generated_pcap (lib/run/common.hpp).
 //
 // One UDP socket sends for every antenna: each datagram carries its antenna's
@@ -10,7 +10,8 @@
 // sockets) and hence the IPv4 header checksum, and the TTL if `ttl` is not 1.
 // DF is set (IP_PMTUDISC_DO) and the UDP checksum is 0 (SO_NO_CHECK), as in
 // the generated frames; the UDP source port is the generator's src_port. The
-// UDP payload (CODIF header + payload) is byte-identical.
+// UDP payload (the VTP sequence number, the CODIF or VDIF header, the
+// payload) is byte-identical.
 #pragma once
 
 #include <atomic>

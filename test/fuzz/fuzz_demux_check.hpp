@@ -36,7 +36,7 @@ class DemuxCheck {
           ledger_(options.max_streams),
           demux_(std::move(options), ledger_) {
         demux_.add_observer(
-            [this](const Frame& frame, const UdpPacket& packet, const CodifHeader& header,
+            [this](const Frame& frame, const UdpPacket& packet, const StreamHeader& header,
                    const StreamStats& stats) { observe(frame, packet, header, stats); });
     }
 
@@ -93,16 +93,16 @@ class DemuxCheck {
     }
 
   private:
-    // Every CODIF frame the demux puts in a stream: the packet lies within the
+    // Every frame the demux puts in a stream: the packet lies within the
     // frame, the header is the one in the frame and valid, and the stream is
     // the one the frame belongs to.
-    void observe(const Frame& frame, const UdpPacket& packet, const CodifHeader& header,
+    void observe(const Frame& frame, const UdpPacket& packet, const StreamHeader& header,
                  const StreamStats& stats) {
         ++observed_;
         FUZZ_CHECK(packet.payload_offset >= kPlainUdpPayloadOffset);
-        // The CODIF header was captured; the payload too, unless the capture
+        // The header was captured; the payload too, unless the capture
         // cut the frame after the header (then it lay within the wire length).
-        FUZZ_CHECK(std::uint64_t{packet.payload_offset} + kCodifHeaderBytes <=
+        FUZZ_CHECK(std::uint64_t{packet.payload_offset} + header.head_bytes() <=
                    frame.captured_bytes());
         const bool whole =
             std::uint64_t{packet.payload_offset} + packet.payload_bytes <= frame.captured_bytes();
@@ -112,14 +112,20 @@ class DemuxCheck {
             FUZZ_CHECK(std::uint64_t{packet.payload_offset} + packet.payload_bytes <=
                        frame.wire_bytes);
         }
-        FUZZ_CHECK(packet.payload_bytes >= kCodifHeaderBytes);
-        std::uint8_t raw[kCodifHeaderBytes];
-        // An observed frame's CODIF header was read: it lies in host memory.
-        FUZZ_CHECK(frame.gather(packet.payload_offset, MutableBytes(raw, kCodifHeaderBytes)));
-        CodifHeader decoded;
-        FUZZ_CHECK(decode_codif(Bytes(raw, kCodifHeaderBytes), decoded) == CodifError::none);
+        FUZZ_CHECK(packet.payload_bytes >= header.head_bytes());
+        FUZZ_CHECK(header.frame_bytes + header.prefix_bytes == packet.payload_bytes);
+        std::uint8_t raw[kStreamHeaderMaxBytes];
+        const std::size_t head = std::min<std::size_t>(
+            {packet.payload_bytes, kStreamHeaderMaxBytes,
+             static_cast<std::size_t>(frame.captured_bytes() - packet.payload_offset)});
+        // An observed frame's header was read: it lies in host memory.
+        FUZZ_CHECK(frame.gather(packet.payload_offset, MutableBytes(raw, head)));
+        StreamHeader decoded;
+        FUZZ_CHECK(decode_stream_header(stats.format, Bytes(raw, head), decoded) ==
+                   StreamError::none);
         FUZZ_CHECK(decoded == header);
-        FUZZ_CHECK(validate_codif(header, packet.payload_bytes) == CodifError::none);
+        FUZZ_CHECK(check_stream_header(Bytes(raw, head), packet.payload_bytes, decoded) ==
+                   StreamError::none);
         // The payload pieces as a writer would get them cover exactly the payload.
         if (whole) {
             Bytes first;
@@ -129,10 +135,13 @@ class DemuxCheck {
         }
         FUZZ_CHECK(stats.group == (Endpoint{packet.dst_ip, packet.dst_port}));
         FUZZ_CHECK(stats.antenna == packet.src_ip);
-        FUZZ_CHECK(stats.thread == header.threadid);
+        FUZZ_CHECK(stats.thread == header.thread && stats.key == header.key);
         FUZZ_CHECK(stats.timing.period == header.period);
-        FUZZ_CHECK(stats.timing.frames_per_period == codif_frames_per_period(header));
-        FUZZ_CHECK(stats.frame_bytes == header.frame_bytes());
+        // The header's rate (CODIF), or the one given or learned (VDIF).
+        FUZZ_CHECK(decoded.frames_per_period == 0 ||
+                   stats.timing.frames_per_period == decoded.frames_per_period);
+        FUZZ_CHECK(header.frame < stats.timing.frames_per_period);
+        FUZZ_CHECK(stats.frame_bytes == header.frame_bytes);
         FUZZ_CHECK(stats.packets() > 0);
     }
 
