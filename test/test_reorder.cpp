@@ -344,6 +344,37 @@ TEST(ReorderWindow, AFrameThatCannotBeCopiedIsCountedUnheld) {
     expect_balanced(v, q);
 }
 
+// A stream whose arithmetic changes (a VDIF rate learned): the held frames go
+// out as at close, and the run goes on right after the last one written, in
+// the new arithmetic, what was written still known as written.
+TEST(ReorderWindow, ARebaseFlushesAndGoesOnAfterTheLastWrittenInTheNewArithmetic) {
+    ReorderWindow w(4, kSlot, 100);
+    Recorder r;
+    const auto map = [](std::uint64_t i) { return i + 1000; };
+    w.rebase(map, 100, r);  // nothing yet: nothing to do
+    EXPECT_TRUE(r.records.empty());
+    start_run(w, r);
+    EXPECT_EQ(offer(w, r, 16), Outcome::held);
+    w.rebase(map, 5000, r);
+    EXPECT_EQ(r.indices(), range(10, 16));  // 15 a fill, 16 written
+    EXPECT_EQ(w.next(), 1017u);
+    EXPECT_EQ(w.max_jump(), 5000u);
+    EXPECT_EQ(offer(w, r, 1017), Outcome::written);    // follows at once
+    EXPECT_EQ(offer(w, r, 1016), Outcome::duplicate);  // 16, written before the change
+    EXPECT_EQ(offer(w, r, 1015), Outcome::too_late);   // 15, a fill
+    EXPECT_EQ(offer(w, r, 1019), Outcome::held);       // a gap after the change
+    EXPECT_EQ(offer(w, r, 1022), Outcome::held);       // fills 1018
+    w.close(r);
+    std::vector<std::uint64_t> expected = range(10, 16);
+    for (std::uint64_t i = 1017; i <= 1022; ++i) {
+        expected.push_back(i);
+    }
+    EXPECT_EQ(r.indices(), expected);
+    EXPECT_EQ(r.fills(), (std::vector<std::uint64_t>{15, 1018, 1020, 1021}));
+    EXPECT_EQ(w.counts().restarts, 0u);
+    expect_balanced(w, r);
+}
+
 // Random loss, duplicates and reordering within the window: the output is
 // every index from the first to the last exactly once, in order, a fill
 // exactly where no frame came, and nothing is too late.

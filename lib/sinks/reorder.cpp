@@ -71,6 +71,28 @@ void ReorderWindow::close(Output& out) {
     flush(out);
 }
 
+void ReorderWindow::rebase(const std::function<std::uint64_t(std::uint64_t)>& map,
+                           std::uint64_t max_jump, Output& out) {
+    max_jump_ = std::max<std::uint64_t>(max_jump, window_);
+    if (!started_) {
+        return;  // nothing held or written: the next frame starts the run
+    }
+    flush(out);
+    const std::vector<std::uint64_t> old = as_frame_;
+    const std::uint64_t old_next = next_;
+    std::fill(as_frame_.begin(), as_frame_.end(), 0);
+    next_ = map(old_next - 1) + 1;
+    high_ = next_ - 1;
+    for (std::uint64_t k = 1; k <= std::min<std::uint64_t>(window_, old_next); ++k) {
+        const std::uint64_t bit = (old_next - k) % window_;
+        const std::uint64_t moved = map(old_next - k);
+        if (((old[bit / 64] >> (bit % 64)) & 1u) != 0 && moved < next_ &&
+            next_ - moved <= window_) {
+            mark_written(moved, true);
+        }
+    }
+}
+
 void ReorderWindow::begin(std::uint64_t index, Output& out) {
     started_ = true;
     primed_ = false;

@@ -49,6 +49,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -103,6 +104,15 @@ class ReorderWindow {
     Outcome offer(std::uint64_t index, Output& out);
     // The end of the stream: every held frame written, in order, fills between.
     void close(Output& out);
+    // The stream's position arithmetic changed (a VDIF stream that learned
+    // its rate, lib/demux/rate.hpp): `map` takes an index of the old one to
+    // the new. What is held is written as at close(); the run then goes on at
+    // the position after the last one written, mapped, so the next frame is
+    // written at once if it follows it and a gap to it is filled. The last W
+    // positions written are mapped too (a duplicate of one is still one).
+    // `max_jump` replaces the old. Once per stream: may allocate.
+    void rebase(const std::function<std::uint64_t(std::uint64_t)>& map, std::uint64_t max_jump,
+                Output& out);
 
     const Counts& counts() const { return counts_; }
     std::size_t held() const { return held_; }
