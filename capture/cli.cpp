@@ -459,9 +459,13 @@ void read_expect_options(const cxxopts::ParseResult& args, CommonOptions& c) {
     }
 }
 
-// --ordered and --ordered-window (docs/formats.md, "Ordered files and fill
-// frames"): only with a file they order, the window within its range.
-void read_ordered_options(const cxxopts::ParseResult& args, CommonOptions& c) {
+// How the per-stream files are written: the groups' formats (a VDIF group
+// gets no codif file made ahead), and --ordered and --ordered-window
+// (docs/formats.md, "Ordered files and fill frames"): only with a file they
+// order, the window within its range.
+void read_stream_file_options(const cxxopts::ParseResult& args, CommonOptions& c) {
+    c.outputs.group_formats = c.demux.group_formats;
+    c.outputs.any_group_format = c.demux.any_group_format;
     if (args.count("ordered") == 0) {
         if (args.count("ordered-window")) {
             throw UsageError("--ordered-window applies only with --ordered: add --ordered");
@@ -537,7 +541,7 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
             fmt::format("unknown --pcap-snaplen '{}' (valid: full, headers)", snaplen));
     }
     c.outputs.pcap_headers_only = snaplen == "headers";
-    read_ordered_options(args, c);
+    read_stream_file_options(args, c);
     c.writer.direct_io = args.count("direct-io") > 0;
     c.writer.threads = args["disk-threads"].as<unsigned>();
     if (c.writer.threads == 0 || c.writer.threads > 64) {
