@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -24,6 +26,7 @@
 #include "lib/run/common.hpp"
 #include "lib/run/gen.hpp"
 #include "lib/run/read.hpp"
+#include "lib/run/verify.hpp"
 #include "lib/sinks/file_index.hpp"
 #include "lib/traffic/generator.hpp"
 
@@ -400,6 +403,131 @@ TEST(OrderedWindow, AFrameLaterThanTheWindowIsCountedAndAFillTakesItsPlace) {
         }
     }
     EXPECT_EQ(fills, reordered);
+}
+
+// ibvcap verify reads ordered vdif files back (as VDIF, at their stream's
+// rate) and finds what they promise; two frames swapped are out of sequence.
+TEST(OrderedFiles, VerifyChecksAnOrderedVdifFileIsInSequence) {
+    GeneratorConfig config = faulty_traffic();
+    config.format = StreamFormat::vtp;
+    config.period = 1;
+    config.frames_per_period = 1000;
+    config.vdif.frames_per_second = 250;
+    OrderedRun run;
+    run_ordered(run, config, 16, 250);
+    const std::string report = run.dir / "report.json";
+    std::ofstream(report) << report_json(run.outcome.ledger, run.outcome.info).dump(2);
+    const VerifyOutcome ok = run_verify({{}, report});
+    EXPECT_TRUE(ok.ok());
+    for (const auto& f : ok.files) {
+        EXPECT_TRUE(f.ok()) << f.path << ": " << (f.differences.empty() ? "" : f.differences[0]);
+        EXPECT_EQ(f.format, "vdif");
+    }
+    EXPECT_EQ(ok.streams_checked, run.outcome.ledger.streams().size());
+    // Swap the first two records of one file.
+    const std::string path = run.outcome.ledger.outputs().front().path;
+    std::vector<std::uint8_t> bytes = test::read_file(path);
+    const std::size_t n = read_record(StreamFormat::vdif, bytes)->frame_bytes;
+    std::swap_ranges(bytes.begin(), bytes.begin() + static_cast<long>(n),
+                     bytes.begin() + static_cast<long>(n));
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<long>(bytes.size()));
+    const VerifyOutcome bad = run_verify({{}, report});
+    EXPECT_FALSE(bad.ok());
+    bool said = false;
+    for (const auto& f : bad.files) {
+        for (const auto& d : f.differences) {
+            said = said || d.find("not in sequence in an ordered file") != std::string::npos;
+        }
+    }
+    EXPECT_TRUE(said);
+}
+
+// -F vdif names a file per stream: {prefix}_{group}_{port}_{antenna}_{station}_{thread}.vdif,
+// and a run finds (and with --overwrite removes) an earlier run's of its
+// groups, rotated and with a lane prefix too.
+TEST(VdifFiles, NamedByStationAndThreadAndFoundAsTheRunsOwn) {
+    test::TempDir dir;
+    const std::string out = dir / "out";
+    std::filesystem::create_directory(out);
+    OutputOptions o;
+    o.output_dir = out;
+    o.formats = {OutputFormat::vdif};
+    o.groups = {Endpoint{test::kGroup1, 36001}};
+    EXPECT_EQ(stream_output_path(o, o.groups[0], test::kAntenna1, 0x4566, 3),
+              out + "/ibvcap_239.17.0.1_36001_10.0.0.11_17766_3.vdif");
+    for (const std::string name : {"ibvcap_239.17.0.1_36001_10.0.0.11_17766_3.vdif",
+                                   "ibvcap_239.17.0.1_36001_10.0.0.11_0_1023.000004.vdif",
+                                   "ibvcap_mlx5_0p1_239.17.0.1_36001_10.0.0.11_1_2.vdif",
+                                   "ibvcap_239.17.0.1_36001_10.0.0.11_17766_3.vdif.idx.json"}) {
+        EXPECT_TRUE(is_run_output_name(o, name)) << name;
+    }
+    for (const std::string name :
+         {"ibvcap_239.17.0.1_36001_10.0.0.11.vdif", "ibvcap_239.17.0.1_36001_10.0.0.11_1.vdif",
+          "ibvcap_239.17.0.1_36001_10.0.0.11_17766_3.codif",
+          "ibvcap_239.17.0.1_36001_10.0.0.11_x_3.vdif"}) {
+        EXPECT_FALSE(is_output_name(o, name)) << name;
+    }
+    // Another group's file in the same directory is not this run's.
+    EXPECT_TRUE(is_output_name(o, "ibvcap_239.17.0.9_36001_10.0.0.11_1_2.vdif"));
+    EXPECT_FALSE(is_run_output_name(o, "ibvcap_239.17.0.9_36001_10.0.0.11_1_2.vdif"));
+    std::ofstream(out + "/ibvcap_239.17.0.1_36001_10.0.0.11_1_2.000001.vdif") << "x";
+    std::ofstream(out + "/ibvcap_239.17.0.9_36001_10.0.0.11_1_2.vdif") << "x";
+    EXPECT_EQ(existing_outputs(o),
+              std::vector<std::string>{out + "/ibvcap_239.17.0.1_36001_10.0.0.11_1_2.000001.vdif"});
+    EXPECT_THROW(claim_outputs(o, ""), std::runtime_error);
+    o.overwrite = true;
+    claim_outputs(o, "");
+    EXPECT_FALSE(
+        std::filesystem::exists(out + "/ibvcap_239.17.0.1_36001_10.0.0.11_1_2.000001.vdif"));
+    EXPECT_TRUE(std::filesystem::exists(out + "/ibvcap_239.17.0.9_36001_10.0.0.11_1_2.vdif"));
+}
+
+// -F codif and codifhdr hold CODIF streams only, -F vdif VDIF streams only:
+// a VDIF capture asked for all three writes vdif files alone, a CODIF one
+// codif and codifhdr files alone.
+TEST(VdifFiles, EachFormatsFilesHoldOnlyItsStreams) {
+    for (const StreamFormat format : {StreamFormat::codif, StreamFormat::vtp}) {
+        GeneratorConfig config = faulty_traffic();
+        config.format = format;
+        if (config.is_vdif()) {
+            config.period = 1;
+            config.frames_per_period = 1000;
+            config.vdif.frames_per_second = 250;
+        }
+        OrderedRun run;
+        run_ordered(run, config, 0, 250);
+        std::set<std::string> formats;
+        for (const OutputStats& o : run.outcome.ledger.outputs()) {
+            formats.insert(o.format);
+            EXPECT_EQ(o.ordered.window, 0u);
+        }
+        const std::set<std::string> expected_formats =
+            format == StreamFormat::codif ? std::set<std::string>{"codif", "codifhdr"}
+                                          : std::set<std::string>{"vdif"};
+        EXPECT_EQ(formats, expected_formats);
+        EXPECT_TRUE(run.outcome.ledger.reconciles()) << run.outcome.ledger.disagreement();
+        if (format == StreamFormat::codif) {
+            continue;
+        }
+        // Unordered, a vdif file is its stream's VDIF frames as they
+        // arrived, each without its VTP sequence number.
+        std::map<std::string, std::vector<std::uint8_t>> expected;
+        Generator gen(config);
+        GeneratedFrame f;
+        while (gen.next(f)) {
+            const Bytes frame = f.bytes.subspan(42 + kVtpPsnBytes);
+            const auto r = read_record(StreamFormat::vdif, frame);
+            const auto& t = gen.truth()[f.stream];
+            auto& bytes = expected[stream_output_path(run.request.outputs, t.group, t.antenna,
+                                                      r->station, r->thread)];
+            bytes.insert(bytes.end(), frame.begin(), frame.end());
+        }
+        ASSERT_EQ(expected.size(), run.outcome.ledger.outputs().size());
+        for (const auto& [path, bytes] : expected) {
+            EXPECT_EQ(test::read_file(path), bytes) << path;
+        }
+    }
 }
 
 }  // namespace
