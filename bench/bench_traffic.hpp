@@ -1,5 +1,6 @@
 // The traffic both benchmark programs feed: 6 antennas x 2 CODIF threads x
-// 2 groups of 8298-byte frames (8192-byte payloads), one period per stream.
+// 2 groups of 8298-byte frames (8192-byte payloads), one period per stream;
+// and the same streams as VDIF or VTP frames (vdif_traffic).
 #pragma once
 
 #include <cstddef>
@@ -24,6 +25,23 @@ inline GeneratorConfig traffic() {
     c.frames = kFramesPerPeriod;
     c.frames_per_period = kFramesPerPeriod;
     c.payload_bytes = 8192;
+    return c;
+}
+
+// `c` as VDIF (standard 32-byte headers) or VTP (an 8-byte packet sequence
+// number, then the VDIF frame) datagrams: one stream per (group, antenna =
+// station, thread), one second per stream per pass (frames per second = the
+// frame slots per stream), and Ethernet frames as long as CODIF's (8298
+// bytes: a 8224-byte VDIF payload, or 8184 bytes after the sequence number;
+// VTP with 4 channels, so that 8184 bytes hold whole 8-byte samples).
+inline GeneratorConfig vdif_traffic(GeneratorConfig c, StreamFormat format) {
+    const std::uint64_t frame_bytes = c.frame_bytes();
+    c.format = format;
+    c.vdif.frames_per_second = c.frames;
+    if (format == StreamFormat::vtp) {
+        c.nchan = 4;
+    }
+    c.payload_bytes = static_cast<std::uint32_t>(frame_bytes - kHeaderOffset - c.head_bytes());
     return c;
 }
 
