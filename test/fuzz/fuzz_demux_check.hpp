@@ -123,7 +123,12 @@ class DemuxCheck {
         StreamHeader decoded;
         FUZZ_CHECK(decode_stream_header(stats.format, Bytes(raw, head), decoded) ==
                    StreamError::none);
-        FUZZ_CHECK(decoded == header);
+        // The decoder leaves frames per period to the checks (a frame on the
+        // demux's fast path never has them run): compared apart, below.
+        StreamHeader decoded_fields = decoded;
+        StreamHeader header_fields = header;
+        decoded_fields.frames_per_period = header_fields.frames_per_period = 0;
+        FUZZ_CHECK(decoded_fields == header_fields);
         FUZZ_CHECK(check_stream_header(Bytes(raw, head), packet.payload_bytes, decoded) ==
                    StreamError::none);
         // The payload pieces as a writer would get them cover exactly the payload.
