@@ -426,5 +426,264 @@ TEST(VdifInterop, TranscribedWritersFramesComeOutInTheLedgerAsBuilt) {
     }
 }
 
+// ---------------------------------------------------------------- ibvcap's VDIF files
+
+// One frame of a VDIF file as both transcripts read its header, checked to
+// agree field by field.
+struct FileFrame {
+    std::uint64_t slot = 0;
+    bool invalid = false;
+    bool fill = false;  // ibvcap's fill frame: invalid, payload 0x11223344 to its last word
+    Bytes bytes;
+};
+
+std::vector<FileFrame> frames_of(const Bytes& file, std::uint64_t fps) {
+    std::vector<FileFrame> out;
+    std::size_t at = 0;
+    while (at + vdifio::VDIF_LEGACY_HEADER_BYTES <= file.size()) {
+        const std::span<const std::uint8_t> rest(file.data() + at, file.size() - at);
+        const vdifio::vdif_header v = vdifio::read_header(rest);
+        const auto frame_bytes = static_cast<std::size_t>(vdifio::getVDIFFrameBytes(v));
+        if (frame_bytes < static_cast<std::size_t>(vdifio::getVDIFHeaderBytes(v)) ||
+            frame_bytes > rest.size()) {
+            ADD_FAILURE() << "a frame that cannot be walked at byte " << at;
+            break;
+        }
+        // baseband reads 32 bytes for every header (a legacy frame among a
+        // file's last 32 bytes would be its end: none here, 1 KiB payloads).
+        const std::optional<bb::Header> b = bb::fromfile(rest);
+        if (!b) {
+            ADD_FAILURE() << "baseband: no header at byte " << at;
+            break;
+        }
+        const bb::Header& h = *b;
+        EXPECT_EQ(h["seconds"], static_cast<std::uint64_t>(vdifio::getVDIFFrameEpochSecOffset(v)));
+        EXPECT_EQ(h["frame_nr"], static_cast<std::uint64_t>(vdifio::getVDIFFrameNumber(v)));
+        EXPECT_EQ(h["invalid_data"], static_cast<std::uint64_t>(vdifio::getVDIFFrameInvalid(v)));
+        EXPECT_EQ(h["legacy_mode"], static_cast<std::uint64_t>(vdifio::getVDIFLegacy(v)));
+        EXPECT_EQ(h["ref_epoch"], static_cast<std::uint64_t>(vdifio::getVDIFEpoch(v)));
+        EXPECT_EQ(h.frame_nbytes(), frame_bytes);
+        EXPECT_EQ(h.nbytes(), static_cast<std::uint64_t>(vdifio::getVDIFHeaderBytes(v)));
+        EXPECT_EQ(h.nchan(), static_cast<std::uint64_t>(vdifio::getVDIFNumChannels(v)));
+        EXPECT_EQ(h.bps(), static_cast<std::uint64_t>(vdifio::getVDIFBitsPerSample(v)));
+        EXPECT_EQ(h.complex_data(), vdifio::getVDIFComplex(v) != 0);
+        EXPECT_EQ(h["thread_id"], static_cast<std::uint64_t>(vdifio::getVDIFThreadID(v)));
+        EXPECT_EQ(h["station_id"], static_cast<std::uint64_t>(vdifio::getVDIFStationID(v)));
+        EXPECT_EQ(h["vdif_version"], std::uint64_t{v.version});
+        if (v.legacymode == 0) {
+            EXPECT_EQ(h["edv"], std::uint64_t{v.eversion});
+        }
+        FileFrame f;
+        f.slot = std::uint64_t{v.seconds} * fps + v.frame;
+        f.invalid = v.invalid != 0;
+        f.bytes.assign(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(frame_bytes));
+        std::uint32_t last = 0;
+        std::memcpy(&last, f.bytes.data() + frame_bytes - 4, 4);
+        f.fill = last == vdifio::FILL_PATTERN;
+        out.push_back(std::move(f));
+        at += frame_bytes;
+    }
+    EXPECT_EQ(at, file.size());
+    return out;
+}
+
+struct FileRead {
+    vdifio::StreamKey key;
+    vdifio::Summary v;
+    vdifio::Walk v_walk;
+    bb::Summary b;
+    bb::Walk b_walk;
+    std::vector<FileFrame> frames;
+};
+
+// A file of one stream, read by both transcripts.
+FileRead read_vdif_file(const std::string& path, std::uint64_t fps) {
+    const Bytes bytes = read_file(path);
+    FileRead r;
+    const auto v = vdifio::read_file(bytes, fps);
+    const auto b = bb::read_file(bytes, fps);
+    EXPECT_EQ(v.size(), 1u) << path << ": one station and thread per file";
+    EXPECT_EQ(b.size(), 1u) << path;
+    if (v.empty() || b.empty()) {
+        return r;
+    }
+    r.key = v.begin()->first;
+    EXPECT_EQ(b.begin()->first, r.key) << path;
+    r.v = v.begin()->second;
+    r.b = b.begin()->second;
+    r.v_walk = vdifio::walk_file(bytes);
+    r.b_walk = bb::walk_file(bytes);
+    EXPECT_TRUE(r.v_walk.complete) << path;
+    EXPECT_TRUE(r.b_walk.complete) << path;
+    EXPECT_TRUE(r.b_walk.one_stream) << path;
+    r.frames = frames_of(bytes, fps);
+    return r;
+}
+
+std::pair<std::uint64_t, std::uint64_t> position_json(const nlohmann::json& p) {
+    return {p["seconds"].get<std::uint64_t>(), p["frame"].get<std::uint64_t>()};
+}
+
+const nlohmann::json* report_stream(const nlohmann::json& report, const std::string& antenna,
+                                    const vdifio::StreamKey& key) {
+    for (const auto& s : report["streams"]) {
+        if (s["antenna"] == antenna && s["station"] == key.first && s["thread"] == key.second) {
+            return &s;
+        }
+    }
+    return nullptr;
+}
+
+// The vdif outputs of a report: (path, antenna, the output's json).
+std::vector<std::pair<std::string, nlohmann::json>> vdif_outputs(const nlohmann::json& report) {
+    std::vector<std::pair<std::string, nlohmann::json>> out;
+    for (const auto& o : report["outputs"]) {
+        if (o["format"] == "vdif") {
+            out.emplace_back(o["path"].get<std::string>(), o);
+        }
+    }
+    return out;
+}
+
+struct GenRun {
+    const char* name;
+    const char* gen;  // gen's format options
+    const char* group;
+};
+
+TEST(VdifInterop, IbvcapVdifFilesReadByVdifioAndBasebandOrderedAndNot) {
+    constexpr std::uint64_t fps = 20;
+    for (const GenRun& run :
+         {GenRun{"standard, EDV 0", "--vdif", "239.17.0.1:4001/vdif"},
+          GenRun{"legacy", "--vdif --vdif-legacy", "239.17.0.1:4001/vdif"},
+          GenRun{"VTP, EDV 1, two stations",
+                 "--vtp --vdif-edv 1 --vdif-station Ef --vdif-station 7", "239.17.0.1:4001/vtp"}}) {
+        SCOPED_TRACE(run.name);
+        TempDir dir;
+        ASSERT_EQ(ibvcap(dir, std::string("gen -q -w g.pcap --truth t.json ") + run.gen +
+                                  " --vdif-frames-per-second 20 --antennas 2 --threads 3 -c 160"
+                                  " --loss 0.06 --duplicate 0.04 --reorder 0.05 --invalid 0.05"
+                                  " --seed 7 239.17.0.1:4001")
+                      .code,
+                  0);
+        const auto truth = nlohmann::json::parse(slurp(dir / "t.json"));
+        const std::string common =
+            std::string(" -r g.pcap --vdif-frames-per-second 20 ") + run.group;
+        Result r = ibvcap(dir, "read -q -F vdif -o u --report u.json" + common);
+        ASSERT_EQ(r.code, 3) << r.err;  // the injected loss
+        r = ibvcap(dir, "read -q -F vdif --ordered -o o --report o.json" + common);
+        ASSERT_EQ(r.code, 3) << r.err;
+        const auto unordered = nlohmann::json::parse(slurp(dir / "u.json"));
+        const auto ordered = nlohmann::json::parse(slurp(dir / "o.json"));
+        ASSERT_EQ(unordered["streams"].size(), truth["streams"].size());
+        EXPECT_EQ(unordered["totals"]["missing"], truth["totals"]["missing"]);
+        EXPECT_EQ(unordered["totals"]["invalid"], truth["totals"]["invalid"]);
+
+        // Unordered: each file is its stream's frames as they arrived.
+        const auto u_files = vdif_outputs(unordered);
+        ASSERT_EQ(u_files.size(), truth["streams"].size());
+        std::map<std::pair<std::string, vdifio::StreamKey>, FileRead> u_reads;
+        std::uint64_t total_missing = 0;
+        for (const auto& [path, o] : u_files) {
+            SCOPED_TRACE(path);
+            FileRead f = read_vdif_file(dir / path, fps);
+            const std::string antenna = o["antenna"].get<std::string>();
+            const nlohmann::json* s = report_stream(unordered, antenna, f.key);
+            ASSERT_NE(s, nullptr);
+            for (const auto& sum :
+                 {std::tie(f.v.frames, f.v.invalid, f.v.missing, f.v.duplicates),
+                  std::tie(f.b.frames, f.b.invalid, f.b.missing, f.b.duplicates)}) {
+                EXPECT_EQ(std::get<0>(sum), (*s)["packets"]);
+                EXPECT_EQ(std::get<1>(sum), (*s)["invalid"]);
+                EXPECT_EQ(std::get<2>(sum), (*s)["missing"]);
+                EXPECT_EQ(std::get<3>(sum), (*s)["duplicates"]);
+            }
+            EXPECT_EQ((std::pair<std::uint64_t, std::uint64_t>{f.v.first_seconds, f.v.first_frame}),
+                      position_json((*s)["first"]));
+            EXPECT_EQ((std::pair<std::uint64_t, std::uint64_t>{f.v.last_seconds, f.v.last_frame}),
+                      position_json((*s)["last"]));
+            EXPECT_EQ(
+                (std::tie(f.b.first_seconds, f.b.first_frame, f.b.last_seconds, f.b.last_frame)),
+                (std::tie(f.v.first_seconds, f.v.first_frame, f.v.last_seconds, f.v.last_frame)));
+            total_missing += f.v.missing;
+            u_reads.emplace(std::pair{antenna, f.key}, std::move(f));
+        }
+        EXPECT_EQ(total_missing, truth["totals"]["missing"]);
+        EXPECT_GT(total_missing, 0u);
+
+        // Ordered: each stream's slots once each, in order, a fill frame at
+        // each slot the unordered file lacks, every other frame as it came.
+        const auto o_files = vdif_outputs(ordered);
+        ASSERT_EQ(o_files.size(), u_files.size());
+        std::uint64_t fills_seen = 0;
+        for (const auto& [path, o] : o_files) {
+            SCOPED_TRACE(path);
+            FileRead f = read_vdif_file(dir / path, fps);
+            const std::string antenna = o["antenna"].get<std::string>();
+            const auto u = u_reads.find({antenna, f.key});
+            ASSERT_NE(u, u_reads.end());
+            std::map<std::uint64_t, const FileFrame*> received;  // slot -> first arrival
+            for (const FileFrame& x : u->second.frames) {
+                received.emplace(x.slot, &x);
+            }
+            ASSERT_FALSE(received.empty());
+            std::set<std::uint64_t> lost;
+            for (std::uint64_t slot = received.begin()->first; slot <= received.rbegin()->first;
+                 ++slot) {
+                if (!received.contains(slot)) {
+                    lost.insert(slot);
+                }
+            }
+            EXPECT_EQ(lost.size(), u->second.v.missing);
+            std::set<std::uint64_t> fills;
+            std::uint64_t previous = 0;
+            for (std::size_t i = 0; i < f.frames.size(); ++i) {
+                const FileFrame& x = f.frames[i];
+                if (i > 0) {
+                    EXPECT_GT(x.slot, previous) << "frame " << i;
+                }
+                previous = x.slot;
+                if (x.fill) {
+                    EXPECT_TRUE(x.invalid)
+                        << "a fill frame without its invalid bit, slot " << x.slot;
+                    fills.insert(x.slot);
+                    continue;
+                }
+                const auto it = received.find(x.slot);
+                ASSERT_NE(it, received.end()) << "slot " << x.slot << " was never received";
+                EXPECT_EQ(x.bytes, it->second->bytes) << "slot " << x.slot;
+            }
+            EXPECT_EQ(fills, lost);
+            EXPECT_EQ(f.frames.size(), received.size() + lost.size());
+            // baseband reads every slot, the fills as invalid frames.
+            EXPECT_EQ(f.b.frames, received.size() + lost.size());
+            EXPECT_EQ(f.b.missing, 0u);
+            EXPECT_EQ(f.b.duplicates, 0u);
+            std::uint64_t invalid_received = 0;
+            for (const auto& [slot, x] : received) {
+                invalid_received += x->invalid ? 1 : 0;
+            }
+            EXPECT_EQ(f.b.invalid, invalid_received + lost.size());
+            EXPECT_EQ(f.b.filled, invalid_received + lost.size());
+            // vdifio (vdifmux) skips a frame ending in the fill pattern: it
+            // sees the received frames, and each fill as a missing slot.
+            EXPECT_EQ(f.v.frames, received.size());
+            EXPECT_EQ(f.v.missing, lost.size());
+            EXPECT_EQ(f.v.duplicates, 0u);
+            EXPECT_EQ(f.v.invalid, invalid_received);
+            EXPECT_EQ(f.v_walk.fill_bytes,
+                      lost.size() * (f.frames.empty() ? 0 : f.frames.front().bytes.size()));
+            EXPECT_EQ(
+                (std::tie(f.v.first_seconds, f.v.first_frame, f.v.last_seconds, f.v.last_frame)),
+                (std::tie(u->second.v.first_seconds, u->second.v.first_frame,
+                          u->second.v.last_seconds, u->second.v.last_frame)));
+            EXPECT_EQ(o["ordered"]["fills"], lost.size());
+            fills_seen += fills.size();
+        }
+        EXPECT_EQ(fills_seen, truth["totals"]["missing"]);
+        EXPECT_EQ(ordered["totals"]["fills"], fills_seen);
+    }
+}
+
 }  // namespace
 }  // namespace ibvcap::test
