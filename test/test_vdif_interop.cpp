@@ -58,7 +58,8 @@ std::uint16_t station_id(char a, char b) {
                                       static_cast<unsigned char>(b));
 }
 
-// Frames are left out in the middle of a second, never the last frame of a
+// Two stations of one antenna share thread ids (a stream is its station and
+// thread). Frames are left out in the middle of a second, never the last frame of a
 // second (a learned rate needs a second's last frame: docs/formats.md, 2b).
 std::vector<StreamPlan> plans() {
     const std::uint16_t ar = station_id('A', 'r');
@@ -68,15 +69,15 @@ std::vector<StreamPlan> plans() {
         {Writer::vdifio, 0, kAntenna1, ar, 0, {3}, {5}, {9}, {}},
         {Writer::vdifio, 1, kAntenna1, ar, 1, {12, 13}, {}, {}, {4}},
         {Writer::vdifio, 2, kAntenna1, ar, 2, {}, {0, 17}, {17}, {}},
-        {Writer::vdifio, 3, kAntenna1, ef, 3, {0, 1, 20}, {}, {}, {}},
-        {Writer::vdifio, 4, kAntenna1, ef, 4, {10}, {11}, {2}, {18}},
+        {Writer::vdifio, 3, kAntenna1, ef, 0, {0, 1, 20}, {}, {}, {}},
+        {Writer::vdifio, 4, kAntenna1, ef, 1, {10}, {11}, {2}, {18}},
         {Writer::vdifio, -1, kAntenna1, ef, 1023, {5, 6, 14}, {22}, {}, {}},
         {Writer::baseband, 0, kAntenna2, mh, 0, {2}, {3}, {4}, {}},
         {Writer::baseband, 1, kAntenna2, mh, 1, {}, {}, {}, {}},
         {Writer::baseband, 2, kAntenna2, mh, 2, {16, 17, 18}, {19}, {}, {8}},
         {Writer::baseband, 3, kAntenna2, mh, 3, {9}, {}, {21}, {}},
-        {Writer::baseband, 4, kAntenna2, 0x0102, 7, {1}, {6}, {6}, {}},
-        {Writer::baseband, -1, kAntenna2, 0x0102, 8, {4, 20}, {10, 11}, {12}, {13}},
+        {Writer::baseband, 4, kAntenna2, 0x0102, 0, {1}, {6}, {6}, {}},
+        {Writer::baseband, -1, kAntenna2, 0x0102, 1, {4, 20}, {10, 11}, {12}, {13}},
     };
 }
 
