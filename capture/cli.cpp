@@ -142,6 +142,7 @@ std::string_view valid_range(std::string_view name) {
         {"file-size", "1 to 1099511 (million bytes)"},
         {"file-count", "1 to 4294967295 (files)"},
         {"disk-threads", "1 to 64"},
+        {"ordered-window", "1 to 8192 (frames)"},
         {"disk-cpu", "CPU numbers 0 or more, comma-separated"},
         {"cpu", "a CPU number, 0 or more"},
         {"ring-depth", "16 to 4294967295"},
@@ -374,7 +375,9 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
     options.add_options()
         ("antenna", "antenna source IPv4 (repeatable; default: every source is an antenna)", cxxopts::value<std::vector<std::string>>(), "IP")
         ("o,output-dir", "directory for output files", cxxopts::value<std::string>()->default_value("."), "DIR")
-        ("F,format", "output format: raw, codif, codifhdr, pcap, pcapng (repeatable)", cxxopts::value<std::vector<std::string>>(), "FORMAT")
+        ("F,format", "output format: raw, codif, codifhdr, vdif, pcap, pcapng (repeatable)", cxxopts::value<std::vector<std::string>>(), "FORMAT")
+        ("ordered", "codif and vdif files in sequence order per stream, a fill frame (invalid bit set) in place of each frame that never came (docs/formats.md)")
+        ("ordered-window", "with --ordered: frames a stream waits for a missing one (held in host memory, FRAMES x the frame length per stream)", cxxopts::value<std::uint32_t>()->default_value(std::to_string(kDefaultOrderedWindow)), "FRAMES")
         ("prefix", "output file name prefix (no / or ..)", cxxopts::value<std::string>()->default_value("ibvcap"), "NAME")
         ("overwrite", "replace an earlier run's output files of the same names (and its rotated set)")
         ("pcap-snaplen", "pcap and pcapng records: full frames, or headers (up to the end of the CODIF header; original length kept)", cxxopts::value<std::string>()->default_value("full"), "full|headers")
@@ -456,6 +459,34 @@ void read_expect_options(const cxxopts::ParseResult& args, CommonOptions& c) {
     }
 }
 
+// How the per-stream files are written: the groups' formats (a VDIF group
+// gets no codif file made ahead), and --ordered and --ordered-window
+// (docs/formats.md, "Ordered files and fill frames"): only with a file they
+// order, the window within its range.
+void read_stream_file_options(const cxxopts::ParseResult& args, CommonOptions& c) {
+    c.outputs.group_formats = c.demux.group_formats;
+    c.outputs.any_group_format = c.demux.any_group_format;
+    if (args.count("ordered") == 0) {
+        if (args.count("ordered-window")) {
+            throw UsageError("--ordered-window applies only with --ordered: add --ordered");
+        }
+        return;
+    }
+    const auto& f = c.outputs.formats;
+    if (std::find(f.begin(), f.end(), OutputFormat::codif) == f.end() &&
+        std::find(f.begin(), f.end(), OutputFormat::vdif) == f.end()) {
+        throw UsageError("--ordered orders the codif and vdif files: add -F codif or -F vdif");
+    }
+    const std::uint32_t window = args["ordered-window"].as<std::uint32_t>();
+    if (window < 1 || window > kMaxOrderedWindow) {
+        throw UsageError(fmt::format(
+            "bad --ordered-window {}: expected {} (a frame later than the sequence tracker's "
+            "8192 is too late for the ledger too)",
+            window, valid_range("ordered-window")));
+    }
+    c.outputs.ordered_window = window;
+}
+
 }  // namespace
 
 CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::string& input_file) {
@@ -510,6 +541,7 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
             fmt::format("unknown --pcap-snaplen '{}' (valid: full, headers)", snaplen));
     }
     c.outputs.pcap_headers_only = snaplen == "headers";
+    read_stream_file_options(args, c);
     c.writer.direct_io = args.count("direct-io") > 0;
     c.writer.threads = args["disk-threads"].as<unsigned>();
     if (c.writer.threads == 0 || c.writer.threads > 64) {

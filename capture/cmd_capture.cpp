@@ -74,6 +74,14 @@ GpuRequest gpu_request(const cxxopts::ParseResult& args) {
         }
         return r;
     }
+    if (args.count("ordered")) {
+        // The reorder window copies frames on the poll thread, which never
+        // reads GPU memory (lib/frame.hpp, Frame::gather).
+        throw UsageError(fmt::format(
+            "--ordered holds each stream's frames in host memory, but {} puts the payload in "
+            "GPU memory: leave out --ordered, or {}",
+            standin ? "--gpu-standin" : "--gpu", standin ? "--gpu-standin" : "--gpu"));
+    }
     r.mode = standin ? GpuRequest::Mode::standin : GpuRequest::Mode::device;
     r.device = args.count("gpu") ? args["gpu"].as<int>() : args["cuda-dev"].as<int>();
     if (r.device < 0) {

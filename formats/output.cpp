@@ -17,6 +17,8 @@ std::string_view to_string(OutputFormat format) {
             return "pcap";
         case OutputFormat::pcapng:
             return "pcapng";
+        case OutputFormat::vdif:
+            return "vdif";
     }
     return "unknown";
 }
@@ -35,7 +37,7 @@ std::string_view file_extension(OutputFormat format) {
 }
 
 std::string_view output_format_choices() {
-    return "raw, codif, codifhdr, pcap, pcapng";
+    return "raw, codif, codifhdr, vdif, pcap, pcapng";
 }
 
 std::array<std::uint8_t, kPcapFileHeaderBytes> pcap_file_header(std::uint32_t snaplen,

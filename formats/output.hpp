@@ -4,6 +4,9 @@
 // codif    CODIF frames (64-byte header + payload), back to back, as DiFX-style
 //          CODIF readers read them
 // codifhdr the 64-byte CODIF headers only, back to back
+// vdif     VDIF frames (header + payload, no VTP sequence number), back to
+//          back: a file per VDIF station and thread, as jive5ab and DiFX's
+//          vdifio and mark5access read them
 // pcap     libpcap format with nanosecond timestamps (magic 0xa1b23c4d), link
 //          type Ethernet (or the input file's: ibvcap read); what tcpdump,
 //          tshark and Wireshark open. Its seconds are 32 bits: times from
@@ -24,26 +27,45 @@
 #include <string_view>
 
 #include "formats/bytes.hpp"
+#include "formats/stream_header.hpp"
 
 namespace ibvcap {
 
-enum class OutputFormat : std::uint8_t { raw, codif, codifhdr, pcap, pcapng };
-inline constexpr std::array<OutputFormat, 5> kAllOutputFormats = {
-    OutputFormat::raw, OutputFormat::codif, OutputFormat::codifhdr, OutputFormat::pcap,
-    OutputFormat::pcapng};
+enum class OutputFormat : std::uint8_t { raw, codif, codifhdr, pcap, pcapng, vdif };
+inline constexpr std::array<OutputFormat, 6> kAllOutputFormats = {
+    OutputFormat::raw,  OutputFormat::codif, OutputFormat::codifhdr,
+    OutputFormat::vdif, OutputFormat::pcap,  OutputFormat::pcapng};
 
-// raw, codif and codifhdr: one file per (group, antenna); pcap and pcapng:
-// one file for the run.
+// raw, codif and codifhdr: one file per (group, antenna); vdif: one per
+// (group, antenna, station, thread); pcap and pcapng: one file for the run.
 constexpr bool per_antenna(OutputFormat format) {
     return format == OutputFormat::raw || format == OutputFormat::codif ||
-           format == OutputFormat::codifhdr;
+           format == OutputFormat::codifhdr || format == OutputFormat::vdif;
+}
+// Whether a stream whose frames are `frames` goes into a per-antenna output
+// of `format`: codif and codifhdr hold CODIF streams, vdif VDIF (and VTP)
+// streams, raw any stream (whole frames as captured).
+constexpr bool holds_stream(OutputFormat format, StreamFormat frames) {
+    switch (format) {
+        case OutputFormat::codif:
+        case OutputFormat::codifhdr:
+            return frames == StreamFormat::codif;
+        case OutputFormat::vdif:
+            return frames != StreamFormat::codif;
+        case OutputFormat::raw:
+            return true;
+        case OutputFormat::pcap:
+        case OutputFormat::pcapng:
+            break;
+    }
+    return false;
 }
 
 std::string_view to_string(OutputFormat format);
 std::optional<OutputFormat> parse_output_format(std::string_view name);
-// "raw", "codif", "codifhdr", "pcap", "pcapng"
+// "raw", "codif", "codifhdr", "vdif", "pcap", "pcapng"
 std::string_view file_extension(OutputFormat format);
-// "raw, codif, codifhdr, pcap, pcapng": for usage errors.
+// "raw, codif, codifhdr, vdif, pcap, pcapng": for usage errors.
 std::string_view output_format_choices();
 
 inline constexpr std::uint32_t kPcapMagicNanoseconds = 0xa1b23c4du;

@@ -442,6 +442,44 @@ OutputStats output(std::string path, std::string antenna, std::uint64_t packets,
     return o;
 }
 
+// An ordered output (--ordered) holds the frames routed to it, less those its
+// reorder windows left out, plus its fill frames; a per-stream output (-F
+// vdif) its own stream's.
+TEST(VerdictReconciles, AnOrderedOutputHoldsItsFramesLessThoseLeftOutPlusItsFills) {
+    Ledger ledger;
+    Feed feed(ledger, wide());
+    feed.clean(kAntenna1, 5, 0);
+    feed.clean(kAntenna1, 7, 3);
+    auto ordered = output("a.codif", format_ipv4(kAntenna1), 12 - 2 + 4, 0);
+    ordered.ordered = {16, 4, 1, 1, 0, 0};  // window, fills, duplicates, too late
+    auto thread3 = output("a_3.vdif", format_ipv4(kAntenna1), 7, 0);
+    thread3.format = "vdif";
+    thread3.station = static_cast<std::int32_t>(ledger.streams()[1].station);
+    thread3.thread = 3;
+    ledger.set_outputs({ordered, thread3});
+    EXPECT_TRUE(ledger.reconciles()) << ledger.disagreement();
+    // The frame too late is loss; the duplicate written once is not.
+    const auto why = ledger.loss_reasons();
+    ASSERT_EQ(why.size(), 1u);
+    EXPECT_NE(why[0].find("1 frames left out of the ordered files"), std::string::npos) << why[0];
+    // A fill counted as a record of another stream, and a per-stream output
+    // given its neighbour's frames, do not reconcile.
+    ordered.packets += 1;
+    ledger.set_outputs({ordered, thread3});
+    EXPECT_EQ(ledger.disagreement(),
+              fmt::format("a.codif holds 15 records (4 of them fills, 2 frames left out) and 0 "
+                          "were not written, but 12 frames of {} from antenna {} were captured "
+                          "(records of another stream, or counted twice)",
+                          Endpoint{kGroup1, kPort}.to_string(), format_ipv4(kAntenna1)));
+    ordered.packets -= 1;
+    thread3.thread = 0;
+    ledger.set_outputs({ordered, thread3});
+    EXPECT_FALSE(ledger.reconciles());
+    thread3.packets = 5;
+    ledger.set_outputs({ordered, thread3});
+    EXPECT_TRUE(ledger.reconciles()) << ledger.disagreement();
+}
+
 TEST(VerdictSums, MissingAndTooLateOfEveryStream) {
     // Stream A (first) has a gap and a frame too late; stream B (last) has neither.
     Ledger ledger;
@@ -773,12 +811,14 @@ const std::vector<std::pair<const char*, std::uint64_t Totals::*>> kTotalsKeys =
     {"wc_errors", &Totals::wc_errors},
     {"written", &Totals::written},
     {"write_drops", &Totals::write_drops},
+    {"fills", &Totals::fills},
+    {"ordered_too_late", &Totals::ordered_too_late},
     {"payload_mismatches", &Totals::payload_mismatches},
     {"block_misses", &Totals::block_misses},
     {"bad_wire_length", &Totals::bad_wire_length},
 };
 // A counter added to Totals without its key above does not build.
-static_assert(sizeof(Totals) == 20 * sizeof(std::uint64_t),
+static_assert(sizeof(Totals) == 22 * sizeof(std::uint64_t),
               "a new Totals counter needs its row in kTotalsKeys (and in docs/formats.md)");
 
 std::set<std::string> keys_of(const nlohmann::json& object) {
@@ -854,9 +894,13 @@ void build_distinct_ledger(Ledger& ledger) {
     auto a = output("a.codif", format_ipv4(kAntenna1), 2, 7);
     a.bytes = 16512;
     a.error = "disk full";
-    // B's 3 and C's 64 frames, less C's 12 without payload (no codif record).
-    auto b = output("b.codif", format_ipv4(kAntenna2), 55, 0);
+    // B's 3 and C's 64 frames, less C's 12 without payload (no codif record),
+    // ordered: less 18 too late, plus 17 fills.
+    auto b = output("b.codif", format_ipv4(kAntenna2), 54, 0);
     b.bytes = 24768;
+    b.ordered.window = 64;
+    b.ordered.fills = 17;
+    b.ordered.too_late = 18;
     ledger.set_outputs({pcap, a, b});
     ledger.add_note("a note");
 }
@@ -886,7 +930,9 @@ TEST(ReportEqualsLedger, EveryTotalsKeyIsTheLedgersOwnDistinctFigure) {
     EXPECT_EQ(t.malformed, 7u);
     EXPECT_EQ(t.non_codif, 8u);
     EXPECT_EQ(t.nic_drops, 13u);
-    EXPECT_EQ(t.written, 141u);
+    EXPECT_EQ(t.written, 140u);
+    EXPECT_EQ(t.fills, 17u);
+    EXPECT_EQ(t.ordered_too_late, 18u);
     EXPECT_EQ(t.payload_absent, 12u);
     EXPECT_EQ(t.write_drops, 14u);
     EXPECT_EQ(t.bad_wire_length, 16u);
@@ -1018,8 +1064,19 @@ TEST(ReportEqualsLedger, EveryOutputKeyIsTheLedgersOwnFigure) {
     for (std::size_t i = 0; i < ledger.outputs().size(); ++i) {
         const OutputStats& o = ledger.outputs()[i];
         auto& e = j["outputs"][i];
-        std::set<std::string> keys = {"path",  "format",  "group", "antenna", "packets",
-                                      "bytes", "dropped", "files", "on_disk", "overwritten"};
+        std::set<std::string> keys = {"path",    "format",      "group",   "antenna",
+                                      "packets", "bytes",       "dropped", "files",
+                                      "on_disk", "overwritten", "ordered"};
+        if (o.ordered.window == 0) {
+            EXPECT_TRUE(e["ordered"].is_null()) << o.path;
+        } else {
+            const auto& q = e["ordered"];
+            EXPECT_EQ(keys_of(q), (std::set<std::string>{"window", "fills", "duplicates",
+                                                         "too_late", "unheld", "restarts"}));
+            EXPECT_EQ(q["window"].get<std::uint32_t>(), o.ordered.window);
+            EXPECT_EQ(q["fills"].get<std::uint64_t>(), o.ordered.fills);
+            EXPECT_EQ(q["too_late"].get<std::uint64_t>(), o.ordered.too_late);
+        }
         if (!o.error.empty()) {
             keys.insert("error");
             EXPECT_EQ(e["error"], o.error);
@@ -1042,6 +1099,7 @@ TEST(ReportEqualsLedger, EveryOutputKeyIsTheLedgersOwnFigure) {
         }
     }
     EXPECT_EQ(j["outputs"][1]["error"], "disk full");
+    EXPECT_EQ(j["outputs"][2]["ordered"]["window"], 64);
 }
 
 }  // namespace

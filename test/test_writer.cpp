@@ -93,7 +93,8 @@ TEST(OutputFormat, PcapRecordHeaderWithNanoseconds) {
 }
 
 TEST(OutputFormat, NamesRoundTrip) {
-    const std::array<std::string_view, 5> names = {"raw", "codif", "codifhdr", "pcap", "pcapng"};
+    const std::array<std::string_view, 6> names = {"raw",  "codif", "codifhdr",
+                                                   "vdif", "pcap",  "pcapng"};
     ASSERT_EQ(kAllOutputFormats.size(), names.size());
     for (std::size_t i = 0; i < names.size(); ++i) {
         const OutputFormat f = kAllOutputFormats[i];
@@ -103,7 +104,7 @@ TEST(OutputFormat, NamesRoundTrip) {
         ASSERT_TRUE(parsed.has_value()) << names[i];
         EXPECT_EQ(*parsed, f);
     }
-    EXPECT_EQ(output_format_choices(), "raw, codif, codifhdr, pcap, pcapng");
+    EXPECT_EQ(output_format_choices(), "raw, codif, codifhdr, vdif, pcap, pcapng");
 }
 
 TEST(OutputFormat, UnknownNamesAreRejected) {

@@ -243,6 +243,8 @@ Totals Ledger::totals() const {
     for (const auto& o : outputs_) {
         t.written += o.packets;
         t.write_drops += o.dropped;
+        t.fills += o.ordered.fills;
+        t.ordered_too_late += o.ordered.too_late + o.ordered.unheld;
     }
     return t;
 }
@@ -277,35 +279,58 @@ std::string Ledger::disagreement() const {
         std::uint64_t packets = 0;
         std::uint64_t payload_absent = 0;
     };
+    // (A per-stream output, -F vdif, by its station and thread as well.)
     std::unordered_map<std::string, Frames> by_antenna;
+    const auto stream_key = [](const std::string& antenna_key, std::int32_t station,
+                               std::int32_t thread) {
+        return fmt::format("{} {}/{}", antenna_key, station, thread);
+    };
+    const bool per_stream = std::any_of(outputs_.begin(), outputs_.end(),
+                                        [](const OutputStats& o) { return o.thread >= 0; });
     if (!outputs_.empty()) {
-        by_antenna.reserve(streams_.size());
+        by_antenna.reserve(streams_.size() * (per_stream ? 2 : 1));
         for (const auto& s : streams_) {
-            Frames& f = by_antenna[s.group.to_string() + ' ' + format_ipv4(s.antenna)];
-            f.packets += s.packets();
-            f.payload_absent += s.payload_absent;
+            const std::string key = s.group.to_string() + ' ' + format_ipv4(s.antenna);
+            for (Frames* f :
+                 {&by_antenna[key],
+                  per_stream ? &by_antenna[stream_key(key, s.station, s.thread)] : nullptr}) {
+                if (f != nullptr) {
+                    f->packets += s.packets();
+                    f->payload_absent += s.payload_absent;
+                }
+            }
         }
     }
     for (const auto& o : outputs_) {
         std::uint64_t expected = 0;
+        const std::string key = o.group + ' ' + o.antenna;
         if (o.antenna.empty()) {
             expected = t.packets;
-        } else if (const auto it = by_antenna.find(o.group + ' ' + o.antenna);
+        } else if (const auto it =
+                       by_antenna.find(o.thread < 0 ? key : stream_key(key, o.station, o.thread));
                    it != by_antenna.end()) {
             // A frame captured without its payload has no raw or codif
             // record; its header is in codifhdr.
             const bool whole_frames = o.format != "codifhdr";
             expected = it->second.packets - (whole_frames ? it->second.payload_absent : 0);
         }
-        if (o.packets + o.dropped != expected) {
+        // An ordered output holds its frames less those it left out, plus
+        // its fills (lib/sinks/reorder.hpp).
+        const OrderedCounts& q = o.ordered;
+        if (o.packets + o.dropped + q.left_out() != expected + q.fills) {
+            const std::string ordered =
+                q.window == 0
+                    ? std::string()
+                    : fmt::format(" ({} of them fills, {} frames left out)", q.fills, q.left_out());
             return fmt::format(
-                "{} holds {} records and {} were not written, but {} {} {}", o.path, o.packets,
-                o.dropped, expected,
+                "{} holds {} records{} and {} were not written, but {} {} {}", o.path, o.packets,
+                ordered, o.dropped, expected,
                 o.antenna.empty() ? "frames were captured"
                                   : fmt::format("frames of {} from antenna {} were captured",
                                                 o.group.empty() ? "its group" : o.group, o.antenna),
-                o.packets + o.dropped > expected ? "(records of another stream, or counted twice)"
-                                                 : "(records neither written nor counted)");
+                o.packets + o.dropped + q.left_out() > expected + q.fills
+                    ? "(records of another stream, or counted twice)"
+                    : "(records neither written nor counted)");
         }
     }
     return {};
@@ -366,6 +391,13 @@ std::vector<std::string> Ledger::loss_reasons() const {
     if (t.write_drops > 0) {
         why.push_back(fmt::format("{} records not written{}{}", t.write_drops,
                                   write_drops_why_.empty() ? "" : ": ", write_drops_why_));
+    }
+    if (t.ordered_too_late > 0) {
+        why.push_back(fmt::format(
+            "{} frames left out of the ordered files: later than the reorder window, or not "
+            "copied into it (a fill frame is in their place; a larger --ordered-window keeps "
+            "late ones)",
+            t.ordered_too_late));
     }
     if (t.block_misses > 0) {
         why.push_back(fmt::format("{} frames are in no block of the block rings", t.block_misses));

@@ -136,12 +136,31 @@ struct OutputFile {
     std::uint64_t bytes = 0;    // its length, format framing included
 };
 
+// An ordered output's (--ordered) reorder windows, summed over its streams
+// (lib/sinks/reorder.hpp): window 0 is an output in arrival order. Its file
+// holds the frames routed to it, less those left out, plus the fills.
+struct OrderedCounts {
+    std::uint32_t window = 0;      // frames (--ordered-window)
+    std::uint64_t fills = 0;       // fill frames written for frames that never came
+    std::uint64_t duplicates = 0;  // left out: that index was written already
+    std::uint64_t too_late = 0;    // left out: behind the window when it came
+    std::uint64_t unheld = 0;      // left out: could not be copied into the window
+    std::uint64_t restarts = 0;    // runs restarted at a frame beyond the plausible jump
+    // Frames routed to the output that it does not hold.
+    std::uint64_t left_out() const { return duplicates + too_late + unheld; }
+};
+
 // One output file as the writers report it.
 struct OutputStats {
     std::string path;
     std::string format;
-    std::string group;          // empty for per-run outputs (pcap)
-    std::string antenna;        // empty for per-run outputs
+    std::string group;    // empty for per-run outputs (pcap)
+    std::string antenna;  // empty for per-run outputs
+    // A per-stream output (-F vdif: one VDIF station and thread): its
+    // stream's station and thread; -1 for outputs of a (group, antenna).
+    std::int32_t station = -1;
+    std::int32_t thread = -1;
+    OrderedCounts ordered;
     std::uint64_t packets = 0;  // records written and durable in the file
     std::uint64_t bytes = 0;    // file bytes, format framing included
     std::uint64_t dropped = 0;  // records that were meant for it but are not in it
@@ -216,8 +235,13 @@ struct Totals {
     std::uint64_t non_codif = 0;
     std::uint64_t nic_drops = 0;
     std::uint64_t wc_errors = 0;
-    std::uint64_t written = 0;             // records written, all outputs together
-    std::uint64_t write_drops = 0;         // records not written, all outputs together
+    std::uint64_t written = 0;      // records written, all outputs together
+    std::uint64_t write_drops = 0;  // records not written, all outputs together
+    // Ordered outputs (--ordered): fill frames among the records written,
+    // and frames routed to them that they left out (later than the window,
+    // or not copied: not duplicates, which are written once).
+    std::uint64_t fills = 0;
+    std::uint64_t ordered_too_late = 0;
     std::uint64_t payload_mismatches = 0;  // bytes off the generator's pattern (--gpu-verify)
     // Frames captured but in no block of the block rings (--gpu, --gpu-standin):
     // the consumer never sees them, so they are loss for it.

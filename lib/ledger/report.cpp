@@ -220,6 +220,8 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
                    {"wc_errors", t.wc_errors},
                    {"written", t.written},
                    {"write_drops", t.write_drops},
+                   {"fills", t.fills},
+                   {"ordered_too_late", t.ordered_too_late},
                    {"payload_mismatches", t.payload_mismatches},
                    {"block_misses", t.block_misses},
                    {"bad_wire_length", t.bad_wire_length}};
@@ -289,6 +291,16 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
         }
         e["on_disk"] = std::move(on_disk);
         e["overwritten"] = o.overwritten;
+        if (o.thread >= 0) {
+            e["station"] = o.station;
+            e["thread"] = o.thread;
+        }
+        const OrderedCounts& q = o.ordered;
+        e["ordered"] = q.window == 0
+                           ? nlohmann::json()
+                           : nlohmann::json{{"window", q.window},         {"fills", q.fills},
+                                            {"duplicates", q.duplicates}, {"too_late", q.too_late},
+                                            {"unheld", q.unheld},         {"restarts", q.restarts}};
         if (!o.error.empty()) {
             e["error"] = o.error;
         }
@@ -603,6 +615,18 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
     if (!ledger.outputs().empty()) {
         fmt::print(out, "  written: {} records to {} files   not written: {}\n", t.written,
                    ledger.outputs().size(), t.write_drops);
+        OrderedCounts q;
+        for (const auto& o : ledger.outputs()) {
+            q.window = std::max(q.window, o.ordered.window);
+            q.duplicates += o.ordered.duplicates;
+            q.restarts += o.ordered.restarts;
+        }
+        if (q.window > 0) {
+            fmt::print(out,
+                       "  ordered (window {} frames): {} fill frames written, {} duplicates "
+                       "written once, {} frames left out, {} restarts\n",
+                       q.window, t.fills, q.duplicates, t.ordered_too_late, q.restarts);
+        }
         for (const auto& o : ledger.outputs()) {
             if (!o.error.empty()) {
                 fmt::print(out, "    FAILED {}: {}\n", o.path, o.error);

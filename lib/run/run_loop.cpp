@@ -603,8 +603,8 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     }
     for (auto& l : lanes) {
         if (l->writer) {
-            l->writer->finish();
-            l->ledger.set_outputs(l->writer->stats());
+            l->files->finish();  // (the ordered files' windows, then the writer)
+            l->ledger.set_outputs(l->files->stats());
             const Writer::Memory m = l->writer->memory();
             if (!outcome.info.writer_memory) {
                 WriterMemory first;

@@ -6,7 +6,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -18,17 +17,18 @@
 
 #include "formats/codif.hpp"
 #include "formats/output.hpp"
-#include "formats/packet.hpp"
 #include "lib/demux/demux.hpp"
 #include "lib/ledger/json_text.hpp"
 #include "lib/ledger/ledger.hpp"
 #include "lib/netaddr.hpp"
+#include "lib/run/verify_walk.hpp"
 #include "lib/sinks/file_index.hpp"
-#include "lib/sources/pcap_file.hpp"
 
 namespace ibvcap {
 
 namespace fs = std::filesystem;
+using verify_detail::Walk;
+using verify_detail::Wrapper;
 
 bool VerifyOutcome::ok() const {
     if (!differences.empty()) {
@@ -114,129 +114,6 @@ std::string format_of(const std::string& path, Bytes head) {
     return {};
 }
 
-// What the walk of one file found.
-struct Walk {
-    std::uint64_t frames = 0;
-    std::string error;  // the file ends in, or holds, something that is not a whole record
-};
-
-// CODIF frames (or headers alone) wrapped in the Ethernet/IPv4/UDP headers
-// of their stream, so that the run's own demux counts them.
-class Wrapper {
-  public:
-    Wrapper(Endpoint group, std::uint32_t antenna) {
-        spec_.dst_ip = group.ip;
-        spec_.dst_port = group.port;
-        spec_.src_ip = antenna;
-        spec_.src_port = group.port;
-    }
-    // The frame for a CODIF frame of `frame_bytes` of which `held` bytes
-    // (the whole frame, or its header) are `bytes`.
-    Frame frame(Bytes bytes, std::uint64_t frame_bytes) {
-        scratch_.resize(kPlainUdpPayloadOffset + bytes.size());
-        const std::size_t h = build_udp_headers(spec_, static_cast<std::uint32_t>(frame_bytes),
-                                                MutableBytes(scratch_));
-        std::memcpy(scratch_.data() + h, bytes.data(), bytes.size());
-        Frame f;
-        f.head = Bytes(scratch_.data(), h + bytes.size());
-        f.wire_bytes = static_cast<std::uint32_t>(h + frame_bytes);
-        return f;
-    }
-
-  private:
-    UdpHeaderSpec spec_;
-    std::vector<std::uint8_t> scratch_;
-};
-
-// The largest CODIF frame a UDP/IPv4 datagram carries (65535 - 20 - 8).
-constexpr std::uint64_t kMaxDatagram = 65507;
-
-Walk walk_codif(Bytes file, bool headers_only, Wrapper& wrap, Demux& demux) {
-    Walk w;
-    std::size_t at = 0;
-    while (at < file.size()) {
-        const Bytes rest = file.subspan(at);
-        CodifHeader h;
-        if (rest.size() < kCodifHeaderBytes) {
-            w.error = fmt::format("truncated: {} bytes at byte {} are not a whole CODIF header",
-                                  rest.size(), at);
-            return w;
-        }
-        if (const CodifError e = decode_codif(rest.first(kCodifHeaderBytes), h);
-            e != CodifError::none) {
-            w.error = fmt::format("record {} at byte {} is not a CODIF header ({})", w.frames + 1,
-                                  at, to_string(e));
-            return w;
-        }
-        // The header's own frame length (CodifHeader::frame_bytes, whatever
-        // the layout), never trusted past the file or a datagram.
-        const std::uint64_t frame_bytes = h.frame_bytes();
-        if (frame_bytes > kMaxDatagram) {
-            w.error = fmt::format(
-                "record {} at byte {}: frame length {} is more than a UDP "
-                "datagram carries",
-                w.frames + 1, at, frame_bytes);
-            return w;
-        }
-        const std::uint64_t held = headers_only ? kCodifHeaderBytes : frame_bytes;
-        if (held > rest.size()) {
-            w.error = fmt::format("truncated: the last frame at byte {} has {} of its {} bytes", at,
-                                  rest.size(), held);
-            return w;
-        }
-        demux.on_frame(wrap.frame(rest.first(held), frame_bytes));
-        ++w.frames;
-        at += held;
-    }
-    return w;
-}
-
-// raw: whole Ethernet frames back to back, no record lengths (formats/output.hpp):
-// each frame's length is its headers' (IPv4 total length; the parser checks the
-// UDP length against it), which holds for the CODIF frames the raw files get.
-Walk walk_raw(Bytes file, Demux& demux) {
-    Walk w;
-    std::size_t at = 0;
-    while (at < file.size()) {
-        const Bytes rest = file.subspan(at);
-        UdpPacket p;
-        if (const PacketError e = parse_udp_frame(rest, rest.size(), p); e != PacketError::none) {
-            w.error = fmt::format(
-                "{} at byte {} (record {}): {}",
-                e == PacketError::bad_ip_total_length || e == PacketError::truncated_udp ||
-                        e == PacketError::truncated_ipv4 || e == PacketError::truncated_ethernet
-                    ? "truncated or damaged"
-                    : "damaged",
-                at, w.frames + 1, to_string(e));
-            return w;
-        }
-        const std::size_t len = std::size_t{p.payload_offset} + p.payload_bytes;
-        Frame f;
-        f.head = rest.first(len);
-        f.wire_bytes = static_cast<std::uint32_t>(len);
-        demux.on_frame(f);
-        ++w.frames;
-        at += len;
-    }
-    return w;
-}
-
-Walk walk_pcap(const std::string& path, Demux& demux) {
-    Walk w;
-    try {
-        PcapFileSource source(path);
-        const std::atomic<bool> stop{false};
-        const auto r = source.run(demux, 0, stop);
-        w.frames = r.frames;
-        if (!r.error.empty()) {
-            w.error = r.error;
-        }
-    } catch (const std::exception& e) {
-        w.error = e.what();
-    }
-    return w;
-}
-
 // One output of the report, as verify needs it.
 struct ReportFile {
     std::string path;
@@ -251,11 +128,17 @@ struct ReportOutput {
     std::uint64_t dropped = 0;
     std::uint64_t overwritten = 0;
     std::vector<ReportFile> on_disk;
+    OrderedCounts ordered;      // --ordered (window 0: arrival order)
+    std::int64_t station = -1;  // a vdif output's stream
+    std::int64_t thread = -1;
 };
 struct ReportStream {
     std::string group;
     std::string antenna;
     std::uint64_t thread = 0;
+    std::uint64_t station = 0;
+    std::string format;  // "codif", "vdif", "vtp"
+    std::uint64_t frames_per_period = 0;
     std::uint64_t packets = 0;
     std::uint64_t payload_absent = 0;
     std::uint64_t missing = 0;
@@ -306,6 +189,17 @@ Report load_report(const std::string& path) {
             out.antenna = o.value("antenna", std::string());
             out.dropped = o.value("dropped", std::uint64_t{0});
             out.overwritten = o.value("overwritten", std::uint64_t{0});
+            out.station = o.value("station", std::int64_t{-1});
+            out.thread = o.value("thread", std::int64_t{-1});
+            if (o.contains("ordered") && o["ordered"].is_object()) {
+                const auto& q = o["ordered"];
+                out.ordered.window = q.at("window").get<std::uint32_t>();
+                out.ordered.fills = q.value("fills", std::uint64_t{0});
+                out.ordered.duplicates = q.value("duplicates", std::uint64_t{0});
+                out.ordered.too_late = q.value("too_late", std::uint64_t{0});
+                out.ordered.unheld = q.value("unheld", std::uint64_t{0});
+                out.ordered.restarts = q.value("restarts", std::uint64_t{0});
+            }
             for (const auto& f : o.at("on_disk")) {
                 out.on_disk.push_back({f.at("path").get<std::string>(),
                                        f.at("packets").get<std::uint64_t>(),
@@ -319,6 +213,9 @@ Report load_report(const std::string& path) {
             st.group = s.at("group").get<std::string>();
             st.antenna = s.at("antenna").get<std::string>();
             st.thread = s.at("thread").get<std::uint64_t>();
+            st.station = s.value("station", std::uint64_t{0});
+            st.format = s.value("format", std::string("codif"));
+            st.frames_per_period = s.value("frames_per_period", std::uint64_t{0});
             st.packets = s.at("packets").get<std::uint64_t>();
             st.payload_absent = s.value("payload_absent", std::uint64_t{0});
             st.missing = s.at("missing").get<std::uint64_t>();
@@ -434,14 +331,16 @@ bool check_file(VerifiedFile& v, const std::optional<ReportFile>& claimed, Endpo
     Walk w;
     Wrapper wrap(group, antenna);
     if (v.format == "codif" || v.format == "codifhdr") {
-        w = walk_codif(bytes, v.format == "codifhdr", wrap, demux);
+        w = verify_detail::walk_codif(bytes, v.format == "codifhdr", wrap, demux);
+    } else if (v.format == "vdif") {
+        w = verify_detail::walk_vdif(bytes, wrap, demux);
     } else if (v.format == "raw") {
-        w = walk_raw(bytes, demux);
+        w = verify_detail::walk_raw(bytes, demux);
     } else if (v.format == "pcap" || v.format == "pcapng") {
-        w = walk_pcap(v.path, demux);
+        w = verify_detail::walk_pcap(v.path, demux);
     } else {
         v.differences.push_back(
-            "format unknown (name it .raw, .codif, .codifhdr, .pcap or "
+            "format unknown (name it .raw, .codif, .codifhdr, .vdif, .pcap or "
             ".pcapng, or keep its index beside it)");
         return false;
     }
@@ -467,6 +366,35 @@ Endpoint group_or_zero(const std::string& text) {
     }
 }
 
+// An ordered output's rebuilt streams (--ordered): each one's frames are in
+// strict sequence, every gap a fill frame (unless a run restarted), and it
+// spans the report's first to last frame when nothing was left out. Its
+// frame counts are not the report's per stream (fills added, frames left
+// out): the output's records are checked against the report's in
+// check_file.
+void compare_ordered_stream(const std::string& name, const ReportOutput& out, const StreamStats& s,
+                            const ReportStream& rs, std::vector<std::string>& differences) {
+    const SequenceTracker& q = s.sequence;
+    if (q.duplicates() > 0 || q.out_of_order() > 0) {
+        differences.push_back(
+            fmt::format("{}: not in sequence in an ordered file ({} duplicates, {} out of order)",
+                        name, q.duplicates(), q.out_of_order()));
+    }
+    if (out.ordered.restarts == 0 && q.missing() > 0) {
+        differences.push_back(
+            fmt::format("{}: {} frames missing from an ordered file (each should be a fill frame)",
+                        name, q.missing()));
+    }
+    if (out.ordered.restarts == 0 && out.ordered.left_out() == 0 &&
+        (s.first.seconds != rs.first.seconds || s.first.frame != rs.first.frame ||
+         s.last.seconds != rs.last.seconds || s.last.frame != rs.last.frame)) {
+        differences.push_back(
+            fmt::format("{}: frames {}:{} to {}:{} but report says {}:{} to {}:{}", name,
+                        s.first.seconds, s.first.frame, s.last.seconds, s.last.frame,
+                        rs.first.seconds, rs.first.frame, rs.last.seconds, rs.last.frame));
+    }
+}
+
 // The rebuilt streams of one output against the report's.
 void compare_streams(const ReportOutput& out, const Ledger& ledger, const Report& report,
                      std::vector<std::string>& differences, std::uint64_t& checked) {
@@ -475,24 +403,34 @@ void compare_streams(const ReportOutput& out, const Ledger& ledger, const Report
         if (per_antenna && (rs.group != out.group || rs.antenna != out.antenna)) {
             continue;
         }
+        // A vdif output holds one stream: its station and thread.
+        if (out.thread >= 0 && (rs.thread != static_cast<std::uint64_t>(out.thread) ||
+                                rs.station != static_cast<std::uint64_t>(out.station))) {
+            continue;
+        }
         const std::string name = stream_name(rs.group, rs.antenna, rs.thread);
         const StreamStats* found = nullptr;
         for (const StreamStats& s : ledger.streams()) {
             if (s.group.to_string() == rs.group && format_ipv4(s.antenna) == rs.antenna &&
-                s.thread == rs.thread) {
+                s.thread == rs.thread && s.station == rs.station) {
                 found = &s;
             }
         }
-        // raw and codif files hold only the frames captured with their payload.
-        const std::uint64_t expected = out.format == "raw" || out.format == "codif"
-                                           ? rs.packets - rs.payload_absent
-                                           : rs.packets;
+        // raw, codif and vdif files hold only the frames captured with their payload.
+        const std::uint64_t expected =
+            out.format == "raw" || out.format == "codif" || out.format == "vdif"
+                ? rs.packets - rs.payload_absent
+                : rs.packets;
         ++checked;
         if (found == nullptr) {
             if (expected > 0) {
                 differences.push_back(fmt::format("{}: in the report ({} frames) but not in {}",
                                                   name, expected, out.path));
             }
+            continue;
+        }
+        if (out.ordered.window > 0) {
+            compare_ordered_stream(name, out, *found, rs, differences);
             continue;
         }
         const std::uint64_t frames = found->packets();
@@ -519,6 +457,45 @@ void compare_streams(const ReportOutput& out, const Ledger& ledger, const Report
     }
 }
 
+// How the demux that rebuilds a per-antenna output's ledger reads its frames:
+// as the report's streams of the output were read (their format and rate:
+// a VDIF file is read as VDIF at its stream's rate), or, with no report, as
+// its format says (a vdif file as VDIF, its rate learned).
+DemuxOptions demux_options(const std::string& format, const ReportOutput* out,
+                           const Report* report) {
+    DemuxOptions o;
+    if (format == "vdif") {
+        o.any_group_format = StreamFormat::vdif;
+    }
+    if (out == nullptr || report == nullptr || out->group.empty()) {
+        return o;
+    }
+    for (const ReportStream& rs : report->streams) {
+        if (rs.group != out->group || rs.antenna != out->antenna ||
+            (out->thread >= 0 && (rs.thread != static_cast<std::uint64_t>(out->thread) ||
+                                  rs.station != static_cast<std::uint64_t>(out->station)))) {
+            continue;
+        }
+        if (const auto f = parse_stream_format(rs.format); f && *f != StreamFormat::codif) {
+            // (A vdif file's frames have no VTP sequence number: read as VDIF.)
+            o.any_group_format = format == "vdif" ? StreamFormat::vdif : *f;
+            o.vdif_frames_per_second = rs.frames_per_period;
+        }
+    }
+    return o;
+}
+
+// The format a file names itself by, before it is read: its index's, or its
+// name's extension.
+std::string format_hint(const std::string& path) {
+    std::string error;
+    if (const auto idx = read_file_index(path, error)) {
+        return idx->format;
+    }
+    std::string ext = fs::path(path).extension().string();
+    return ext.empty() ? ext : ext.substr(1);
+}
+
 }  // namespace
 
 VerifyOutcome run_verify(const VerifyRequest& request) {
@@ -535,7 +512,7 @@ VerifyOutcome run_verify(const VerifyRequest& request) {
             // The output's files: those asked for (all of them when no file
             // was named), checked together in one ledger.
             Ledger ledger;
-            Demux demux(DemuxOptions{}, ledger);
+            Demux demux(demux_options(out.format, &out, &*report), ledger);
             // Every file of the output is checked and read whole: the
             // ledger rebuilt from them is the output's (an edit that left
             // whole records is still compared, stream by stream).
@@ -577,7 +554,7 @@ VerifyOutcome run_verify(const VerifyRequest& request) {
             continue;
         }
         Ledger ledger;
-        Demux demux(DemuxOptions{}, ledger);
+        Demux demux(demux_options(format_hint(request.files[i]), nullptr, nullptr), ledger);
         VerifiedFile v;
         v.path = request.files[i];
         check_file(v, std::nullopt, Endpoint{}, 0, demux);

@@ -37,7 +37,9 @@ int write_file_index(const std::string& file, const FileIndex& index) {
         {"checksum",
          {{"algorithm", kFileIndexChecksum}, {"value", format_checksum(index.checksum)}}},
         {"complete", index.stopped.empty()},
-        {"stopped", index.stopped.empty() ? nlohmann::json() : nlohmann::json(index.stopped)}};
+        {"stopped", index.stopped.empty() ? nlohmann::json() : nlohmann::json(index.stopped)},
+        {"ordered", index.ordered_window == 0 ? nlohmann::json()
+                                              : nlohmann::json{{"window", index.ordered_window}}}};
     // Not fsync'ed: the file it indexes is not either (the page cache
     // writes both back).
     return replace_file(file_index_path(file), j.dump(2) + "\n", false);
@@ -86,6 +88,9 @@ std::optional<FileIndex> read_file_index(const std::string& file, std::string& e
         }
         if (j.contains("stopped") && j["stopped"].is_string()) {
             idx.stopped = j["stopped"].get<std::string>();
+        }
+        if (j.contains("ordered") && j["ordered"].is_object()) {
+            idx.ordered_window = j["ordered"].at("window").get<std::uint32_t>();
         }
         return idx;
     } catch (const std::exception& e) {

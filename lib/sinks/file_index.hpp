@@ -42,6 +42,10 @@ struct FileIndex {
     // Empty: the file was closed normally. Otherwise why it stopped early
     // (a write error, an abandon); it still holds exactly what is indexed.
     std::string stopped;
+    // --ordered: each stream's frames are in sequence order through a reorder
+    // window of this many frames, with fill frames where frames never came
+    // (docs/formats.md, "Ordered files and fill frames"); 0: arrival order.
+    std::uint32_t ordered_window = 0;
 };
 
 // The index's path for a file: FILE.idx.json.

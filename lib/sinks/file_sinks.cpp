@@ -11,13 +11,14 @@
 #include <stdexcept>
 
 #include "formats/pcapng.hpp"
+#include "lib/sinks/ordered_stream.hpp"
 
 namespace ibvcap {
 
+static_assert(kMaxOrderedWindow == SequenceTracker::kWindow,
+              "--ordered-window's limit is the sequence tracker's window");
+
 namespace {
-constexpr std::size_t format_slot(OutputFormat f) {
-    return f == OutputFormat::raw ? 0 : f == OutputFormat::codif ? 1 : 2;
-}
 bool wants(const OutputOptions& options, OutputFormat f) {
     return std::find(options.formats.begin(), options.formats.end(), f) != options.formats.end();
 }
@@ -28,6 +29,13 @@ std::string output_path(const OutputOptions& options, OutputFormat format, const
     return fmt::format("{}/{}_{}_{}_{}.{}", options.output_dir, options.prefix,
                        format_ipv4(group.ip), group.port, format_ipv4(antenna),
                        file_extension(format));
+}
+
+std::string stream_output_path(const OutputOptions& options, const Endpoint& group,
+                               std::uint32_t antenna, std::uint16_t station, std::uint16_t thread) {
+    return fmt::format("{}/{}_{}_{}_{}_{}_{}.{}", options.output_dir, options.prefix,
+                       format_ipv4(group.ip), group.port, format_ipv4(antenna), station, thread,
+                       file_extension(OutputFormat::vdif));
 }
 
 std::string run_output_path(const OutputOptions& options, OutputFormat format) {
@@ -54,9 +62,12 @@ bool match_output_name(const OutputOptions& options, const std::string& name, bo
         const std::string ext = std::string(file_extension(f));
         // and the file's sidecar index (FILE.idx.json: lib/sinks/file_index.hpp)
         const std::string index = "(\\.idx\\.json)?";
-        const std::string pattern = !per_antenna(f) ? prefix + lane + rotated + "\\." + ext + index
-                                                    : prefix + lane + "_(" + ip + ")_([0-9]+)_(" +
-                                                          ip + ")" + rotated + "\\." + ext + index;
+        // (a vdif file's station and thread after the antenna)
+        const std::string stream = f == OutputFormat::vdif ? "_[0-9]+_[0-9]+" : "";
+        const std::string pattern = !per_antenna(f)
+                                        ? prefix + lane + rotated + "\\." + ext + index
+                                        : prefix + lane + "_(" + ip + ")_([0-9]+)_(" + ip + ")" +
+                                              stream + rotated + "\\." + ext + index;
         std::smatch m;
         if (!std::regex_match(name, m, std::regex(pattern))) {
             continue;
@@ -223,35 +234,107 @@ void PcapngFileSink::on_frame(const SinkFrame& f, SinkRoute /*route*/) {
     writer_.write_frame(output_, header, f.frame, 0, captured, trailer.view());
 }
 
-StreamFileSink::StreamFileSink(const OutputOptions& options, Writer& writer)
-    : options_(options), writer_(writer) {
-    for (const auto f : {OutputFormat::raw, OutputFormat::codif, OutputFormat::codifhdr}) {
-        formats_[format_slot(f)] = wants(options_, f);
-    }
-}
+// What a (group, antenna) has: its raw file (any stream's frames) and, for
+// CODIF streams, its codif and codifhdr files; each made when first needed.
+struct StreamFileSink::Files {
+    Writer::OutputId raw = nullptr;
+    Writer::OutputId codif = nullptr;
+    Writer::OutputId codifhdr = nullptr;
+    bool made_raw = false;
+    bool made_codif = false;
+};
 
-SinkRoute StreamFileSink::open_stream(const StreamStats& s) {
-    return route_for(s.group, s.antenna);
+// What a stream's frames go to: null where it has no such file.
+struct StreamFileSink::Route {
+    Writer::OutputId raw = nullptr;
+    // Its frames as the format's file holds them (codif, vdif: without a
+    // VTP prefix), at once or (--ordered) through its window.
+    Writer::OutputId record = nullptr;
+    std::unique_ptr<OrderedStream> ordered;
+    Writer::OutputId header = nullptr;  // codifhdr
+};
+
+StreamFileSink::StreamFileSink(const OutputOptions& options, Writer& writer)
+    : options_(options), writer_(writer) {}
+
+StreamFileSink::~StreamFileSink() = default;
+
+Writer::OutputId StreamFileSink::add(OutputFormat format, const std::string& path,
+                                     const Endpoint& group, std::uint32_t antenna,
+                                     std::int32_t station, std::int32_t thread) {
+    const Writer::OutputId id =
+        writer_.add_output(format, path, group.to_string(), format_ipv4(antenna));
+    const bool ordered = options_.ordered_window > 0 &&
+                         (format == OutputFormat::codif || format == OutputFormat::vdif);
+    if (ordered) {
+        writer_.set_ordered(id, options_.ordered_window);
+    }
+    if (ordered || thread >= 0) {
+        notes_[path] = {station, thread, ordered};
+    }
+    if (ordered) {
+        ordered_paths_[id] = path;
+    }
+    return id;
 }
 
 // One set of files per (group, antenna): the antenna's CODIF threads share
-// them, in arrival order.
-StreamFileSink::Route* StreamFileSink::route_for(const Endpoint& group, std::uint32_t antenna) {
+// them, in arrival order (each thread in sequence order with --ordered).
+StreamFileSink::Files& StreamFileSink::files_for(const Endpoint& group, std::uint32_t antenna,
+                                                 StreamFormat format) {
     // The whole group address, port and antenna: a key packed into 64 bits
     // kept 16 bits of the group, and groups differing only in their first
     // octets shared files (issue 25).
-    auto& slot = routes_[{group.ip, group.port, antenna}];
+    auto& slot = files_[{group.ip, group.port, antenna}];
     if (!slot) {
-        slot = std::make_unique<Route>();
-        for (const auto f : {OutputFormat::raw, OutputFormat::codif, OutputFormat::codifhdr}) {
-            if (formats_[format_slot(f)]) {
-                slot->outputs[format_slot(f)] =
-                    writer_.add_output(f, output_path(options_, f, group, antenna),
-                                       group.to_string(), format_ipv4(antenna));
-            }
+        slot = std::make_unique<Files>();
+    }
+    Files& f = *slot;
+    const auto make = [&](OutputFormat of) {
+        return wants(options_, of) && holds_stream(of, format)
+                   ? add(of, output_path(options_, of, group, antenna), group, antenna)
+                   : nullptr;
+    };
+    if (!f.made_raw) {
+        f.made_raw = true;
+        f.raw = make(OutputFormat::raw);
+    }
+    if (!f.made_codif && holds_stream(OutputFormat::codif, format)) {
+        f.made_codif = true;
+        f.codif = make(OutputFormat::codif);
+        f.codifhdr = make(OutputFormat::codifhdr);
+    }
+    return f;
+}
+
+void StreamFileSink::plan(const Endpoint& group, std::uint32_t antenna) {
+    StreamFormat format = options_.any_group_format;
+    for (std::size_t i = 0; i < options_.groups.size(); ++i) {
+        if (options_.groups[i] == group) {
+            format =
+                i < options_.group_formats.size() ? options_.group_formats[i] : StreamFormat::codif;
         }
     }
-    return slot.get();
+    files_for(group, antenna, format);
+}
+
+SinkRoute StreamFileSink::open_stream(const StreamStats& s) {
+    const Files& files = files_for(s.group, s.antenna, s.format);
+    auto r = std::make_unique<Route>();
+    r->raw = files.raw;
+    r->header = files.codifhdr;
+    r->record = files.codif;
+    if (wants(options_, OutputFormat::vdif) && holds_stream(OutputFormat::vdif, s.format)) {
+        r->record = add(OutputFormat::vdif,
+                        stream_output_path(options_, s.group, s.antenna, s.station, s.thread),
+                        s.group, s.antenna, s.station, s.thread);
+    }
+    if (r->record != nullptr && options_.ordered_window > 0) {
+        r->ordered =
+            std::make_unique<OrderedStream>(writer_, r->record, s, options_.ordered_window);
+    }
+    routes_.push_back(std::move(r));
+    return routes_.back().get();
 }
 
 void StreamFileSink::on_frame(const SinkFrame& f, SinkRoute route) {
@@ -259,26 +342,70 @@ void StreamFileSink::on_frame(const SinkFrame& f, SinkRoute route) {
     // (the zero-copy hand-off) and copies otherwise.
     const auto& r = *static_cast<const Route*>(route);
     const UdpPacket& packet = *f.packet;
+    const StreamHeader& h = *f.header;
     if (!f.payload_captured()) {
-        // Cut after the CODIF header by the capture: the header is all there
-        // is, so only codifhdr gets a record (the ledger expects none in raw
-        // and codif: Ledger::reconciles).
-        if (r.outputs[2] != nullptr) {
-            writer_.write_frame(r.outputs[2], {}, f.frame, packet.payload_offset,
-                                f.header->head_bytes());
+        // Cut after the frame header by the capture: the header is all there
+        // is, so only codifhdr gets a record (the ledger expects none in raw,
+        // codif and vdif: Ledger::reconciles).
+        if (r.header != nullptr) {
+            writer_.write_frame(r.header, {}, f.frame, packet.payload_offset, h.head_bytes());
         }
         return;
     }
-    if (r.outputs[0] != nullptr) {
-        writer_.write_frame(r.outputs[0], {}, f.frame, 0,
+    if (r.raw != nullptr) {
+        writer_.write_frame(r.raw, {}, f.frame, 0,
                             static_cast<std::size_t>(f.frame.captured_bytes()));
     }
-    if (r.outputs[1] != nullptr) {
-        writer_.write_frame(r.outputs[1], {}, f.frame, packet.payload_offset, packet.payload_bytes);
+    if (r.ordered) {
+        r.ordered->write(f);
+    } else if (r.record != nullptr) {
+        writer_.write_frame(r.record, {}, f.frame, packet.payload_offset + h.prefix_bytes,
+                            packet.payload_bytes - h.prefix_bytes);
     }
-    if (r.outputs[2] != nullptr) {
-        writer_.write_frame(r.outputs[2], {}, f.frame, packet.payload_offset,
-                            f.header->head_bytes());
+    if (r.header != nullptr) {
+        writer_.write_frame(r.header, {}, f.frame, packet.payload_offset, h.head_bytes());
+    }
+}
+
+void StreamFileSink::close() {
+    for (auto& r : routes_) {
+        if (r->ordered) {
+            r->ordered->close();
+        }
+    }
+}
+
+void StreamFileSink::annotate(std::vector<OutputStats>& stats) const {
+    // An ordered output's counts: its streams' windows, summed.
+    std::map<Writer::OutputId, OrderedCounts> ordered;
+    for (const auto& r : routes_) {
+        if (r->ordered) {
+            const ReorderWindow::Counts& c = r->ordered->counts();
+            OrderedCounts& q = ordered[r->record];
+            q.fills += c.fills;
+            q.duplicates += c.duplicates;
+            q.too_late += c.too_late;
+            q.unheld += c.unheld;
+            q.restarts += c.restarts;
+        }
+    }
+    std::map<std::string, OrderedCounts> by_path;
+    for (const auto& [id, q] : ordered) {
+        by_path[ordered_paths_.at(id)] = q;
+    }
+    for (OutputStats& o : stats) {
+        const auto note = notes_.find(o.path);
+        if (note == notes_.end()) {
+            continue;
+        }
+        o.station = note->second.station;
+        o.thread = note->second.thread;
+        if (note->second.ordered) {
+            if (const auto q = by_path.find(o.path); q != by_path.end()) {
+                o.ordered = q->second;
+            }
+            o.ordered.window = options_.ordered_window;
+        }
     }
 }
 
@@ -290,7 +417,25 @@ void FileSinks::plan_streams(std::span<const std::pair<Endpoint, std::uint32_t>>
     }
 }
 
-FileSinks::FileSinks(const OutputOptions& options, Writer* writer) {
+void FileSinks::finish() {
+    if (streams_) {
+        streams_->close();
+    }
+    if (writer_ != nullptr) {
+        writer_->finish();
+    }
+}
+
+std::vector<OutputStats> FileSinks::stats() const {
+    std::vector<OutputStats> stats =
+        writer_ != nullptr ? writer_->stats() : std::vector<OutputStats>{};
+    if (streams_) {
+        streams_->annotate(stats);
+    }
+    return stats;
+}
+
+FileSinks::FileSinks(const OutputOptions& options, Writer* writer) : writer_(writer) {
     if (options.formats.empty()) {
         return;
     }

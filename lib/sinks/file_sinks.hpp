@@ -32,17 +32,39 @@ struct OutputOptions {
     // input file's for ibvcap read.
     std::uint32_t pcap_link_type = kPcapLinkTypeEthernet;
     bool overwrite = false;  // --overwrite: an earlier run's files of the same names are removed
+    // --ordered: the codif and vdif files hold each stream's frames in
+    // sequence order through a reorder window of this many frames, with fill
+    // frames where frames never came (lib/sinks/reorder.hpp); 0: arrival order.
+    std::uint32_t ordered_window = 0;
     // The streams whose per-antenna files this run may write: the groups
     // given (GROUP:PORT) and the antennas (--antenna); empty: any. What
     // --overwrite removes and what a run without it refuses to start over:
     // another group's files in the same directory are not this run's.
     std::vector<Endpoint> groups;
     std::vector<std::uint32_t> antennas;
+    // How each of `groups` is read (DemuxOptions::group_formats; beyond the
+    // list's end, and with no groups, any_group_format): a VDIF group's
+    // (group, antenna) gets no codif or codifhdr file made ahead.
+    std::vector<StreamFormat> group_formats;
+    StreamFormat any_group_format = StreamFormat::codif;
     // The pcapng file's interface (its if_name and if_description): the
     // lane's device and port, the interface, or the file read.
     std::string interface_name;
     std::string interface_description;
 };
+
+// --ordered-window's default and its largest value. 256 frames: 8 times
+// what DiFX's VDIF reader tolerates out of order (nSort = 32,
+// difx/difx mpifxcorr/src/vdiffile.cpp), 2 ms at 125,000 frames/s (8 Gb/s
+// of 8 KiB frames), 2 MiB of host memory per stream of 8 KiB frames. Not
+// more: after a lost frame each of the stream's next W - 1 frames is copied
+// into the window and out again, so with one frame in 1,000 lost the share
+// of frames copied is 1 - 0.999^W: `read` of 8 KiB frames ran 9 % slower
+// than unordered at 256, 20 % at 1024 (docs/formats.md, "Ordered files").
+// At most the sequence tracker's window (lib/ledger/sequence.hpp, kWindow):
+// a frame later than that is too late for the ledger as well.
+inline constexpr std::uint32_t kDefaultOrderedWindow = 256;
+inline constexpr std::uint32_t kMaxOrderedWindow = 8192;
 
 // The pcapng file's snapshot length with --pcap-snaplen headers: every record
 // is at most this long (a UDP frame ends after its CODIF header, any other
@@ -83,10 +105,15 @@ class InterfaceCountsBox {
 // The file a per-antenna output gets, and the run's own (pcap) file.
 std::string output_path(const OutputOptions& options, OutputFormat format, const Endpoint& group,
                         std::uint32_t antenna);
+// A vdif file: one per stream, {prefix}_{group}_{port}_{antenna}_{station}_{thread}.vdif,
+// the station and thread in decimal.
+std::string stream_output_path(const OutputOptions& options, const Endpoint& group,
+                               std::uint32_t antenna, std::uint16_t station, std::uint16_t thread);
 std::string run_output_path(const OutputOptions& options, OutputFormat format);
 // Whether `name` (a file name, no directory) is one these options make in
 // output_dir: {prefix}.pcap or {prefix}_{group}_{port}_{antenna}.{ext} of a
-// format asked for, with or without a device's lane prefix
+// format asked for ({prefix}_{group}_{port}_{antenna}_{station}_{thread}.vdif), with or without a
+// device's lane prefix
 // (`_mlx5_0p1`) and a rotation index (`.000003`), and their sidecar indexes
 // (`.idx.json`).
 bool is_output_name(const OutputOptions& options, const std::string& name);
@@ -138,30 +165,54 @@ class PcapngFileSink final : public FrameSink {
     std::uint32_t snaplen_;
 };
 
-// The frames of each (group, antenna) into its raw, codif and codifhdr files,
-// opened with the antenna's first stream.
+// The frames of each stream into its per-antenna files: the raw, codif and
+// codifhdr files of its (group, antenna), opened with the antenna's first
+// stream, and the vdif file of a VDIF stream, opened with it. Which of them a
+// stream gets is decided once, when it opens (holds_stream: codif and
+// codifhdr CODIF streams, vdif VDIF and VTP streams, raw any); its frames
+// then go where its route says. With --ordered (options.ordered_window) the
+// codif and vdif records of each stream go through its reorder window
+// (lib/sinks/ordered_stream.hpp).
 class StreamFileSink final : public FrameSink {
   public:
     StreamFileSink(const OutputOptions& options, Writer& writer);
+    ~StreamFileSink() override;
     SinkRoute open_stream(const StreamStats& stream) override;
     void on_frame(const SinkFrame& f, SinkRoute route) override;
     // Before the first frame: the files of a (group, antenna) the run knows
     // it will have, added now (their buffers made before the source starts:
-    // Writer::prepare) rather than at its first frame.
-    void plan(const Endpoint& group, std::uint32_t antenna) { route_for(group, antenna); }
+    // Writer::prepare) rather than at its first frame. A VDIF group's vdif
+    // files wait for their streams (their station and thread).
+    void plan(const Endpoint& group, std::uint32_t antenna);
+    // The producer, once no frame will come: the ordered files' last frames
+    // (what their windows hold), before the writer finishes.
+    void close();
+    // The writer's stats of these outputs with what only this sink knows: a
+    // vdif file's station and thread, an ordered file's window and counts.
+    void annotate(std::vector<OutputStats>& stats) const;
 
   private:
+    struct Files;
     struct Route;
-    Route* route_for(const Endpoint& group, std::uint32_t antenna);
-    struct Route {
-        Writer::OutputId outputs[3] = {nullptr, nullptr, nullptr};  // raw, codif, codifhdr
-    };
+    Files& files_for(const Endpoint& group, std::uint32_t antenna, StreamFormat format);
+    Writer::OutputId add(OutputFormat format, const std::string& path, const Endpoint& group,
+                         std::uint32_t antenna, std::int32_t station = -1,
+                         std::int32_t thread = -1);
+
     OutputOptions options_;
     Writer& writer_;
-    bool formats_[3] = {false, false, false};
     // (group ip, port, antenna): looked up at a stream's first frame only.
-    std::map<std::tuple<std::uint32_t, std::uint16_t, std::uint32_t>, std::unique_ptr<Route>>
-        routes_;
+    std::map<std::tuple<std::uint32_t, std::uint16_t, std::uint32_t>, std::unique_ptr<Files>>
+        files_;
+    std::vector<std::unique_ptr<Route>> routes_;  // one per stream
+    // What annotate() adds to an output's stats, by the output's path.
+    struct Note {
+        std::int32_t station = -1;
+        std::int32_t thread = -1;
+        bool ordered = false;
+    };
+    std::map<std::string, Note> notes_;
+    std::map<Writer::OutputId, std::string> ordered_paths_;
 };
 
 // The file sinks `options` asks for, in the order they go to the demux
@@ -174,10 +225,17 @@ class FileSinks {
     // The per-antenna files of these (group, antenna) pairs, added before
     // the first frame (nothing without a per-antenna format).
     void plan_streams(std::span<const std::pair<Endpoint, std::uint32_t>> streams);
+    // The producer, once no frame will come: the ordered files' windows
+    // written out, then the writer finished (Writer::finish).
+    void finish();
+    // After finish(): the writer's stats of every output, with what the
+    // sinks know of them (a vdif file's stream, an ordered file's counts).
+    std::vector<OutputStats> stats() const;
     // Where the run publishes its counts for the pcapng file (null: none).
     InterfaceCountsBox* interface_counts() { return pcapng_ ? &pcapng_->counts() : nullptr; }
 
   private:
+    Writer* writer_ = nullptr;
     std::unique_ptr<PcapFileSink> pcap_;
     std::unique_ptr<PcapngFileSink> pcapng_;
     std::unique_ptr<StreamFileSink> streams_;

@@ -189,6 +189,11 @@ class Writer {
     OutputId add_output(OutputFormat format, std::string path, std::string group,
                         std::string antenna, Bytes preamble = {}, Trailer trailer = {});
 
+    // Producer, right after add_output: the output's records are each
+    // stream's frames in sequence order through a reorder window of
+    // `window` frames (--ordered), which its files' indexes say.
+    void set_ordered(OutputId output, std::uint32_t window);
+
     // Producer, before the first record (the run calls it before its
     // source starts): the outputs added so far are the ones planned, and a
     // buffer is made ahead for each of them besides the stock, so that no

@@ -283,6 +283,7 @@ struct Writer::Output {
     std::string path;
     std::string group;
     std::string antenna;
+    std::uint32_t ordered_window = 0;  // --ordered: said in the file's index
     std::vector<std::uint8_t> preamble;
     Writer::Trailer trailer;  // called by the disk thread
     Lane* lane = nullptr;

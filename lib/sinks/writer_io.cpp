@@ -437,6 +437,10 @@ void WriterIo::write_trailer(Writer::Output& out) {
     }
 }
 
+void Writer::set_ordered(OutputId output, std::uint32_t window) {
+    output->ordered_window = window;  // (read by the disk thread at each close)
+}
+
 // The sidecar index of the file just closed: what it holds now (a write
 // error cut it back to its last whole record, whose bytes the checksum
 // covers: write_pieces).
@@ -452,6 +456,7 @@ void WriterIo::write_index(Writer::Output& out) {
     idx.bytes = out.offset;
     idx.frames = out.on_disk.empty() ? 0 : out.on_disk[out.on_disk_current].packets;
     idx.checksum = out.checksum.digest();
+    idx.ordered_window = out.ordered_window;
     if (out.failed) {
         idx.stopped = out.error;
     } else if (out.abandoned) {
