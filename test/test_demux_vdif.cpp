@@ -230,5 +230,28 @@ TEST(DemuxVdif, CodifAndVdifGroupsSideBySide) {
               1u);
 }
 
+// The stream registry keeps the whole group index: the 257th named group is
+// not the first (a key packing the index into 8 bits made them one stream).
+TEST(DemuxVdif, GroupsBeyondTheFirst256AreStreamsOfTheirOwn) {
+    DemuxOptions o;
+    for (std::uint32_t i = 0; i < 257; ++i) {
+        o.groups.push_back(Endpoint{kGroup1 + i, kPort});
+    }
+    o.group_formats.assign(o.groups.size(), StreamFormat::vdif);
+    o.vdif_frames_per_second = 1000;
+    o.max_groups = o.groups.size();
+    Ledger ledger;
+    Demux demux(o, ledger);
+    for (const std::uint32_t g : {kGroup1, kGroup1 + 256}) {
+        demux.on_frame(whole(make_vdif_frame(kAntenna1, g, kPort, make_vdif_header(1, 0))));
+        demux.on_frame(whole(make_vdif_frame(kAntenna1, g, kPort, make_vdif_header(1, 1))));
+    }
+    ASSERT_EQ(ledger.streams().size(), 2u);
+    EXPECT_EQ(ledger.streams()[1].group.ip, kGroup1 + 256);
+    EXPECT_EQ(ledger.streams()[0].packets(), 2u);
+    EXPECT_EQ(ledger.streams()[1].packets(), 2u);
+    EXPECT_EQ(ledger.streams()[0].sequence.duplicates(), 0u);
+}
+
 }  // namespace
 }  // namespace ibvcap

@@ -23,7 +23,6 @@ Demux::Demux(DemuxOptions options, Ledger& ledger) : options_(std::move(options)
         antenna_index(ip);
     }
     antenna_lookup_.reserve(options_.max_antennas);
-    stream_lookup_.reserve(options_.max_streams);
     ledger_.streams().reserve(options_.max_streams);
     known_.reserve(options_.max_streams);
     known_table_.assign(64, KnownSlot{});
@@ -175,10 +174,7 @@ int Demux::antenna_index(std::uint32_t ip) {
 
 StreamStats* Demux::stream(int group, int antenna, const StreamHeader& header,
                            std::uint64_t timestamp_ns, bool& created) {
-    // group < 256 (max_groups), antenna < 2^24: 8 + 24 + 32 bits.
-    const std::uint64_t key = (std::uint64_t(static_cast<std::uint32_t>(group)) << 56) |
-                              (std::uint64_t(static_cast<std::uint32_t>(antenna)) << 32) |
-                              header.key;
+    const auto key = std::make_tuple(group, antenna, header.key);
     created = false;
     auto& streams = ledger_.streams();
     if (const auto it = stream_lookup_.find(key); it != stream_lookup_.end()) {

@@ -13,9 +13,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -163,8 +165,10 @@ class Demux {
     std::vector<std::vector<std::uint32_t>> group_sources_;
     std::vector<std::uint32_t> antennas_;
     std::unordered_map<std::uint32_t, int> antenna_lookup_;
-    // (group, antenna, stream key)
-    std::unordered_map<std::uint64_t, std::size_t> stream_lookup_;
+    // (group, antenna, stream key), whole: no field is packed into fewer
+    // bits than it has (named groups are not limited to 256, and a VDIF key
+    // is 26 bits). Slow path only (registration, frames off the fast path).
+    std::map<std::tuple<int, int, std::uint32_t>, std::size_t> stream_lookup_;
     // The format of every group when they all share one (the common case: no
     // lookup per frame), else nullopt.
     std::optional<StreamFormat> uniform_format_;
