@@ -198,7 +198,9 @@ joined=0
 for _ in $(seq 100); do
   kill -0 "$capture_pid" 2>/dev/null || break
   # shellcheck disable=SC2016 # awk's own fields
-  have=$("${rx[@]}" awk -v dev="$rx_if" '/^[0-9]/ { on = ($2 == dev) ; next } on { print $1 }' /proc/net/igmp)
+  # The kernel prints the device as "%-10s:" (net/ipv4/igmp.c,
+  # igmp_mc_seq_show), so a name of 10 or more characters carries the colon.
+  have=$("${rx[@]}" awk -v dev="$rx_if" '/^[0-9]/ { on = ($2 == dev || $2 == dev ":") ; next } on { print $1 }' /proc/net/igmp)
   joined=1
   for h in "${want[@]}"; do grep -qx "$h" <<<"$have" || joined=0; done
   [ "$joined" = 1 ] && break

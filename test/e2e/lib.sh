@@ -19,7 +19,11 @@ IBVCAP=$(readlink -f "$1")
 SRC=$(readlink -f "$2")
 TEST=$(basename "$0" .sh)
 TESTBED=$SRC/scripts/testbed.sh
-TB=e2e$$
+# At least 8 characters, so that the receive interface ("$TB-r") is 10 or more:
+# /proc/net/igmp prints "%-10s:", and a 10-character name meets its colon
+# ("e2e01234-r:"), which every reader of that file must handle (the demo did
+# not, and failed only when the test's pid had 5 digits).
+TB=$(printf 'e2e%05d' $$)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ibvcap-e2e-$TEST.XXXXXX")
 CHILDREN=()
 TB_UP=0
@@ -100,8 +104,8 @@ testbed_up() {
   # ctest timeout): e2e<pid> whose test process is gone.
   for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }' | grep -E '^e2e[0-9]+-rx$' || true); do
     pid=${ns#e2e}
-    pid=${pid%-rx}
-    kill -0 "$pid" 2>/dev/null || bash "$TESTBED" down "e2e$pid" >/dev/null 2>&1 || true
+    pid=$((10#${pid%-rx}))
+    kill -0 "$pid" 2>/dev/null || bash "$TESTBED" down "${ns%-rx}" >/dev/null 2>&1 || true
   done
   TB_UP=1 # from here on, cleanup removes whatever part of it exists
   if ! out=$(bash "$TESTBED" up "$TB" "$@" 2>&1); then
