@@ -164,7 +164,7 @@ rules_exprs() {
       }
       flush()
     }
-    /^ *- (alert|record): / { where = $2 " " $3; next }
+    /^ *- (alert|record): / { where = $2 " " $3; sub(/:/, "", where); next }
     /^ *expr: */ {
       key_indent = indent; rest = $0; sub(/^ *expr: */, "", rest)
       if (rest ~ /^[|>][-+]?$/) { collecting = 1; body = ""; next }
