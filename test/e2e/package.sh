@@ -2,8 +2,10 @@
 # e2e package (ctest -L package): the Debian package on this machine, end to
 # end (docs/operations.md, "The package test"):
 #   build it (scripts/package.sh: dpkg-buildpackage, lintian with no errors);
-#   dpkg -i; getcap /usr/bin/ibvcap is cap_net_raw=ep; the man pages and the
-#   completion are installed; `ibvcap doctor` runs; systemd-analyze verify
+#   dpkg -i; getcap /usr/bin/ibvcap is cap_net_raw=ep; the man pages, the
+#   completion, the Grafana dashboard and the Prometheus alerting rules
+#   (/usr/share/ibvcap/{grafana,prometheus}, equal to tools/) are installed;
+#   `ibvcap doctor` runs; systemd-analyze verify
 #   passes on ibvcap@.service; a live capture over the namespace testbed AS
 #   THE UNPRIVILEGED USER nobody, through the service's own ExecStart
 #   (/usr/libexec/ibvcap/ibvcap-service), started twice: both zero-loss, each
@@ -70,7 +72,10 @@ ls /usr/share/ibvcap/tools/*.bt >/dev/null 2>&1 || fail "no bpftrace tools in /u
 for f in codif vdif; do
   ls /usr/lib/*/wireshark/plugins/$f.lua >/dev/null 2>&1 || fail "the Wireshark $f dissector is not installed"
 done
-say "installed: cap_net_raw=ep, user ibvcap, man pages, completion, tools"
+for f in grafana/ibvcap.json prometheus/ibvcap-rules.yml; do
+  cmp -s "/usr/share/ibvcap/$f" "$SRC/tools/$f" || fail "/usr/share/ibvcap/$f is missing or differs from tools/$f"
+done
+say "installed: cap_net_raw=ep, user ibvcap, man pages, completion, tools, dashboard and alerting rules"
 
 rc=0
 /usr/bin/ibvcap doctor -o "$WORK" >"$WORK/doctor.log" 2>&1 || rc=$?
