@@ -408,6 +408,8 @@ TEST_F(Merge, EveryOperatorMistakeIsOneLineAndAnExitCode) {
         j["streams"][0]["missing"] = std::uint64_t{1} << 60;
         j["totals"]["missing"] = std::uint64_t{1} << 60;
     });
+    edited("z_g1.json", "future.json",
+           [](json& j) { j["started_at"] = "9999-12-31T23:59:59.000000Z"; });
     edited("z_g1.json", "claims.json", [](json& j) {
         j["streams"][0]["missing"] = 2;
         j["totals"]["missing"] = 2;
@@ -427,6 +429,8 @@ TEST_F(Merge, EveryOperatorMistakeIsOneLineAndAnExitCode) {
         {"z_g1.json negative.json", 1, "/totals/missing is -5, not a count"},
         {"z_g1.json edited.json", 1, "/totals/missing is 1, but the streams' missing add up to 0"},
         {"z_g1.json huge.json", 1, "not a count"},
+        {"z_g1.json future.json", 1,
+         "/started_at is \"9999-12-31T23:59:59.000000Z\", not a UTC time"},
         {"z_g1.json claims.json", 1, "is \"zero-loss\" but its totals count 2 missing"},
         {"z_g1.json merged.json", 1, "merged.json is a merged report"},
         {"z_g1.json z_g1.json", 2, "z_g1.json and z_g1.json are the same file"},

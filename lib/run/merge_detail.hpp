@@ -31,7 +31,7 @@ std::uint64_t count_at(const json& object, std::string_view key, const std::stri
 std::uint64_t add_counts(std::uint64_t a, std::uint64_t b, std::string_view what);
 
 // "2026-11-24T07:15:58.271685Z" (format_utc_time's form, fraction optional)
-// as ns since 1970; nullopt for anything else.
+// as ns since 1970; nullopt for anything else (a year after 2200 too).
 std::optional<std::int64_t> parse_utc(std::string_view text);
 // `object[key]` as a time: nullopt when absent or null; throws when it is
 // there and is not a time.

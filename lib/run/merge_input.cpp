@@ -80,7 +80,8 @@ std::uint64_t add_counts(std::uint64_t a, std::uint64_t b, std::string_view what
 }
 
 std::optional<std::int64_t> parse_utc(std::string_view text) {
-    // YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z
+    // YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z, 1970 to 2200: in ns since 1970 with a
+    // run's duration (at most 1e9 s) added, still within an int64.
     const auto number = [&](std::size_t at, std::size_t digits) -> std::optional<int> {
         if (at + digits > text.size()) {
             return std::nullopt;
@@ -103,7 +104,7 @@ std::optional<std::int64_t> parse_utc(std::string_view text) {
     const auto hour = number(11, 2);
     const auto minute = number(14, 2);
     const auto second = number(17, 2);
-    if (!year || !month || !day || !hour || !minute || !second || *year < 1970 || *year > 9999 ||
+    if (!year || !month || !day || !hour || !minute || !second || *year < 1970 || *year > 2200 ||
         *month < 1 || *month > 12 || *day < 1 || *day > 31 || *hour > 23 || *minute > 59 ||
         *second > 60) {
         return std::nullopt;
