@@ -22,6 +22,9 @@ int cmd_merge(int argc, char** argv) {
         ("report", "write the merged report here (- for stdout; the summary then goes to stderr)",
          cxxopts::value<std::string>(), "FILE")
         ("overwrite", "replace an existing --report file")
+        // (--html PAGE goes here once lib/run/run_page.hpp exists: run_merge's
+        // MergeRequest then carries the path; lib/run/merge_run.cpp says where
+        // it is written.)
         ("q,quiet", "no per-host lines: the totals, the notes and the verdict")
         ("h,help", "this help")
         ("reports", "reports", cxxopts::value<std::vector<std::string>>());

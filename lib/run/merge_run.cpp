@@ -206,6 +206,10 @@ int run_merge(const MergeRequest& request) {
     if (!request.report_path.empty()) {
         write_report(request.report_path, merged);
     }
+    // The place for --html PAGE (not yet: lib/run/run_page.hpp's
+    // write_run_page(merged, path) reads a run's report, and so this one):
+    // a MergeRequest::html_path, checked with the --report path above and
+    // written here, after the report.
     print_merge_summary(request.report_path == "-" ? stderr : stdout, merged, !request.quiet);
     return merge_exit_code(merged);
 }
