@@ -108,5 +108,6 @@ int cmd_capture(int argc, char** argv);
 int cmd_devices(int argc, char** argv);
 int cmd_doctor(int argc, char** argv);
 int cmd_verify(int argc, char** argv);
+int cmd_merge(int argc, char** argv);
 
 }  // namespace ibvcap::cli

@@ -30,6 +30,9 @@ void print_usage(std::FILE* out) {
                "                                           per check, with the fix\n"
                "  verify [--report REPORT.json] [FILE...]  check shipped output files against\n"
                "                                           their indexes and the run's report\n"
+               "  merge R1.json R2.json... [--expect SITE.json] [--report OBS.json]\n"
+               "                                           one verdict for the reports of the\n"
+               "                                           hosts that captured one observation\n"
                "\n"
                "'ibvcap <command> --help' lists a command's options.\n"
                "exit codes: 0 zero-loss, 3 loss detected, 1 runtime error, 2 usage error\n");
@@ -70,6 +73,9 @@ int main(int argc, char** argv) {
         if (command == "verify") {
             return cli::cmd_verify(argc - 1, argv + 1);
         }
+        if (command == "merge") {
+            return cli::cmd_merge(argc - 1, argv + 1);
+        }
         if (command == "-h" || command == "--help" || command == "help") {
             print_usage(stdout);
             return kExitZeroLoss;
@@ -78,10 +84,10 @@ int main(int argc, char** argv) {
             fmt::print("ibvcap {}\ngpu: {}\n", IBVCAP_VERSION, gpu::describe());
             return kExitZeroLoss;
         }
-        fmt::print(
-            stderr,
-            "ibvcap: unknown command '{}' (valid: capture, read, gen, devices, doctor, verify)\n",
-            command);
+        fmt::print(stderr,
+                   "ibvcap: unknown command '{}' (valid: capture, read, gen, devices, doctor, "
+                   "verify, merge)\n",
+                   command);
         return kExitUsage;
     } catch (const UsageError& e) {
         fmt::print(stderr, "ibvcap {}: {}\n", command, e.what());

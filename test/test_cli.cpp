@@ -65,7 +65,8 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
     const std::vector<Case> cases = {
         {"", "usage: ibvcap"},
         {"frobnicate",
-         "unknown command 'frobnicate' (valid: capture, read, gen, devices, doctor, verify)"},
+         "unknown command 'frobnicate' (valid: capture, read, gen, devices, doctor, verify, "
+         "merge)"},
         {"doctor --cpus 3-1", "bad --cpus '3-1'"},
         {"doctor --gpu x", "bad --gpu 'x'"},
         {"read", "-r FILE is required"},

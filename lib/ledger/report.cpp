@@ -197,6 +197,7 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     if (!run.run_id.empty()) {
         j["run_id"] = run.run_id;
     }
+    add_provenance(j, ledger, run);
     if (!run.stopped_by.empty()) {
         j["stopped_by"] = run.stopped_by;
     }

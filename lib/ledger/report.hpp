@@ -153,6 +153,9 @@ struct RunInfo {
     // digits from getrandom(2)): `verify --report` knows a report of
     // another run by it. Empty: not known (a library caller).
     std::string run_id;
+    // CLOCK_REALTIME ns when the source started delivering (the report's
+    // started_at); 0: not known (a library caller).
+    std::uint64_t started_ns = 0;
     double duration_s = 0;
     bool interrupted = false;
     // What ended the run (docs/formats.md, "stopped_by"): "end_of_input",
@@ -187,6 +190,10 @@ struct RunInfo {
 };
 
 nlohmann::json report_json(const Ledger& ledger, const RunInfo& run);
+// The report's version, host (gethostname), started_at (run.started_ns) and
+// first_frame_at / last_frame_at (the earliest and latest frame timestamps of
+// the ledger's streams): lib/ledger/provenance.cpp.
+void add_provenance(nlohmann::json& report, const Ledger& ledger, const RunInfo& run);
 // The report's "clocks" (lib/ledger/clock_report.cpp), and one summary line of
 // a device's clock.
 nlohmann::json clocks_json(const std::vector<ClockFigures>& clocks);

@@ -352,7 +352,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     IBVCAP_PROBE2(run_start, settings.command.c_str(), outcome.info.source.c_str());
     const std::int64_t join_ns = expect_clock_ns();  // the expected streams' join
     source.start();
-    const std::uint64_t start_wall_ns = wall_clock_ns();
+    const std::uint64_t start_wall_ns = outcome.info.started_ns = wall_clock_ns();
     if (settings.after_start) {
         // The source's threads run: nothing may leave by an exception.
         try {

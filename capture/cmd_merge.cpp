@@ -1,0 +1,58 @@
+// ibvcap merge R1.json R2.json ... [--expect SITE.json] [--report OBS.json]:
+// one verdict for an observation captured by several hosts (lib/run/merge.hpp).
+#include <fmt/format.h>
+
+#include "capture/cli.hpp"
+#include "lib/run/merge.hpp"
+
+namespace ibvcap::cli {
+
+int cmd_merge(int argc, char** argv) {
+    cxxopts::Options options(
+        "ibvcap merge",
+        "One verdict for an observation captured by several hosts: their run reports "
+        "(capture --report, read --report) merged into one, with the same keys, a table of the "
+        "hosts and what the merge found (streams seen by two hosts, counted once; runs that do "
+        "not overlap in time; different versions).");
+    options.positional_help("REPORT.json...");
+    // clang-format off
+    options.add_options()
+        ("expect", "the site's manifest (the format capture --expect takes): an expected stream "
+                   "that no host saw is loss", cxxopts::value<std::string>(), "SITE.json")
+        ("report", "write the merged report here (- for stdout; the summary then goes to stderr)",
+         cxxopts::value<std::string>(), "FILE")
+        ("overwrite", "replace an existing --report file")
+        // (--html PAGE goes here once lib/run/run_page.hpp exists: run_merge's
+        // MergeRequest then carries the path; lib/run/merge_run.cpp says where
+        // it is written.)
+        ("q,quiet", "no per-host lines: the totals, the notes and the verdict")
+        ("h,help", "this help")
+        ("reports", "reports", cxxopts::value<std::vector<std::string>>());
+    // clang-format on
+    options.parse_positional({"reports"});
+    const auto args = parse(options, argc, argv);
+    if (args.count("help")) {
+        fmt::print("{}", options.help());
+        return kExitZeroLoss;
+    }
+    MergeRequest request;
+    if (args.count("reports")) {
+        request.inputs = args["reports"].as<std::vector<std::string>>();
+    }
+    request.expect_path = option_or<std::string>(args, "expect", "");
+    request.report_path = option_or<std::string>(args, "report", "");
+    request.overwrite = args.count("overwrite") != 0;
+    request.quiet = args.count("quiet") != 0;
+    if (args.count("expect") && request.expect_path.empty()) {
+        throw UsageError("--expect needs the manifest's path");
+    }
+    if (args.count("report") && request.report_path.empty()) {
+        throw UsageError("--report needs a path (- for stdout)");
+    }
+    if (request.overwrite && request.report_path.empty()) {
+        throw UsageError("--overwrite replaces the --report file: give --report FILE");
+    }
+    return run_merge(request);
+}
+
+}  // namespace ibvcap::cli
