@@ -30,6 +30,9 @@ void print_usage(std::FILE* out) {
                "                                           per check, with the fix\n"
                "  verify [--report REPORT.json] [FILE...]  check shipped output files against\n"
                "                                           their indexes and the run's report\n"
+               "  report REPORT.json --html PAGE [--verify]\n"
+               "                                           the run page: one offline HTML file\n"
+               "                                           drawing the report\n"
                "\n"
                "'ibvcap <command> --help' lists a command's options.\n"
                "exit codes: 0 zero-loss, 3 loss detected, 1 runtime error, 2 usage error\n");
@@ -69,6 +72,9 @@ int main(int argc, char** argv) {
         }
         if (command == "verify") {
             return cli::cmd_verify(argc - 1, argv + 1);
+        }
+        if (command == "report") {
+            return cli::cmd_report(argc - 1, argv + 1);
         }
         if (command == "-h" || command == "--help" || command == "help") {
             print_usage(stdout);
