@@ -40,6 +40,8 @@
 #      (goal at 2,400 >= 0.8 x the best of 24 and 240, beside the floor bench/files_floor measures
 #      for the same files) and peak RSS (goal <= --writer-memory,
 #      1 GiB)
+#   7. the run page of a 24-hour run of 2,400 streams: its bytes, and its load time in
+#      headless Chromium (INFO, no goal; needs root, chromium, python3-websocket)
 #
 # The last lines are the summary, one per goal: measured, reference, ratio, goal
 # and PASS, MISS (the goal was not met or not proven), SKIP (could not run here),
@@ -129,7 +131,7 @@ fi
 if grep -q '^CMAKE_BUILD_TYPE:STRING=Debug$\|^IBVCAP_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt"; then
   echo "warning: $BUILD is a Debug or sanitizer build: the figures mean little"
 fi
-cmake --build "$BUILD" -j"$jobs" --target ibvcap bench_demux bench_engine files_floor >"$work/build.log" 2>&1 ||
+cmake --build "$BUILD" -j"$jobs" --target ibvcap bench_demux bench_engine files_floor page_synth >"$work/build.log" 2>&1 ||
   { tail -40 "$work/build.log" >&2; die "build failed"; }
 echo "built $BUILD/bench/bench_demux, $BUILD/bench/bench_engine, $ibvcap"
 
@@ -602,6 +604,42 @@ else
     result "$scale_rss_name" "${scale_rss[2400]} MiB" "bound $bound_mib MiB" "$r" "<= 1" "$(verdict "$(calc "$bound_mib / ${scale_rss[2400]}")" 1)" "24 files: ${scale_rss[24]} MiB, 240: ${scale_rss[240]} MiB"
   fi
 fi
+
+# --- 7. the run page at scale -------------------------------------------------------
+# A 24-hour run of 2,400 streams (quick: one hour) through the real timeline,
+# report and page writer (test/browser/page_synth.cpp: a gap every 7 s, every
+# cause), then the page loaded in headless Chromium with the network off
+# (test/browser/check_page.py, which also checks every figure). No goal: the
+# issue asks for the size and load time, measured (docs/observability.md §4b).
+echo
+page_windows=$([ "$quick" = 1 ] && echo 3600 || echo 86400)
+echo "== 7. the run page: $page_windows one-second windows x 2,400 streams (page_synth; check_page.py in headless Chromium)"
+page_dir=$(mktemp -d /tmp/ibvcap-bench-page.XXXXXX)
+if [ ! -x "$BUILD/test/browser/page_synth" ]; then
+  result "run page: bytes (24 h x 2,400)" "-" "-" "-" "-" FAIL "no $BUILD/test/browser/page_synth (build it)"
+elif ! line=$("$BUILD/test/browser/page_synth" --streams 2400 --windows "$page_windows" "$page_dir/r.json" "$page_dir/p.html"); then
+  result "run page: bytes (24 h x 2,400)" "-" "-" "-" "-" FAIL "page_synth failed"
+else
+  echo "$line"
+  page_bytes=$(stat -c %s "$page_dir/p.html")
+  report_bytes=$(stat -c %s "$page_dir/r.json")
+  result "run page: bytes ($page_windows s x 2,400)" "$((page_bytes / 1024)) KiB" "report $((report_bytes / 1024)) KiB" "$(calc "$page_bytes / $report_bytes")" "-" INFO "$(sed 's/^page_synth: //' <<<"$line")"
+  if command -v chromium >/dev/null && /usr/bin/python3 -c 'import websocket' 2>/dev/null && [ "$(id -u)" = 0 ]; then
+    if load=$(unshare --net sh -c 'ip link set lo up && exec "$@"' sh /usr/bin/python3 test/browser/check_page.py \
+      --chromium "$(command -v chromium)" --page "$page_dir/p.html" --report "$page_dir/r.json" \
+      --screenshot "$page_dir/p.png" 2>&1); then
+      echo "$load"
+      ms=$(sed -n 's/.*ready in \([0-9]*\) ms.*/\1/p' <<<"$load")
+      result "run page: load ($page_windows s x 2,400)" "$ms ms" "-" "-" "-" INFO "navigation to the page's script done, headless Chromium, $(nproc) cores"
+    else
+      echo "$load"
+      result "run page: load ($page_windows s x 2,400)" "-" "-" "-" "-" FAIL "check_page.py failed"
+    fi
+  else
+    result "run page: load ($page_windows s x 2,400)" "-" "-" "-" "-" SKIP "needs root, chromium and python3-websocket"
+  fi
+fi
+rm -rf "$page_dir"
 
 # --- summary -------------------------------------------------------------------------
 echo

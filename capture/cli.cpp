@@ -14,6 +14,7 @@
 
 #include "lib/run/console.hpp"
 #include "lib/run/metrics.hpp"
+#include "lib/run/run_page.hpp"
 
 namespace ibvcap::cli {
 
@@ -390,6 +391,7 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
         ("W,file-count", "with -G or -C: keep N files per output, overwriting the oldest (a ring buffer)", cxxopts::value<std::uint32_t>(), "N")
         ("c,count", "stop after N frames", cxxopts::value<std::uint64_t>(), "N")
         ("report", "write the ledger as JSON to FILE (- for stdout)", cxxopts::value<std::string>(), "FILE")
+        ("html", "write the run page to PAGE: one self-contained HTML file that draws the report (verdict, loss by cause, presence of every stream over time, rates, witnesses, outputs); opens offline in any browser", cxxopts::value<std::string>(), "PAGE")
         ("metrics-file", "write the run's counters in the Prometheus text format to PATH, replaced atomically every --metrics-interval seconds and at the end (for node_exporter's textfile collector, which reads *.prom files)", cxxopts::value<std::string>(), "PATH")
         ("metrics-interval", "seconds between rewrites of --metrics-file (taken at the once-a-second tick)", cxxopts::value<double>()->default_value("10"), "SECONDS")
         ("expect", "the streams the run must see: a JSON manifest of groups, antennas and CODIF threads (docs/operations.md); one that never arrives, starts late, stops early or runs at the wrong rate makes the verdict loss", cxxopts::value<std::string>(), "FILE")
@@ -601,6 +603,30 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
             throw UsageError(problem);
         }
     }
+    if (args.count("html")) {
+        c.html_path = args["html"].as<std::string>();
+        if (c.html_path.empty() || c.html_path == "-") {
+            throw UsageError("--html needs a file name, e.g. run.html (the page is written there)");
+        }
+        if (c.html_path == c.report_path) {
+            throw UsageError(fmt::format(
+                "--html {} is the --report file; give the page another name", c.html_path));
+        }
+        if (!may_write_run_page(c.html_path)) {
+            throw UsageError(
+                fmt::format("--html {}: the file is there and is not an ibvcap run "
+                            "page; give the page another name, or remove it",
+                            c.html_path));
+        }
+        if (!c.outputs.formats.empty()) {
+            prepare_output_dir(c.outputs.output_dir);
+        }
+        if (const std::string problem =
+                check_report_path(c.html_path, c.outputs, input_file, "--html");
+            !problem.empty()) {
+            throw UsageError(problem);
+        }
+    }
     c.metrics_interval_s = args["metrics-interval"].as<double>();
     check_positive(args, "metrics-interval", c.metrics_interval_s, "--metrics-interval",
                    "leave it out for every 10 seconds");
@@ -619,6 +645,10 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
             prepare_output_dir(c.outputs.output_dir);
         }
         check_metrics_path(c.metrics_path, c.outputs, input_file, c.report_path);
+        if (c.metrics_path == c.html_path) {
+            throw UsageError(fmt::format(
+                "--metrics-file {} is the --html page; give them different names", c.html_path));
+        }
     }
     read_expect_options(args, c);
     c.quiet = args.count("quiet") > 0;
@@ -673,22 +703,44 @@ void summary(const RunOutcome& outcome, bool quiet, bool to_stderr) {
     std::free(text);
 }
 
+// The report and the run page, from one JSON; a failure is one line each.
+// Returns whether both were written.
+bool write_run_files(const RunOutcome& outcome, const CommonOptions& common) {
+    if (common.report_path.empty() && common.html_path.empty()) {
+        return true;
+    }
+    bool ok = true;
+    const nlohmann::json report = report_json(outcome.ledger, outcome.info);
+    for (const auto& [path, page] :
+         {std::pair{common.report_path, false}, std::pair{common.html_path, true}}) {
+        if (path.empty()) {
+            continue;
+        }
+        try {
+            if (page) {
+                write_run_page(path, report);
+            } else {
+                write_report(path, report);
+            }
+        } catch (const std::exception& e) {
+            say(fmt::format("ibvcap {}: {}\n", outcome.info.command, e.what()));
+            ok = false;
+        }
+    }
+    return ok;
+}
+
 }  // namespace
 
-int finish_run(const RunOutcome& outcome, const std::string& report_path, bool quiet) {
+int finish_run(const RunOutcome& outcome, const CommonOptions& common) {
+    const bool quiet = common.quiet;
     // With --report - stdout is the JSON alone; the summary goes to stderr.
-    const bool to_stderr = report_path == "-";
+    const bool to_stderr = common.report_path == "-";
     if (urgent_flag().load()) {
         // Stopped at once: the counts are true, the queued records are
         // counted as not written, and 130 says how the run ended.
         summary(outcome, quiet, to_stderr);
-        if (!report_path.empty()) {
-            try {
-                write_report(report_path, report_json(outcome.ledger, outcome.info));
-            } catch (const std::exception& e) {
-                say(fmt::format("ibvcap {}: {}\n", outcome.info.command, e.what()));
-            }
-        }
+        write_run_files(outcome, common);
         say(
             fmt::format("ibvcap {}: stopped at once on a second interrupt; queued records were "
                         "not written, every file holds whole records\n",
@@ -699,13 +751,8 @@ int finish_run(const RunOutcome& outcome, const std::string& report_path, bool q
     // on the terminal.
     summary(outcome, quiet, to_stderr);
     int code = outcome.exit_code;
-    if (!report_path.empty()) {
-        try {
-            write_report(report_path, report_json(outcome.ledger, outcome.info));
-        } catch (const std::exception& e) {
-            say(fmt::format("ibvcap {}: {}\n", outcome.info.command, e.what()));
-            code = kExitError;
-        }
+    if (!write_run_files(outcome, common)) {
+        code = kExitError;
     }
     if (!outcome.info.error.empty()) {
         say(fmt::format("ibvcap {}: {}\n", outcome.info.command, outcome.info.error));

@@ -83,6 +83,7 @@ struct CommonOptions {
     Writer::Options writer;  // --direct-io, --disk-threads, --disk-cpu, -G, -C, -W
     std::uint64_t count = 0;
     std::string report_path;
+    std::string html_path;     // --html: the run page (empty: none)
     std::string metrics_path;  // --metrics-file (empty: none)
     double metrics_interval_s = 10;
     bool quiet = false;
@@ -98,9 +99,9 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args,
 // The -v line for one CODIF frame.
 void print_frame(const Frame& frame, const UdpPacket& packet, const StreamHeader& header,
                  const StreamStats& stream);
-// End of a run: the report (when asked), the summary, one stderr line per
-// error; returns the exit code.
-int finish_run(const RunOutcome& outcome, const std::string& report_path, bool quiet);
+// End of a run: the report and the run page (when asked), the summary, one
+// stderr line per error; returns the exit code.
+int finish_run(const RunOutcome& outcome, const CommonOptions& common);
 
 int cmd_read(int argc, char** argv);
 int cmd_gen(int argc, char** argv);
@@ -109,5 +110,6 @@ int cmd_devices(int argc, char** argv);
 int cmd_doctor(int argc, char** argv);
 int cmd_verify(int argc, char** argv);
 int cmd_merge(int argc, char** argv);
+int cmd_report(int argc, char** argv);
 
 }  // namespace ibvcap::cli

@@ -33,7 +33,7 @@ std::vector<std::string> join_optional_value(int argc, char** argv, std::string_
 }
 
 // The directories a capture still writes into once its privileges are
-// dropped: the output directory, and those of the report and the metrics file
+// dropped: the output directory, and those of the report, the run page and the metrics file
 // when they are (or will be) regular files there ("-", a FIFO or a device is
 // written in place).
 std::vector<std::filesystem::path> dirs_written_later(const CommonOptions& common) {
@@ -41,7 +41,7 @@ std::vector<std::filesystem::path> dirs_written_later(const CommonOptions& commo
     if (!common.outputs.formats.empty()) {
         dirs.emplace_back(common.outputs.output_dir);
     }
-    for (const std::string& path : {common.report_path, common.metrics_path}) {
+    for (const std::string& path : {common.report_path, common.html_path, common.metrics_path}) {
         std::error_code ec;
         if (path.empty() || path == "-" ||
             (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))) {
@@ -318,7 +318,7 @@ int cmd_capture(int argc, char** argv) {
     install_stop_handler();
     RunOutcome outcome = run_capture(request, stop_flag());
     outcome.info.frame_lines_dropped = stdout_console().dropped();
-    return finish_run(outcome, common.report_path, common.quiet);
+    return finish_run(outcome, common);
 }
 
 }  // namespace ibvcap::cli

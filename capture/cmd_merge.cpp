@@ -22,9 +22,9 @@ int cmd_merge(int argc, char** argv) {
         ("report", "write the merged report here (- for stdout; the summary then goes to stderr)",
          cxxopts::value<std::string>(), "FILE")
         ("overwrite", "replace an existing --report file")
-        // (--html PAGE goes here once lib/run/run_page.hpp exists: run_merge's
-        // MergeRequest then carries the path; lib/run/merge_run.cpp says where
-        // it is written.)
+        ("html", "write the run page of the merged report to PAGE (ibvcap report --html): the "
+                 "verdict, each host, each stream's presence over the observation",
+         cxxopts::value<std::string>(), "PAGE")
         ("q,quiet", "no per-host lines: the totals, the notes and the verdict")
         ("h,help", "this help")
         ("reports", "reports", cxxopts::value<std::vector<std::string>>());
@@ -41,6 +41,10 @@ int cmd_merge(int argc, char** argv) {
     }
     request.expect_path = option_or<std::string>(args, "expect", "");
     request.report_path = option_or<std::string>(args, "report", "");
+    request.html_path = option_or<std::string>(args, "html", "");
+    if (args.count("html") && request.html_path.empty()) {
+        throw UsageError("--html needs a file name, e.g. obs.html");
+    }
     request.overwrite = args.count("overwrite") != 0;
     request.quiet = args.count("quiet") != 0;
     if (args.count("expect") && request.expect_path.empty()) {

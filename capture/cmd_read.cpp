@@ -47,7 +47,7 @@ int cmd_read(int argc, char** argv) {
     install_stop_handler();
     RunOutcome outcome = run_read(request, stop_flag());
     outcome.info.frame_lines_dropped = stdout_console().dropped();
-    return finish_run(outcome, common.report_path, common.quiet);
+    return finish_run(outcome, common);
 }
 
 }  // namespace ibvcap::cli

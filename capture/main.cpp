@@ -33,6 +33,9 @@ void print_usage(std::FILE* out) {
                "  merge R1.json R2.json... [--expect SITE.json] [--report OBS.json]\n"
                "                                           one verdict for the reports of the\n"
                "                                           hosts that captured one observation\n"
+               "  report REPORT.json --html PAGE [--verify]\n"
+               "                                           the run page: one offline HTML file\n"
+               "                                           drawing the report\n"
                "\n"
                "'ibvcap <command> --help' lists a command's options.\n"
                "exit codes: 0 zero-loss, 3 loss detected, 1 runtime error, 2 usage error\n");
@@ -76,6 +79,9 @@ int main(int argc, char** argv) {
         if (command == "merge") {
             return cli::cmd_merge(argc - 1, argv + 1);
         }
+        if (command == "report") {
+            return cli::cmd_report(argc - 1, argv + 1);
+        }
         if (command == "-h" || command == "--help" || command == "help") {
             print_usage(stdout);
             return kExitZeroLoss;
@@ -86,7 +92,7 @@ int main(int argc, char** argv) {
         }
         fmt::print(stderr,
                    "ibvcap: unknown command '{}' (valid: capture, read, gen, devices, doctor, "
-                   "verify, merge)\n",
+                   "verify, merge, report)\n",
                    command);
         return kExitUsage;
     } catch (const UsageError& e) {

@@ -184,7 +184,7 @@ packets=$(jq .totals.packets "$work/plan.json")
 
 echo "== capturing $format on $rx_if: ibvcap capture --source pcap ${outputs[*]} ${stream_opts[*]} -c $packets ${groups[*]}"
 "${rx[@]}" "$ibvcap" capture --source pcap -i "$rx_if" -o "$work/out" "${outputs[@]}" \
-  "${stream_opts[@]}" --report "$work/report.json" -c "$packets" --duration 60 "${groups[@]}" \
+  "${stream_opts[@]}" --report "$work/report.json" --html "$work/run.html" -c "$packets" --duration 60 "${groups[@]}" \
   >"$work/capture.log" 2>&1 &
 capture_pid=$!
 
@@ -238,6 +238,12 @@ lost=$(jq '.totals.nic_drops + .totals.write_drops + .totals.malformed + .totals
 if [ "$lost" != 0 ]; then
   echo "demo: the capture could not keep up: $(jq -r '.loss_reasons | join("; ")' "$work/report.json")" \
     "(run it on an idle machine)" >&2
+  same=0
+fi
+if [ -s "$work/run.html" ]; then
+  echo "== the run page (open it in any browser, offline): $work/run.html"
+else
+  echo "demo: the capture wrote no run page (--html $work/run.html)" >&2
   same=0
 fi
 if [ "$same" = 1 ] && [ "$rc" = 3 ]; then

@@ -17,6 +17,9 @@ packages=(
   wireshark-common  # capinfos (tshark depends on it): test_pcapng opens ibvcap's pcapng with it
   systemtap-sdt-dev bpftrace
   prometheus # promtool: test/e2e/metrics.sh checks the --metrics-file
+  # test/browser/run_page.sh: the run page loaded in headless Chromium, driven
+  # over the DevTools protocol from Python
+  chromium python3 python3-minimal python3-websocket  # python3-minimal: /usr/bin/python3, whose packages python3-websocket extends
   time  # GNU time: bench/run.sh's peak RSS of the file-scaling runs
   # test/e2e/package.sh: the package built (scripts/package.sh), checked and
   # installed: systemd-analyze verify, lintian, getcap; a fresh Debian has

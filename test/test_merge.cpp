@@ -333,16 +333,23 @@ TEST(MergePresence, RowsOnACommonAxisCoarsened) {
 }
 
 TEST_F(Merge, PresenceIsMergedWhenTheReportsHaveIt) {
+    // Runs' reports carry their presence (lib/ledger/presence.hpp): the
+    // merge has every host's rows, each naming its host.
     std::vector<MergeInput> inputs{input("z_g1.json"), input("z_g2.json")};
-    EXPECT_FALSE(merge_reports(inputs, std::nullopt).contains("presence"));
-    inputs[0].report["presence"] = {{"started_at", 1700000000.0},
-                                    {"bin_s", 1},
-                                    {"bins", 1},
-                                    {"t", json::array({1})},
-                                    {"streams", json::array()}};
+    const std::size_t rows = inputs[0].report["presence"]["streams"].size() +
+                             inputs[1].report["presence"]["streams"].size();
+    ASSERT_GT(rows, 0u);
     const json merged = merge_reports(inputs, std::nullopt);
     ASSERT_TRUE(merged.contains("presence")) << merged["notes"].dump();
-    EXPECT_EQ(merged["presence"]["bins"], 1u);
+    EXPECT_EQ(merged["presence"]["streams"].size(), rows);
+    for (const json& r : merged["presence"]["streams"]) {
+        EXPECT_TRUE(r.contains("host") && r["host"].is_string()) << r.dump();
+    }
+    // Reports without one (older versions): no presence in the merge.
+    for (MergeInput& in : inputs) {
+        in.report.erase("presence");
+    }
+    EXPECT_FALSE(merge_reports(inputs, std::nullopt).contains("presence"));
 }
 
 // The merged report has every key a run's report has (but those of one run

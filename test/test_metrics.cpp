@@ -194,6 +194,21 @@ TEST(MetricsFormat, HeldSlotsOnlyWhenTheSourceHoldsSlots) {
     EXPECT_EQ(text.find("ibvcap_writer_backlog_bytes"), std::string::npos);
 }
 
+// The writers' bound beside their backlog, so that an alert and a dashboard
+// can judge the backlog against the run's own --writer-memory.
+TEST(MetricsFormat, TheWritersBoundOnlyWhenThereIsOne) {
+    MetricsInput in = small_input();
+    EXPECT_EQ(format_metrics(in).find("ibvcap_writer_memory_bound_bytes"), std::string::npos);
+    in.writer_bound_bytes = 0;  // no bound
+    EXPECT_EQ(format_metrics(in).find("ibvcap_writer_memory_bound_bytes"), std::string::npos);
+    in.writer_bound_bytes = std::uint64_t{1} << 30;
+    const std::string text = format_metrics(in);
+    EXPECT_NE(text.find("# TYPE ibvcap_writer_memory_bound_bytes gauge\n"
+                        "ibvcap_writer_memory_bound_bytes{run=\"ibvcap\"} 1073741824\n"),
+              std::string::npos)
+        << text;
+}
+
 TEST(MetricsFormat, LabelValuesAreEscaped) {
     EXPECT_EQ(escape_label_value("plain/name_0"), "plain/name_0");
     EXPECT_EQ(escape_label_value(R"(a\b)"), R"(a\\b)");

@@ -443,7 +443,6 @@ TEST(GapAttribution, InjectedGapsOnTheSimulatedNicGetTheirCauses) {
     EXPECT_EQ(net_missing, out.ledger.totals().missing);
     EXPECT_GE(t.seconds().size(), 10u) << "100 ms ticks over about two seconds";
 }
-
 }  // namespace
 }  // namespace ibvcap
 
@@ -486,6 +485,91 @@ TEST(GapAttribution, AGapWhileTheRingIsHeldIsTheHoldLimits) {
     EXPECT_EQ(lost(t, LossCause::ring_hold_limit), 4u);
     EXPECT_EQ(lost(t, LossCause::receive_queue), 0u) << "the held ring explains out_of_buffer";
     EXPECT_EQ(lost(t, LossCause::writer), out_run.ledger.totals().write_drops);
+}
+
+// The presence map's data (lib/ledger/presence.hpp): each stream's frames
+// present and missing per bin, the gaps' causes, late frames taken back from
+// the newest cells; the rows add up to the streams.
+LiveView lane_of(std::vector<std::pair<std::uint64_t, std::uint64_t>> packets_missing,
+                 std::uint64_t duplicates = 0) {
+    LiveView v;
+    for (std::size_t i = 0; i < packets_missing.size(); ++i) {
+        LiveStream s;
+        s.group = kG1;
+        s.antenna = test::kAntenna1 + static_cast<std::uint32_t>(i);
+        s.packets = packets_missing[i].first;
+        s.missing = packets_missing[i].second;
+        s.duplicates = i == 0 ? duplicates : 0;
+        v.packets += s.packets;
+        v.streams.push_back(s);
+    }
+    v.copies = 1;
+    return v;
+}
+
+TEST(Presence, CellsHoldEachWindowsFramesGapsAndCauses) {
+    Timeline t;
+    std::vector<SourceCounter> w{witness("pcap/ps_drop", 0, LossCause::kernel)};
+    t.sample(1, std::vector{lane_of({{100, 0}, {100, 0}})}, w);
+    t.sample(2, std::vector{lane_of({{195, 5}, {200, 0}})}, w);  // upstream gap on stream 0
+    w[0].value = 7;
+    t.sample(3, std::vector{lane_of({{290, 12}, {200, 0}}, 3)}, w);  // kernel; 3 duplicates
+    t.sample(4, std::vector{lane_of({{392, 10}, {300, 0}}, 3)}, w);  // 2 late frames
+    const Presence& p = t.presence();
+    ASSERT_EQ(p.rows().size(), 2u);
+    EXPECT_EQ(p.windows_per_bin(), 1u);
+    EXPECT_EQ(p.bin_ends(), (std::vector<double>{1, 2, 3, 4}));
+    const auto& r0 = p.rows()[0];
+    EXPECT_EQ(r0.stream, "239.17.0.1:36001 10.0.0.11 thread 0");
+    EXPECT_EQ(r0.present, 392u - 3u);
+    EXPECT_EQ(r0.missing, 10u);
+    ASSERT_EQ(r0.cells.size(), 4u);
+    EXPECT_EQ(r0.cells[1].present, 95u);
+    EXPECT_EQ(r0.cells[1].missing, 5u);
+    EXPECT_EQ(r0.cells[1].causes, 1U << static_cast<unsigned>(LossCause::upstream));
+    EXPECT_EQ(r0.cells[2].present, 92u);  // 95 received, 3 of them duplicates
+    EXPECT_EQ(r0.cells[2].missing, 5u);   // 7 opened, 2 taken back by the late frames
+    EXPECT_EQ(r0.cells[2].causes, 1U << static_cast<unsigned>(LossCause::kernel));
+    const auto& r1 = p.rows()[1];
+    EXPECT_EQ(r1.missing, 0u);
+    EXPECT_EQ(r1.cells[2].present, 0u);  // silent in window 3
+    // In the report: cells only where frames are missing, activity as spans.
+    const nlohmann::json j = presence_json(p);
+    EXPECT_EQ(j["bins"], 4);
+    EXPECT_EQ(j["streams"][0]["cells"],
+              nlohmann::json::parse(R"([[1,95,5,["upstream"]],[2,92,5,["kernel"]]])"));
+    EXPECT_EQ(j["streams"][1]["active"], nlohmann::json::parse("[[0,1],[3,3]]"));
+    EXPECT_EQ(j["streams"][1]["cells"], nlohmann::json::array());
+}
+
+TEST(Presence, ALongRunMergesPairsOfBinsAndKeepsItsSums) {
+    Timeline t;
+    const std::vector<SourceCounter> none;
+    std::uint64_t packets = 0;
+    std::uint64_t missing = 0;
+    const std::size_t windows = 3 * Presence::kMaxBins + 5;  // 1541: bins of 4 windows
+    for (std::size_t i = 1; i <= windows; ++i) {
+        packets += 10;
+        if (i % 100 == 0) {
+            missing += 3;
+        }
+        t.sample(static_cast<double>(i), std::vector{lane_of({{packets, missing}})}, none);
+    }
+    const Presence& p = t.presence();
+    EXPECT_EQ(p.windows_per_bin(), 4u);
+    ASSERT_EQ(p.bin_ends().size(), (windows + 3) / 4);
+    EXPECT_LE(p.bin_ends().size(), Presence::kMaxBins);
+    EXPECT_EQ(p.bin_ends().back(), static_cast<double>(windows));
+    EXPECT_EQ(p.bin_ends()[0], 4.0);
+    std::uint64_t present = 0;
+    std::uint64_t lost = 0;
+    for (const auto& c : p.rows()[0].cells) {
+        present += c.present;
+        lost += c.missing;
+    }
+    EXPECT_EQ(present, packets);
+    EXPECT_EQ(lost, missing);
+    EXPECT_EQ(p.rows()[0].cells[24].missing, 3u);  // window 100 is in bin 24 (windows 97-100)
 }
 
 }  // namespace

@@ -111,6 +111,7 @@ void add_timeline(nlohmann::json& j, const Timeline& timeline) {
                            {"bytes", s.bytes},
                            {"missing", s.missing},
                            {"filled", s.filled},
+                           {"backlog", s.backlog},
                            {"counters", counters}});
     }
     j["timeline"] = seconds;
@@ -124,6 +125,7 @@ void add_timeline(nlohmann::json& j, const Timeline& timeline) {
     }
     j["gaps"] = gaps;
     j["gaps_not_listed"] = timeline.gaps_not_listed();
+    j["presence"] = presence_json(timeline.presence());
     nlohmann::json by_cause = nlohmann::json::object();
     const auto lost = timeline.lost_by_cause();
     for (std::size_t c = 0; c < kLossCauseCount; ++c) {

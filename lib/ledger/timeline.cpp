@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 
 namespace ibvcap {
 
@@ -11,7 +12,7 @@ std::string stream_label(const LiveStream& s) {
 }
 
 void Timeline::sample(double t, std::span<const LiveView> lanes,
-                      std::span<const SourceCounter> witnesses) {
+                      std::span<const SourceCounter> witnesses, std::uint64_t backlog) {
     std::uint64_t packets = 0;
     std::uint64_t bytes = 0;
     for (const auto& l : lanes) {
@@ -20,6 +21,7 @@ void Timeline::sample(double t, std::span<const LiveView> lanes,
     }
     TimelineSecond second;
     second.t = t;
+    second.backlog = backlog;
     // A copy may lag the one before by a poll batch; counts never go back.
     second.packets = packets - std::min(packets, last_packets_);
     second.bytes = bytes - std::min(bytes, last_bytes_);
@@ -35,20 +37,30 @@ void Timeline::sample(double t, std::span<const LiveView> lanes,
     }
     const std::size_t window = seconds_.size();
     seconds_.push_back(std::move(second));
+    presence_.begin_window(
+        t,
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
+            t);
     TimelineSecond& now = seconds_.back();
     for (std::size_t lane = 0; lane < lanes.size(); ++lane) {
         const auto& streams = lanes[lane].streams;
         for (std::size_t i = 0; i < streams.size(); ++i) {
             StreamState& s = streams_[{lane, i}];
             const std::uint64_t missing = streams[i].missing;
+            std::uint64_t opened = 0;
+            std::uint64_t taken_back = 0;
+            LossCause cause = LossCause::upstream;
             if (missing < s.missing) {
-                take_back(s, s.missing - missing);  // late frames filled a gap
-                now.filled += s.missing - missing;
+                taken_back = s.missing - missing;
+                take_back(s, taken_back);  // late frames filled a gap
+                now.filled += taken_back;
             } else if (missing > s.missing) {
                 Gap gap;
                 gap.t = t;
                 gap.missing = missing - s.missing;
                 attribute(gap, window);
+                opened = gap.missing;
+                cause = gap.cause;
                 now.missing += gap.missing;
                 if (gaps_.size() < max_gaps_) {
                     gap.stream = stream_label(streams[i]);
@@ -60,6 +72,7 @@ void Timeline::sample(double t, std::span<const LiveView> lanes,
                 }
             }
             s.missing = missing;
+            presence_.stream({lane, i}, streams[i], opened, cause, taken_back);
         }
     }
 }

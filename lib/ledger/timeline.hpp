@@ -26,6 +26,7 @@
 
 #include "lib/ledger/ledger.hpp"
 #include "lib/ledger/live.hpp"
+#include "lib/ledger/presence.hpp"
 
 namespace ibvcap {
 
@@ -44,6 +45,7 @@ struct TimelineSecond {
     std::uint64_t bytes = 0;
     std::uint64_t missing = 0;  // frames in gaps opened in this window
     std::uint64_t filled = 0;   // frames of earlier gaps that arrived late in it
+    std::uint64_t backlog = 0;  // the writers' backlog (bytes) at the window's end
     // Witnesses that grew in this window: name → growth.
     std::vector<std::pair<std::string, std::uint64_t>> counters;
 };
@@ -66,8 +68,9 @@ class Timeline {
     // `t`: seconds since the start. `lanes`: each lane's counts (streams of
     // a lane keep their order between samples). `witnesses`: growth since the
     // start. The first sample is the baseline for the growth.
-    void sample(double t, std::span<const LiveView> lanes,
-                std::span<const SourceCounter> witnesses);
+    // `backlog`: the writers' queued bytes at `t`.
+    void sample(double t, std::span<const LiveView> lanes, std::span<const SourceCounter> witnesses,
+                std::uint64_t backlog = 0);
     // The writers' dropped records (they are not sequence gaps: the frames
     // were captured, then not written), counted under LossCause::writer.
     void set_write_drops(std::uint64_t records) { write_drops_ = records; }
@@ -82,6 +85,9 @@ class Timeline {
     std::array<std::uint64_t, kLossCauseCount> lost_by_cause() const;
     // The names of the witnesses sampled, with their cause.
     const std::map<std::string, LossCause>& witness_causes() const { return causes_; }
+    // Each stream's frames present and missing per bin of windows, with the
+    // gaps' causes: the run page's presence map.
+    const Presence& presence() const { return presence_; }
 
   private:
     struct StreamState {
@@ -104,6 +110,7 @@ class Timeline {
     std::vector<Gap> gaps_;
     std::uint64_t unlisted_gaps_ = 0;
     std::uint64_t write_drops_ = 0;
+    Presence presence_;
 };
 
 // "239.17.0.1:36001 10.0.0.11 thread 0"

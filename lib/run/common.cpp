@@ -241,27 +241,29 @@ bool same_file(const struct stat& a, const struct stat& b) {
 }  // namespace
 
 std::string check_report_path(const std::string& path, const OutputOptions& outputs,
-                              const std::string& input_file) {
+                              const std::string& input_file, std::string_view option) {
     if (path == "-") {
         return {};
     }
-    const auto fail = [&path](const std::string& why) {
-        return std::runtime_error(fmt::format(
-            "cannot write report {}: {}; choose another path with --report", path, why));
+    const std::string_view noun = option == "--report" ? "report" : "run page";
+    const auto fail = [&](const std::string& why) {
+        return std::runtime_error(fmt::format("cannot write {} {}: {}; choose another path with {}",
+                                              noun, path, why, option));
     };
     struct stat st {};
     const bool exists = ::stat(path.c_str(), &st) == 0;
     struct stat input {};
     if (exists && !input_file.empty() && ::stat(input_file.c_str(), &input) == 0 &&
         same_file(st, input)) {
-        return fmt::format("--report {} is the input file; give the report another path", path);
+        return fmt::format("{} {} is the input file; give the {} another path", option, path, noun);
     }
     if (exists && S_ISDIR(st.st_mode)) {
         std::string in = path;
         while (in.size() > 1 && in.back() == '/') {
             in.pop_back();
         }
-        throw fail("it is a directory (give a file name in it, e.g. " + in + "/report.json)");
+        throw fail(fmt::format("it is a directory (give a file name in it, e.g. {}/{})", in,
+                               option == "--report" ? "report.json" : "run.html"));
     }
     if (exists && !S_ISREG(st.st_mode)) {
         // A device, FIFO or socket: written in place at the end.
@@ -287,8 +289,8 @@ std::string check_report_path(const std::string& path, const OutputOptions& outp
         throw fail(fmt::format("directory {}: {}", dir.string(), std::strerror(errno)));
     }
     if (is_run_file(outputs, target)) {
-        return fmt::format("--report {} is a file this run writes; give the report another path",
-                           path);
+        return fmt::format("{} {} is a file this run writes; give the {} another path", option,
+                           path, noun);
     }
     if (const std::string why = cannot_create_in(dir); !why.empty()) {
         throw fail(why);

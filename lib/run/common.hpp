@@ -82,8 +82,10 @@ void claim_outputs(const OutputOptions& options, const std::string& input_file,
 // path is the input file, or a file this run writes: exit 2) or an empty
 // string; throws std::runtime_error (exit 1) when the path cannot be written
 // (a directory, a missing or unwritable directory). `-` is stdout.
+// `option`: the option that named the path ("--report", "--html": the run
+// page is checked as the report is).
 std::string check_report_path(const std::string& path, const OutputOptions& outputs,
-                              const std::string& input_file);
+                              const std::string& input_file, std::string_view option = "--report");
 
 // For a file the run writes besides its outputs (--report, --metrics-file),
 // checked before the run: whether `path` is one of the files this run writes

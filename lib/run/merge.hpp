@@ -78,6 +78,7 @@ struct MergeRequest {
     std::vector<std::string> inputs;  // the hosts' reports
     std::string expect_path;          // --expect (empty: none)
     std::string report_path;          // --report ("-": stdout; empty: none)
+    std::string html_path;            // --html: the run page of the merged report (empty: none)
     bool overwrite = false;           // --overwrite: replace an existing --report file
     bool quiet = false;               // -q: no per-host lines
 };

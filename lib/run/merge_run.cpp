@@ -13,6 +13,7 @@
 #include "lib/run/common.hpp"
 #include "lib/run/merge.hpp"
 #include "lib/run/merge_detail.hpp"
+#include "lib/run/run_page.hpp"
 #include "lib/usage_error.hpp"
 
 namespace ibvcap {
@@ -59,6 +60,39 @@ void check_merge_report_path(const MergeRequest& request) {
             path));
     }
     if (const std::string usage = check_report_path(path, OutputOptions{}, std::string());
+        !usage.empty()) {
+        throw UsageError(usage);
+    }
+}
+
+// --html PAGE: as capture's (lib/run/run_page.hpp): never over a file that is
+// not a run page, nor over an input or the --report file.
+void check_merge_html_path(const MergeRequest& request) {
+    const std::string& page = request.html_path;
+    if (page.empty()) {
+        return;
+    }
+    if (page == "-") {
+        throw UsageError("--html needs a file name, e.g. obs.html (the page is written there)");
+    }
+    std::error_code ec;
+    for (const auto& other : request.inputs) {
+        if (other == page || std::filesystem::equivalent(other, page, ec)) {
+            throw UsageError(fmt::format(
+                "--html {} is one of the reports to merge; give the page another path", page));
+        }
+    }
+    if (page == request.report_path) {
+        throw UsageError(
+            fmt::format("--html {} is the --report file; give the page another name", page));
+    }
+    if (!may_write_run_page(page)) {
+        throw UsageError(
+            fmt::format("--html {}: the file is there and is not an ibvcap run page; "
+                        "give the page another name, or remove it",
+                        page));
+    }
+    if (const std::string usage = check_report_path(page, OutputOptions{}, std::string(), "--html");
         !usage.empty()) {
         throw UsageError(usage);
     }
@@ -188,6 +222,7 @@ int run_merge(const MergeRequest& request) {
         }
     }
     check_merge_report_path(request);
+    check_merge_html_path(request);
     std::optional<ExpectManifest> expect;
     if (!request.expect_path.empty()) {
         try {
@@ -206,10 +241,9 @@ int run_merge(const MergeRequest& request) {
     if (!request.report_path.empty()) {
         write_report(request.report_path, merged);
     }
-    // The place for --html PAGE (not yet: lib/run/run_page.hpp's
-    // write_run_page(merged, path) reads a run's report, and so this one):
-    // a MergeRequest::html_path, checked with the --report path above and
-    // written here, after the report.
+    if (!request.html_path.empty()) {
+        write_run_page(request.html_path, merged);
+    }
     print_merge_summary(request.report_path == "-" ? stderr : stdout, merged, !request.quiet);
     return merge_exit_code(merged);
 }

@@ -251,6 +251,12 @@ std::string format_metrics(const MetricsInput& in) {
         gauge("ibvcap_writer_backlog_bytes", "Bytes queued for the disk, not yet written.",
               double(*in.writer_backlog_bytes));
     }
+    if (in.writer_bound_bytes && *in.writer_bound_bytes > 0) {
+        gauge("ibvcap_writer_memory_bound_bytes",
+              "The writers' memory bound (--writer-memory as used, summed over the writers): at "
+              "it a live capture drops records.",
+              double(*in.writer_bound_bytes));
+    }
     if (in.slots_held) {
         gauge("ibvcap_held_slots",
               "Receive slots held by the writers and the block rings (zero-copy), not yet "

@@ -41,6 +41,7 @@ struct MetricsInput {
     std::vector<SourceCounter> witnesses;  // growth since the start
     std::array<std::uint64_t, kLossCauseCount> lost_by_cause{};
     std::optional<std::uint64_t> writer_backlog_bytes;  // none: the run writes no file
+    std::optional<std::uint64_t> writer_bound_bytes;    // none: no file, or no bound
     std::optional<std::uint64_t> slots_held;            // none: the source holds no slots
     bool zero_loss = true;     // no loss so far (the final file: the verdict)
     bool up = true;            // the run is going on (0 in the final file)

@@ -368,10 +368,9 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     const double limit_s = settings.duration_s > 0 ? std::min(settings.duration_s, 1e9) : 0.0;
     const auto deadline =
         start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit_s));
-    // The live stats line: built in the 1 Hz tick below, on this thread (the
-    // capture thread for the libpcap source, never a verbs poll thread).
-    // The writers' drops are known only when they finish (the summary has
-    // them), so they are not in the line.
+    // The live stats line: built in the 1 Hz tick below, on this thread (the capture thread for
+    // the libpcap source, never a verbs poll thread). The writers' drops are known only when
+    // they finish (the summary has them), so they are not in the line.
     StatsTicker ticker(settings.stats);
     const auto snapshot = [&lanes](const SourceFigures& f) {
         StatsSnapshot s;
@@ -388,11 +387,10 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     }
     auto last_tick = start;
     Timeline& timeline = outcome.info.timeline;
-    // A second's sample: the witnesses read at the tick, and the lanes'
-    // counts. A poll thread copies its lane's counts when asked (within 1024
-    // polls), so the loop asks at the tick and samples once every copy has
-    // come, or after 200 ms (half a tick at most): the counts then lag the witnesses by
-    // milliseconds, not by a window.
+    // A second's sample: the witnesses read at the tick, the lanes' counts and the writers'
+    // backlog. A poll thread copies its lane's counts when asked (within 1024 polls), so the
+    // loop asks at the tick and samples once every copy has come, or after 200 ms (half a tick
+    // at most): the counts then lag the witnesses by milliseconds, not by a window.
     const auto copy_wait = std::min(std::chrono::milliseconds(200), settings.tick / 2);
     std::vector<LiveView> views(lanes.size());
     std::vector<SourceCounter> witnesses;  // the last sample's (the metrics read them)
@@ -407,7 +405,8 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     } pending;
     const auto sample = [&](Clock::time_point at, std::vector<SourceCounter> w) {
         witnesses = std::move(w);
-        timeline.sample(seconds_since_start(at), views, witnesses);
+        timeline.sample(seconds_since_start(at), views, witnesses,
+                        sum_writers(lanes, &Writer::backlog_bytes).value_or(0));
     };
     // Returns whether a sample was taken now.
     const auto ask_timeline = [&](Clock::time_point now) {
@@ -490,6 +489,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             }
         }
         in.writer_backlog_bytes = sum_writers(lanes, &Writer::backlog_bytes);
+        in.writer_bound_bytes = sum_writers(lanes, &Writer::memory_bound);
         in.slots_held = source.figures().slots_held;
         in.zero_loss = !loss_so_far(in);
         in.start_time_s = wall_start;

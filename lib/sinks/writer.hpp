@@ -238,6 +238,8 @@ class Writer {
     // refusal) or a disk thread (a failed output, an abandon). The timeline's
     // writer witness; stats() has the exact split per output at the end.
     std::uint64_t dropped_so_far() const { return dropped_.load(std::memory_order_relaxed); }
+    // Any thread: the memory bound (--writer-memory as used; 0: none).
+    std::uint64_t memory_bound() const { return options_.memory_bytes; }
 
     // The smallest buffer: a 64 KiB record and its pcap record header, in
     // whole pages (O_DIRECT).

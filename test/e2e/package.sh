@@ -63,7 +63,7 @@ expect_eq "getcap /usr/bin/ibvcap" "$(getcap /usr/bin/ibvcap)" "/usr/bin/ibvcap 
 getent passwd ibvcap >/dev/null || fail "postinst did not make the user ibvcap"
 version=$(sed -nE '1s/^ibvcap \(([^)]+)\).*/\1/p' "$SRC/debian/changelog")
 expect_eq "ibvcap --version" "$(/usr/bin/ibvcap --version | head -n 1)" "ibvcap $version"
-for page in ibvcap ibvcap-capture ibvcap-read ibvcap-gen ibvcap-devices ibvcap-doctor ibvcap-verify ibvcap-merge; do
+for page in ibvcap ibvcap-capture ibvcap-read ibvcap-gen ibvcap-devices ibvcap-doctor ibvcap-verify ibvcap-merge ibvcap-report; do
   [ -f "/usr/share/man/man1/$page.1.gz" ] || fail "no man page $page(1)"
 done
 zgrep -q -- 'user' /usr/share/man/man1/ibvcap-capture.1.gz || fail "ibvcap-capture(1) lacks --user"

@@ -128,7 +128,10 @@ expect_eq "scripts/demo.sh --vdif exit code" "$rc" 0
 grep -q '^demo: the ledger reproduces the injected faults exactly$' "$WORK/demo.log" ||
   fail "scripts/demo.sh --vdif did not say that the ledger reproduces the faults"
 expect_eq "streams the demo compared" "$(grep -c '^  vdif 239\.17\.0\.[12]:36001 ' "$WORK/demo.log")" 24
-say "scripts/demo.sh --vdif: ledger = truth, 24 streams"
+grep -qx "== the run page (open it in any browser, offline): $WORK/demo/run.html" "$WORK/demo.log" ||
+  fail "scripts/demo.sh --vdif did not print its run page's path"
+grep -q '<!-- The ibvcap run page' "$WORK/demo/run.html" || fail "the demo's run page is not one"
+say "scripts/demo.sh --vdif: ledger = truth, 24 streams; its run page written and named"
 
 jq '.streams[3].missing += 1' "$WORK/demo/truth.json" >"$WORK/demo/changed-truth.json"
 rc=0

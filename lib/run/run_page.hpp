@@ -1,0 +1,36 @@
+// The run page: one self-contained HTML file that draws a run's report
+// (docs/observability.md, "The run page"). `ibvcap report RUN.json --html
+// PAGE`, and `--html PAGE` on capture, read and merge.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "lib/run/verify.hpp"
+
+namespace ibvcap {
+
+// The page's text: the template (lib/run/run_page.html, built into the
+// binary) with the report in it. Left out of the copy the page carries:
+// `timeline` (its windows are summed per presence bin into `page_series`:
+// t, packets, bytes, missing, and the backlog's peak), and `gaps` (the
+// presence map's cells hold them per bin). `verify`, when given, is
+// `page_verify`. Nothing in the page fetches anything.
+std::string run_page_html(const nlohmann::json& report, const VerifyOutcome* verify = nullptr);
+
+// Writes the page to `path` as the report is written (replace_file: a
+// temporary file renamed over it). Throws std::system_error naming the path.
+void write_run_page(const std::string& path, const nlohmann::json& report,
+                    const VerifyOutcome* verify = nullptr);
+
+// Whether `path` is missing, or a page this function wrote (its first 200
+// bytes name it): a run page may be replaced, any other file is the
+// operator's and is never overwritten by surprise.
+bool may_write_run_page(const std::string& path);
+
+// The per-bin series the page draws, from the report's timeline and its
+// presence bins (windows_per_bin windows to a bin; one bin per window
+// without presence).
+nlohmann::json page_series(const nlohmann::json& report);
+
+}  // namespace ibvcap
