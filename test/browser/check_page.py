@@ -164,7 +164,7 @@ def main():
         for domain in ("Page", "Runtime", "Log", "Network"):
             b.send(domain + ".enable")
         b.send("Emulation.setDeviceMetricsOverride",
-               {"width": 1280, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
+               {"width": 1280, "height": 1400, "deviceScaleFactor": 1, "mobile": False})
         started = time.time()
         b.send("Page.navigate", {"url": url})
         b.wait_event("Page.loadEventFired", 120)
