@@ -125,7 +125,7 @@ nlohmann::json presence_json(const Presence& presence) {
             if (on && r.cells[b].missing > 0) {
                 nlohmann::json causes = nlohmann::json::array();
                 for (std::size_t c = 0; c < kLossCauseCount; ++c) {
-                    if ((r.cells[b].causes >> c) & 1U) {
+                    if ((static_cast<unsigned>(r.cells[b].causes) >> c) & 1U) {
                         causes.push_back(to_string(static_cast<LossCause>(c)));
                     }
                 }
