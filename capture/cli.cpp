@@ -605,24 +605,11 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
     }
     if (args.count("html")) {
         c.html_path = args["html"].as<std::string>();
-        if (c.html_path.empty() || c.html_path == "-") {
-            throw UsageError("--html needs a file name, e.g. run.html (the page is written there)");
-        }
-        if (c.html_path == c.report_path) {
-            throw UsageError(fmt::format(
-                "--html {} is the --report file; give the page another name", c.html_path));
-        }
-        if (!may_write_run_page(c.html_path)) {
-            throw UsageError(
-                fmt::format("--html {}: the file is there and is not an ibvcap run "
-                            "page; give the page another name, or remove it",
-                            c.html_path));
-        }
-        if (!c.outputs.formats.empty()) {
+        if (!c.outputs.formats.empty() && !c.html_path.empty()) {
             prepare_output_dir(c.outputs.output_dir);
         }
         if (const std::string problem =
-                check_report_path(c.html_path, c.outputs, input_file, "--html");
+                check_run_page_path(c.html_path, c.outputs, input_file, c.report_path);
             !problem.empty()) {
             throw UsageError(problem);
         }

@@ -3,12 +3,10 @@
 // word on the run's files.
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "capture/cli.hpp"
+#include "lib/run/merge.hpp"
 #include "lib/run/run_page.hpp"
 #include "lib/run/verify.hpp"
 
@@ -39,29 +37,14 @@ int cmd_report(int argc, char** argv) {
     }
     const std::string report_path = args["report"].as<std::string>();
     const std::string page = args["html"].as<std::string>();
-    if (page.empty() || page == "-") {
-        throw UsageError("--html needs a file name, e.g. run.html");
+    // The report is this command's input: the page may not be it.
+    if (const std::string problem =
+            check_run_page_path(page, OutputOptions{}, report_path, std::string());
+        !problem.empty()) {
+        throw UsageError(problem);
     }
-    if (!may_write_run_page(page)) {
-        throw UsageError(
-            fmt::format("--html {}: the file is there and is not an ibvcap run page; "
-                        "give the page another name, or remove it",
-                        page));
-    }
-    std::ifstream in(report_path);
-    if (!in) {
-        throw std::runtime_error(
-            fmt::format("cannot read the report {}: {}; give the path of a "
-                        "report written with --report",
-                        report_path, std::strerror(errno)));
-    }
-    nlohmann::json report;
-    try {
-        report = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        throw std::runtime_error(fmt::format(
-            "{} is not JSON ({}); give a report written with --report", report_path, e.what()));
-    }
+    const nlohmann::json report =
+        read_report_file(report_path, "give a report written with --report");
     if (!report.is_object() || !report.contains("verdict") || !report.contains("totals")) {
         throw std::runtime_error(fmt::format(
             "{} is not an ibvcap report (no verdict or totals); give a report written with "

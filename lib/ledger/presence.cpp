@@ -56,18 +56,19 @@ Presence::Cell& Presence::cell(Row& row) {
     return row.cells[bin];
 }
 
-void Presence::stream(std::pair<std::size_t, std::size_t> key, const LiveStream& s,
-                      std::uint64_t opened, LossCause cause, std::uint64_t taken_back) {
-    auto [it, added] = index_.try_emplace(key, rows_.size());
-    if (added) {
-        Row row;
-        row.stream = stream_label(s);
-        row.group = s.group;
-        row.antenna = s.antenna;
-        row.thread = s.thread;
-        rows_.push_back(std::move(row));
-    }
-    Row& row = rows_[it->second];
+std::size_t Presence::add_row(const LiveStream& s) {
+    Row row;
+    row.stream = stream_label(s);
+    row.group = s.group;
+    row.antenna = s.antenna;
+    row.thread = s.thread;
+    rows_.push_back(std::move(row));
+    return rows_.size() - 1;
+}
+
+void Presence::stream(std::size_t index, const LiveStream& s, std::uint64_t opened, LossCause cause,
+                      std::uint64_t taken_back) {
+    Row& row = rows_[index];
     // A copy may lag the one before by a poll batch: counts never go back.
     const std::uint64_t packets = std::max(s.packets, row.last_packets);
     const std::uint64_t duplicates = std::max(s.duplicates, row.last_duplicates);

@@ -18,7 +18,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -54,11 +53,13 @@ class Presence {
     // A window ends at `t` (seconds since the start): the streams' figures
     // that follow belong to it. The first call also fixes `started_at`.
     void begin_window(double t, double started_at_unix);
-    // Stream `key` ((lane, index)) in the current window: its counts now,
+    // A new stream's row (the timeline keeps its index with the stream).
+    std::size_t add_row(const LiveStream& s);
+    // Row `row`'s stream in the current window: its counts now,
     // frames of gaps opened in the window (with their cause) and frames
     // taken back from earlier gaps by late arrivals.
-    void stream(std::pair<std::size_t, std::size_t> key, const LiveStream& s, std::uint64_t opened,
-                LossCause cause, std::uint64_t taken_back);
+    void stream(std::size_t row, const LiveStream& s, std::uint64_t opened, LossCause cause,
+                std::uint64_t taken_back);
 
     double started_at() const { return started_at_; }
     std::size_t windows_per_bin() const { return windows_per_bin_; }
@@ -75,7 +76,6 @@ class Presence {
     std::size_t windows_per_bin_ = 1;
     std::vector<double> bin_ends_;
     std::vector<Row> rows_;
-    std::map<std::pair<std::size_t, std::size_t>, std::size_t> index_;  // key → rows_
 };
 
 // The report's `presence` (docs/formats.md): cells only where frames were

@@ -72,7 +72,10 @@ void Timeline::sample(double t, std::span<const LiveView> lanes,
                 }
             }
             s.missing = missing;
-            presence_.stream({lane, i}, streams[i], opened, cause, taken_back);
+            if (s.presence_row == kNoRow) {
+                s.presence_row = presence_.add_row(streams[i]);
+            }
+            presence_.stream(s.presence_row, streams[i], opened, cause, taken_back);
         }
     }
 }

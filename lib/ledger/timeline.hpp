@@ -96,7 +96,9 @@ class Timeline {
         // Missing frames in gaps past max_gaps, by cause (take-backs come
         // from these first: they are the stream's newest).
         std::array<std::uint64_t, kLossCauseCount> unlisted{};
+        std::size_t presence_row = kNoRow;  // its row in presence_
     };
+    static constexpr std::size_t kNoRow = static_cast<std::size_t>(-1);
     void attribute(Gap& gap, std::size_t window) const;
     void take_back(StreamState& s, std::uint64_t frames);
 

@@ -40,6 +40,11 @@ inline constexpr std::size_t kMaxMergeInputs = 4096;
 // std::runtime_error, one line naming the file, the cause and the fix: a
 // missing or unreadable file, a directory, not JSON, not an ibvcap report.
 MergeInput load_merge_input(const std::string& path);
+// The JSON of a report file, read with the checks every reader of one needs:
+// not missing, not a directory, not larger than a report can be
+// (kMaxMergeReportBytes), JSON. Throws std::runtime_error, one line naming
+// `path` and ending with `fix`. (ibvcap merge, and ibvcap report.)
+nlohmann::json read_report_file(const std::string& path, const std::string& fix);
 
 // Throws std::runtime_error when `report` is not a run's report as ibvcap
 // writes it: a missing key of the contract, a key of the wrong type, a count

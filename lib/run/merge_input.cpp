@@ -481,8 +481,7 @@ void check_run_report(const json& report, const std::string& path) {
     }
 }
 
-MergeInput load_merge_input(const std::string& path) {
-    const std::string fix = "give the report each host's run wrote (its --report JSON)";
+json read_report_file(const std::string& path, const std::string& fix) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
         throw std::runtime_error(fmt::format("cannot read report {}: {}; check the path ({})", path,
@@ -502,10 +501,9 @@ MergeInput load_merge_input(const std::string& path) {
         throw std::runtime_error(fmt::format("cannot read report {}: {}; check its permissions",
                                              path, std::strerror(errno)));
     }
-    MergeInput input;
-    input.path = path;
+    json report;
     try {
-        input.report = json::parse(in);
+        report = json::parse(in);
     } catch (const json::parse_error& e) {
         throw std::runtime_error(
             fmt::format("{} is not JSON ({}): {}", path, json_error_text(e), fix));
@@ -513,6 +511,14 @@ MergeInput load_merge_input(const std::string& path) {
     if (in.bad()) {
         throw std::runtime_error(fmt::format("cannot read report {}: read error", path));
     }
+    return report;
+}
+
+MergeInput load_merge_input(const std::string& path) {
+    MergeInput input;
+    input.path = path;
+    input.report =
+        read_report_file(path, "give the report each host's run wrote (its --report JSON)");
     check_run_report(input.report, path);
     return input;
 }

@@ -65,15 +65,11 @@ void check_merge_report_path(const MergeRequest& request) {
     }
 }
 
-// --html PAGE: as capture's (lib/run/run_page.hpp): never over a file that is
-// not a run page, nor over an input or the --report file.
+// --html PAGE: as capture's (check_run_page_path), and not one of the inputs.
 void check_merge_html_path(const MergeRequest& request) {
     const std::string& page = request.html_path;
     if (page.empty()) {
         return;
-    }
-    if (page == "-") {
-        throw UsageError("--html needs a file name, e.g. obs.html (the page is written there)");
     }
     std::error_code ec;
     for (const auto& other : request.inputs) {
@@ -82,17 +78,8 @@ void check_merge_html_path(const MergeRequest& request) {
                 "--html {} is one of the reports to merge; give the page another path", page));
         }
     }
-    if (page == request.report_path) {
-        throw UsageError(
-            fmt::format("--html {} is the --report file; give the page another name", page));
-    }
-    if (!may_write_run_page(page)) {
-        throw UsageError(
-            fmt::format("--html {}: the file is there and is not an ibvcap run page; "
-                        "give the page another name, or remove it",
-                        page));
-    }
-    if (const std::string usage = check_report_path(page, OutputOptions{}, std::string(), "--html");
+    if (const std::string usage =
+            check_run_page_path(page, OutputOptions{}, std::string(), request.report_path);
         !usage.empty()) {
         throw UsageError(usage);
     }
