@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
+#include <vector>
 
 #include "frames.hpp"
 #include "lib/demux/demux.hpp"
@@ -792,6 +794,39 @@ TEST(Demux, PcapHeadersOnlyCutsRecordsAfterTheCodifHeader) {
     EXPECT_TRUE(std::equal(codif.begin(), codif.begin() + 110, pcap.begin() + 40));
     const std::size_t second = 24 + 16 + 110;
     EXPECT_EQ(load_le32(pcap.data() + second + 8), arp.size());  // not UDP: whole
+}
+
+}  // namespace
+}  // namespace ibvcap
+
+namespace ibvcap {
+namespace {
+
+// The per-frame fields of a stream's state lie in its first two cache lines
+// (lib/ledger/ledger.hpp, StreamStats; issue 30, item 5): with thousands of
+// streams every frame finds them out of cache, and each line more is a miss
+// more per frame (bench_demux, BM_DemuxStreams/streams:2400). A field added
+// ahead of them, or a tracker counter moved behind its window, fails here.
+TEST(StreamStatsLayout, PerFrameFieldsShareTheFirstTwoCacheLines) {
+    static_assert(alignof(StreamStats) == 64);
+    std::vector<StreamStats> streams(3);
+    for (const StreamStats& s : streams) {
+        const auto* base = reinterpret_cast<const std::uint8_t*>(&s);
+        EXPECT_EQ(reinterpret_cast<std::uintptr_t>(base) % 64, 0u);
+        const auto at = [base](const auto& field) {
+            return static_cast<std::size_t>(reinterpret_cast<const std::uint8_t*>(&field) - base) +
+                   sizeof field;
+        };
+        // Line 0: what Demux::accept and the probes read or write per frame.
+        for (const std::size_t end : {at(s.group), at(s.antenna), at(s.thread), at(s.rate_watch),
+                                      at(s.timing), at(s.bytes), at(s.last_arrival_ns)}) {
+            EXPECT_LE(end, 64u);
+        }
+        // Line 1: the newest position and the tracker's per-frame counters
+        // (sequence.hpp orders them first: five words and a flag).
+        EXPECT_LE(at(s.last), 128u);
+        EXPECT_LE(at(s.sequence) - sizeof s.sequence + 5 * sizeof(std::uint64_t) + 1, 128u);
+    }
 }
 
 }  // namespace

@@ -74,7 +74,13 @@ struct FramePosition {
     std::uint32_t frame = 0;
 };
 
-struct StreamStats {
+// One stream's state and counts. Field order is a cost (issue 30, item 5):
+// with thousands of streams each frame finds its stream's state out of cache,
+// so what every frame reads or writes is packed into the first cache line
+// (the struct is 64-byte aligned), the sequence tracker's hot fields open
+// the second, and the rest (slow path, report) follows the tracker's window.
+struct alignas(64) StreamStats {
+    // -- line 0: read or written by every frame (Demux::accept, the probes).
     Endpoint group;
     std::uint32_t antenna = 0;  // source IPv4, host byte order
     std::uint16_t thread = 0;
@@ -85,46 +91,48 @@ struct StreamStats {
     StreamFormat format = StreamFormat::codif;
     std::uint8_t layout = 0;  // StreamHeader::layout of its first frame
     std::uint8_t epoch = 0;
-    StreamTiming timing;
-    std::uint32_t frame_bytes = 0;  // the frame's header + payload (no VTP prefix)
     // VDIF: where the frames per second came from: the header (CODIF),
     // --vdif-frames-per-second, or learned from the stream's frames
     // (lib/demux/rate.hpp); while learning, timing holds a provisional rate.
     enum class Rate : std::uint8_t { header, given, learning, learned };
     Rate rate = Rate::header;
+    StreamTiming timing;
     // Learning, or learned and not yet confirmed: the demux watches each
     // frame's second (one test per frame for every other stream).
     bool rate_watch = false;
-    // Learning: the second being watched and its highest frame number.
-    std::uint32_t learn_seconds = 0;
-    std::uint32_t learn_max_frame = 0;
     // Learned: whether a later whole second confirmed the rate (its highest
     // frame was rate - 1).
     bool rate_confirmed = false;
+    std::uint32_t frame_bytes = 0;  // the frame's header + payload (no VTP prefix)
+    std::uint64_t bytes = 0;        // wire bytes of the stream's frames
+    // Arrival times, for the expected streams (lib/ledger/expect.hpp): the
+    // frame timestamps (Frame::timestamp_ns, the source's clock) of the
+    // stream's latest frame (first_arrival_ns below: of its first), and
+    // CLOCK_MONOTONIC ns when the demux registered the stream (read once
+    // per stream, never per frame).
+    std::uint64_t last_arrival_ns = 0;
+    // -- line 1: the newest position, then the tracker, whose counters every
+    // frame reads or writes (sequence.hpp orders them first), ahead of its
+    // 1 KiB window.
+    FramePosition last;   // newest (seconds, frame) received
+    FramePosition first;  // lowest (seconds, frame) received
+    SequenceTracker sequence;
+    // -- the slow path's and the report's.
+    std::uint64_t first_arrival_ns = 0;
+    std::int64_t registered_ns = 0;
+    // Learning: the second being watched and its highest frame number.
+    std::uint32_t learn_seconds = 0;
+    std::uint32_t learn_max_frame = 0;
     // The VDIF Transport Protocol's packet sequence numbers (vtp groups): a
     // second witness of loss, independent of the frame headers, tracked by a
     // sequence tracker of their own (the demux's; lib/demux/rate.hpp).
     std::uint64_t psn_packets = 0;     // frames that came with one
     std::uint64_t psn_missing = 0;     // numbers in the span never received
     std::uint64_t psn_duplicates = 0;  // numbers received more than once
-    std::uint64_t bytes = 0;           // wire bytes of the stream's frames
     std::uint64_t invalid = 0;         // frames whose header has the invalid flag set
     // Frames the capture cut after the frame header (a headers-only pcap):
     // sequence-tracked, but their payload is in no output.
     std::uint64_t payload_absent = 0;
-    FramePosition first;  // lowest (seconds, frame) received
-    FramePosition last;   // newest (seconds, frame) received
-    // Arrival times, for the expected streams (lib/ledger/expect.hpp): the
-    // frame timestamps (Frame::timestamp_ns, the source's clock) of the
-    // stream's first frame and of its latest, and CLOCK_MONOTONIC ns when the
-    // demux registered the stream (read once per stream, never per frame).
-    std::uint64_t first_arrival_ns = 0;
-    std::uint64_t last_arrival_ns = 0;
-    std::int64_t registered_ns = 0;
-    // Last: the fields above and the tracker's counters, which every frame
-    // reads or writes, stay together in the first few cache lines, ahead of
-    // its 1 KiB window (issue 18: thousands of streams out of L1).
-    SequenceTracker sequence;
 
     std::uint64_t packets() const { return sequence.received(); }
 };
