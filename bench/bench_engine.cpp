@@ -28,7 +28,10 @@
 // After the run the ledger must say zero-loss with every frame counted as
 // CODIF and the NIC must have dropped nothing; anything else fails the run.
 #include <benchmark/benchmark.h>
+#include <pthread.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -38,7 +41,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/bench_traffic.hpp"
+#include "bench/bench_sim.hpp"
 #include "formats/codif.hpp"
 #include "lib/demux/demux.hpp"
 #include "lib/device_calls.hpp"
@@ -47,82 +50,20 @@
 #include "lib/sinks/block_sink.hpp"
 #include "lib/sources/igmp.hpp"
 #include "lib/sources/verbs/engine.hpp"
+#include "lib/sources/verbs/payload_memory.hpp"
 #include "lib/traffic/generator.hpp"
 #include "test/sim/sim_nic.hpp"
 
 namespace {
 
 using namespace ibvcap;
-using bench::kFramesPerPeriod;
-using bench::kHeaderOffset;
+using bench::frame_set;
+using bench::FrameSet;
+using bench::kBatch;
+using bench::NoMembership;
+using bench::SimWire;
 using bench::traffic;
 using Clock = std::chrono::steady_clock;
-
-constexpr std::size_t kBatch = 512;  // frames the NIC delivers between polls
-
-struct FrameSet {
-    std::size_t frame_bytes = 0;
-    std::size_t count = 0;
-    std::vector<std::uint8_t> whole;  // count x frame_bytes
-
-    explicit FrameSet(const GeneratorConfig& config) {
-        Generator gen(config);
-        frame_bytes = static_cast<std::size_t>(gen.config().frame_bytes());
-        GeneratedFrame f;
-        while (gen.next(f)) {
-            whole.insert(whole.end(), f.bytes.begin(), f.bytes.end());
-            ++count;
-        }
-    }
-    Bytes frame(std::size_t i) const { return Bytes(&whole[i * frame_bytes], frame_bytes); }
-    // Every frame one period later (CODIF seconds + period).
-    void advance() {
-        for (std::size_t i = 0; i < count; ++i) {
-            std::uint8_t* header = &whole[i * frame_bytes + kHeaderOffset];
-            CodifHeader h;
-            if (decode_codif(Bytes(header, kCodifHeaderBytes), h) == CodifError::none) {
-                h.seconds += h.period;
-                encode_codif(h, MutableBytes(header, kCodifHeaderBytes));
-            }
-        }
-    }
-};
-
-FrameSet& frame_set() {
-    static FrameSet set(traffic());
-    return set;
-}
-
-class NoMembership final : public GroupMembership {
-  public:
-    void rejoin() override {}
-};
-
-// What both benchmarks wire the engine to, as run_verbs_capture does for one
-// device: the simulated NIC, its device, and a demux with its ledger (no
-// writer) for the traffic's groups.
-struct SimWire {
-    sim::SimProvider provider;
-    std::shared_ptr<sim::SimHardware> nic;
-    std::unique_ptr<verbs::Device> device;
-    Ledger ledger;
-    Demux demux;
-
-    explicit SimWire(const sim::SimConfig& config, const GeneratorConfig& t = traffic())
-        : nic(provider.add(config)),
-          device(provider.open(config.name, config.port)),
-          demux(demux_options(t), ledger) {}
-    static DemuxOptions demux_options(const GeneratorConfig& t = traffic()) {
-        DemuxOptions d;
-        d.groups = t.groups;
-        return d;
-    }
-    static EngineOptions engine_options(const GeneratorConfig& t = traffic()) {
-        EngineOptions o;
-        o.groups = t.groups;
-        return o;
-    }
-};
 
 // One run of the engine over `set` (see the top of the file); `ring_depth`
 // 0: the default.
@@ -256,6 +197,127 @@ BENCHMARK(BM_EngineQps)
     ->Arg(64)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
+
+// Several devices (issue 30, item 4): N simulated devices, each wired as
+// run_verbs_capture wires one -i (its own SimHardware, engine, CQ, demux and
+// ledger) on a thread of its own pinned to core d % cores, as --poll-cpu
+// pins each device's poll thread. Each thread plays its NIC too (deliver,
+// then poll, as BM_Engine; split, payload not written), so a core does both
+// the NIC's simulated work and the engine's: frames/s here are with the
+// NIC's work (BM_Engine's with_nic_Mpps), and the ratio of N devices to one
+// says how the per-device work scales across cores, not what one real NIC
+// port would deliver. One iteration: every thread runs kDevicePasses passes
+// over its own copy of the 24-stream traffic, started together; the time is
+// the wall clock until the last thread is done. Setup (rings, rules) is
+// before the first iteration. Each ledger must say zero-loss with every frame.
+constexpr int kDevicePasses = 40;
+
+void BM_Devices(benchmark::State& state) {
+    const auto devices = static_cast<std::size_t>(state.range(0));
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    struct Lane {
+        FrameSet set = frame_set();
+        std::unique_ptr<SimWire> wire;
+        std::unique_ptr<PayloadMemory> memory;
+        std::unique_ptr<VerbsEngine> engine;
+        std::uint64_t fed = 0;
+        bool stuck = false;
+    };
+    std::vector<std::unique_ptr<Lane>> lanes;
+    for (std::size_t d = 0; d < devices; ++d) {
+        auto lane = std::make_unique<Lane>();
+        sim::SimConfig config;
+        config.name = "sim_mlx5_" + std::to_string(d);
+        config.skip_payload_dma = true;
+        lane->wire = std::make_unique<SimWire>(config);
+        lane->memory = make_host_payload_memory();
+        lane->engine = std::make_unique<VerbsEngine>(
+            *lane->wire->device, SimWire::engine_options(), lane->wire->demux, lane->wire->ledger,
+            *lane->memory, [](const Endpoint&) { return std::make_unique<NoMembership>(); });
+        lanes.push_back(std::move(lane));
+    }
+    // The threads wait for each iteration's start, run it, and report done.
+    std::atomic<std::uint64_t> round{0};
+    std::atomic<std::size_t> done{0};
+    std::atomic<bool> quit{false};
+    std::vector<std::thread> threads;
+    for (std::size_t d = 0; d < devices; ++d) {
+        threads.emplace_back([&, d] {
+            cpu_set_t cpus;
+            CPU_ZERO(&cpus);
+            CPU_SET(d % cores, &cpus);
+            ::pthread_setaffinity_np(::pthread_self(), sizeof cpus, &cpus);
+            Lane& lane = *lanes[d];
+            lane.engine->start();
+            std::uint64_t seen = 0;
+            for (;;) {
+                round.wait(seen);  // (C++20 atomic wait: a futex, no spinning core)
+                if (quit.load()) {
+                    break;
+                }
+                seen = round.load();
+                for (int p = 0; p < kDevicePasses && !lane.stuck; ++p) {
+                    lane.set.advance();
+                    for (std::size_t begin = 0; begin < lane.set.count; begin += kBatch) {
+                        const std::size_t end = std::min(lane.set.count, begin + kBatch);
+                        for (std::size_t i = begin; i < end; ++i) {
+                            lane.wire->nic->deliver(lane.set.frame(i));
+                        }
+                        lane.fed += end - begin;
+                        while (lane.engine->frames_published() < lane.fed) {
+                            if (lane.engine->poll_once() == 0) {
+                                lane.stuck = true;
+                                break;
+                            }
+                        }
+                    }
+                }
+                done.fetch_add(1);
+                done.notify_all();
+            }
+            lane.engine->stop();
+        });
+    }
+    std::uint64_t frames = 0;
+    for (auto _ : state) {
+        done.store(0);
+        const auto t0 = Clock::now();
+        round.fetch_add(1);
+        round.notify_all();
+        for (std::size_t n = done.load(); n < devices; n = done.load()) {
+            done.wait(n);
+        }
+        state.SetIterationTime(std::chrono::duration<double>(Clock::now() - t0).count());
+        frames += devices * kDevicePasses * lanes[0]->set.count;
+    }
+    quit.store(true);
+    round.fetch_add(1);
+    round.notify_all();
+    for (auto& t : threads) {
+        t.join();
+    }
+    for (auto& lane : lanes) {
+        lane->engine->report_to(lane->wire->ledger);
+        const Totals t = lane->wire->ledger.totals();
+        if (lane->stuck || t.codif != lane->fed || !lane->wire->ledger.zero_loss() ||
+            lane->wire->nic->counters().out_of_buffer != 0) {
+            state.SkipWithError(("wrong ledger: " + std::to_string(t.codif) + " CODIF of " +
+                                 std::to_string(lane->fed) + " delivered")
+                                    .c_str());
+            return;
+        }
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(frames));
+    state.counters["devices"] = static_cast<double>(devices);
+    state.counters["cores"] = static_cast<double>(cores);
+    state.SetLabel("each device's NIC and engine on its own pinned thread");
+}
+BENCHMARK(BM_Devices)
+    ->ArgName("devices")
+    ->Arg(1)
+    ->Arg(2)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 // The GPU path on its stand-in (issue 11: copies that keep up): payload slots
 // reachable only as device memory, every CODIF frame held and placed in its
