@@ -171,6 +171,7 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
         q->held.assign(depth, 0);
         q->ring_held.assign(depth, 0);
         q->reposts.reserve(depth);
+        q->low_water = depth / 2;
         qps_.push_back(std::move(q));
     }
     create_queues(static_cast<std::uint32_t>(depth * plan.size()));
