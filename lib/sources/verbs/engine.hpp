@@ -219,6 +219,12 @@ class VerbsEngine {
     void flush_reposts(Qp& qp);
     // Whether a QP's waiting re-posts go to the NIC at the end of this poll.
     bool repost_due(const Qp& qp, bool idle) const;
+    // The QPs a poll must look at when it ends (engine_poll.cpp, poll_once):
+    // those it (or an event before it) changed, and those awaiting recovery.
+    void touch(Qp& qp);
+    // The end of a poll for one QP: publish, recover or re-post. True while
+    // it awaits recovery (it is looked at again after the next poll).
+    bool finish_poll(Qp& qp, bool idle);
     void poll_until(const std::atomic<bool>& stop);  // run() without its error handling
     void recover(Qp& qp);
     // The CQ and a QP per plan entry, with the first timestamp format the
@@ -262,6 +268,7 @@ class VerbsEngine {
     // Declared after the CQ so they go first; each Qp owns its flows, which
     // it destroys before its queue pair (Qp's member order).
     std::vector<std::unique_ptr<Qp>> qps_;
+    std::vector<Qp*> touched_;  // reserved for every QP: never grows while polling
     std::vector<std::unique_ptr<GroupMembership>> memberships_;
     std::vector<verbs::Completion> batch_;
     std::vector<SourceCounter> final_flow_counters_;

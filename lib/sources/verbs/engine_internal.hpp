@@ -84,11 +84,19 @@ struct VerbsEngine::Qp {
     // the ring (VerbsEngine::repost_due in engine_poll.cpp).
     std::uint32_t low_water = 0;
     bool needs_recovery = false;
+    bool touched = false;  // in VerbsEngine::touched_ (engine.hpp)
     std::chrono::steady_clock::time_point error_since{};
     std::uint64_t delivered = 0;  // completions of frames the NIC steered here
     std::atomic<std::uint64_t> delivered_published{0};  // for the watchdog's thread
     std::uint64_t watch_matched = 0;  // the watchdog's last reading (its thread only)
     std::uint64_t watch_delivered = 0;
 };
+
+inline void VerbsEngine::touch(Qp& q) {
+    if (!q.touched) {
+        q.touched = true;
+        touched_.push_back(&q);
+    }
+}
 
 }  // namespace ibvcap

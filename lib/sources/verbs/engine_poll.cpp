@@ -155,6 +155,7 @@ void VerbsEngine::take_releases() {
             // Into the next batch; a QP awaiting recovery posts it in post_all.
             if (!q.needs_recovery) {
                 q.reposts.push_back(request_for(q, slot));
+                touch(q);
             }
         }
     }
@@ -291,6 +292,7 @@ void VerbsEngine::handle(const verbs::Completion& c) {
     }
     q.outstanding[slot] = 0;
     --q.outstanding_count;
+    touch(q);
 
     auto repost = [&] {
         q.reposts.push_back(request_for(q, slot));
@@ -404,22 +406,42 @@ std::size_t VerbsEngine::poll_once() {
         }
         published_.store(stats_.frames, std::memory_order_relaxed);
         bytes_published_.store(bytes_, std::memory_order_relaxed);
-        for (auto& q : qps_) {
-            q->delivered_published.store(q->delivered, std::memory_order_relaxed);
-        }
     }
     held_published_.store(held_total_, std::memory_order_relaxed);
-    for (auto& q : qps_) {
-        if (q->needs_recovery) {
-            if (q->outstanding_count == 0 ||
-                std::chrono::steady_clock::now() - q->error_since >= options_.drain_timeout) {
-                recover(*q);
+    // A QP this poll did not touch is as the last poll left it, re-posts
+    // not due: only the touched ones are looked at (with 64 QPs, not 64 per
+    // poll). An idle poll looks at every QP, to post what waits.
+    std::size_t keep = 0;
+    if (n == 0) {
+        touched_.clear();
+        for (auto& q : qps_) {
+            if (finish_poll(*q, true)) {
+                touched_.push_back(q.get());
             }
-        } else if (repost_due(*q, n == 0)) {
-            flush_reposts(*q);
         }
+    } else {
+        for (Qp* q : touched_) {
+            if (finish_poll(*q, false)) {
+                touched_[keep++] = q;
+            }
+        }
+        touched_.resize(keep);
     }
     return n;
+}
+
+bool VerbsEngine::finish_poll(Qp& q, bool idle) {
+    q.delivered_published.store(q.delivered, std::memory_order_relaxed);
+    if (q.needs_recovery) {
+        if (q.outstanding_count == 0 ||
+            std::chrono::steady_clock::now() - q.error_since >= options_.drain_timeout) {
+            recover(q);
+        }
+    } else if (repost_due(q, idle)) {
+        flush_reposts(q);
+    }
+    q.touched = q.needs_recovery;
+    return q.touched;
 }
 
 void VerbsEngine::drain() {
