@@ -168,6 +168,10 @@ struct SimCounters {
     std::uint64_t link_down_lost = 0;  // sent while the port was down (never arrived)
     std::uint64_t cq_overruns = 0;     // completions lost to a full CQ
     std::uint64_t completions = 0;     // completions of any status
+    // The simulation's own: calls to post_recv, whatever their WR count. Each
+    // is one lock and one "doorbell" here, as on mlx5 (see post_recv in
+    // test/sim/sim_nic.cpp), so the engine's re-post cost is per call.
+    std::uint64_t post_recv_calls = 0;
 };
 
 class SimHardware;

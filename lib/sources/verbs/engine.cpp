@@ -171,6 +171,7 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
         q->held.assign(depth, 0);
         q->ring_held.assign(depth, 0);
         q->reposts.reserve(depth);
+        q->low_water = depth / 2;
         qps_.push_back(std::move(q));
     }
     create_queues(static_cast<std::uint32_t>(depth * plan.size()));
@@ -185,6 +186,7 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
             MrRecord{"payload", q->payload.kind, q->payload.registered_bytes, num});
     }
     batch_.resize(std::max<std::uint32_t>(options_.poll_batch, 1));
+    touched_.reserve(qps_.size());
     hold_limit_ = options_.hold_limit > 0 ? std::min(options_.hold_limit, depth) : depth / 2;
     ring_hold_limit_ = options_.ring_hold_limit > 0 ? std::min(options_.ring_hold_limit, depth)
                                                     : std::max<std::uint32_t>(depth / 4, 1);
@@ -396,6 +398,7 @@ void VerbsEngine::handle_event(const verbs::AsyncEvent& event) {
                     IBVCAP_PROBE2(recovery_start, q->index, std::uint8_t{0xff});
                     q->error_since = std::chrono::steady_clock::now();
                     q->qp->modify(verbs::QpState::error);  // make sure every WR flushes
+                    touch(*q);
                 }
             }
             return;

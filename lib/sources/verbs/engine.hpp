@@ -52,6 +52,9 @@ struct EngineOptions {
     std::uint32_t ring_depth = 4096;       // receive WRs per QP
     std::uint32_t max_frame_bytes = 9022;  // MTU 9000 + Ethernet header + two VLAN tags
     std::uint32_t poll_batch = 64;
+    // A QP's completed slots go back in one post_recv once this many wait;
+    // sooner when its ring is half empty or a poll finds the CQ idle
+    // (engine_poll.cpp, VerbsEngine::repost_due).
     std::uint32_t repost_batch = 32;
     bool flow_counters = true;  // a count action on each rule, when the device has them
     // The zero-copy hand-off: consumers (writers, the block-ring copy thread)
@@ -214,6 +217,14 @@ class VerbsEngine {
     void take_releases();
     void post_all(Qp& qp);
     void flush_reposts(Qp& qp);
+    // Whether a QP's waiting re-posts go to the NIC at the end of this poll.
+    bool repost_due(const Qp& qp, bool idle) const;
+    // The QPs a poll must look at when it ends (engine_poll.cpp, poll_once):
+    // those it (or an event before it) changed, and those awaiting recovery.
+    void touch(Qp& qp);
+    // The end of a poll for one QP: publish, recover or re-post. True while
+    // it awaits recovery (it is looked at again after the next poll).
+    bool finish_poll(Qp& qp, bool idle);
     void poll_until(const std::atomic<bool>& stop);  // run() without its error handling
     void recover(Qp& qp);
     // The CQ and a QP per plan entry, with the first timestamp format the
@@ -257,6 +268,7 @@ class VerbsEngine {
     // Declared after the CQ so they go first; each Qp owns its flows, which
     // it destroys before its queue pair (Qp's member order).
     std::vector<std::unique_ptr<Qp>> qps_;
+    std::vector<Qp*> touched_;  // reserved for every QP: never grows while polling
     std::vector<std::unique_ptr<GroupMembership>> memberships_;
     std::vector<verbs::Completion> batch_;
     std::vector<SourceCounter> final_flow_counters_;

@@ -80,12 +80,23 @@ struct VerbsEngine::Qp {
     std::uint32_t header_lkey = 0;   // the header MR's key, read in post_all
     std::uint32_t payload_lkey = 0;  // the payload MR's key, read in post_all
     std::vector<verbs::RecvRequest> reposts;
+    // Below this many posted WRs the QP's re-posts wait for no batch: half
+    // the ring (VerbsEngine::repost_due in engine_poll.cpp).
+    std::uint32_t low_water = 0;
     bool needs_recovery = false;
+    bool touched = false;  // in VerbsEngine::touched_ (engine.hpp)
     std::chrono::steady_clock::time_point error_since{};
     std::uint64_t delivered = 0;  // completions of frames the NIC steered here
     std::atomic<std::uint64_t> delivered_published{0};  // for the watchdog's thread
     std::uint64_t watch_matched = 0;  // the watchdog's last reading (its thread only)
     std::uint64_t watch_delivered = 0;
 };
+
+inline void VerbsEngine::touch(Qp& q) {
+    if (!q.touched) {
+        q.touched = true;
+        touched_.push_back(&q);
+    }
+}
 
 }  // namespace ibvcap
