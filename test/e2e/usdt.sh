@@ -113,8 +113,10 @@ set -e
 [ "$rc" = 0 ] || fail "bpftrace cannot attach to $IBVCAP (exit $rc): $(grep -v RLIMIT "$WORK/bt-read.err" | head -3 | tr '\n' ' ')"
 [ -s "$WORK/read.json" ] || fail "ibvcap read under bpftrace wrote no report"
 R=$WORK/read.json
-PID=$(jq -rs '[.[] | select(.type == "map") | .data["@run_start"] // empty][0] | keys[0] | split(",")[0]' "$WORK/bt-read.json")
-if [ -z "$PID" ] || [ "$PID" = null ]; then fail "read: no ibvcap:run_start seen"; fi
+PID=$(jq -rs '[.[] | select(.type == "map") | .data["@run_start"] // empty][0] // {} | keys[0] // "" | split(",")[0]' "$WORK/bt-read.json")
+if [ -z "$PID" ] || [ "$PID" = null ]; then
+  fail "read: no ibvcap:run_start seen (bpftrace attached, but the probes did not fire: their semaphores not turned on?)"
+fi
 for key in missing duplicates out_of_order too_late implausible restarts malformed non_codif written; do
   [ "$(j "$R" ".totals.$key")" -gt 0 ] || fail "read: the report has no $key: that count would not be tested"
 done
