@@ -21,6 +21,9 @@
 #   BENCH_LIVE_DIRECT=0  the live ibvcap captures without --direct-io (default: with it,
 #                     when ibvcap has it)
 #   BENCH_JOBS=N      build parallelism (default nproc)
+#   BENCH_SECTIONS=LIST  the sections to run, e.g. "1 8" or "1,8" (default all;
+#                     3 and 4 run together); the others say SKIP
+#   BENCH_USDT_ROUNDS=N  rounds of section 8, each running both builds (default 5; quick 3)
 #
 # Sections:
 #   1. bench_demux:  parse + demux + ledger per 8298-byte CODIF packet (goal <= 25 ns),
@@ -46,6 +49,10 @@
 #      1 GiB)
 #   7. the run page of a 24-hour run of 2,400 streams: its bytes, and its load time in
 #      headless Chromium (INFO, no goal; needs root, chromium, python3-websocket)
+#   8. the USDT probes' cost untraced (issue 30): bench_demux's BM_DemuxSplit and
+#      BM_DemuxStreams/streams:2400 from this build and from $BUILD-nousdt (configured
+#      -DIBVCAP_USDT=OFF, no probes), alternated round by round, best of each
+#      (goal: with the probes within 2 % of without)
 #
 # The last lines are the summary, one per goal: measured, reference, ratio, goal
 # and PASS, MISS (the goal was not met or not proven), SKIP (could not run here),
@@ -85,6 +92,14 @@ for t in jq awk cmake; do
   command -v "$t" >/dev/null || die "'$t' is not installed: run scripts/install-deps.sh"
 done
 case $gb$live_gb$reps in *[!0-9.]* | '') die "BENCH_GB, BENCH_LIVE_GB and BENCH_REPS are numbers" ;; esac
+sections=" $(tr ',' ' ' <<<"${BENCH_SECTIONS:-1 2 3 4 5 6 7 8}") "
+# want N...: whether any of sections N... is to run (BENCH_SECTIONS).
+want() {
+  local n
+  for n in "$@"; do [[ $sections == *" $n "* ]] && return 0; done
+  return 1
+}
+not_selected="not in BENCH_SECTIONS"
 
 # calc EXPR: awk arithmetic, printed with %.Nf by fmt (default %.2f).
 calc() { awk "BEGIN { printf \"${2:-%.2f}\", $1 }"; }
@@ -164,7 +179,9 @@ best() {
 # --- 1. demux ------------------------------------------------------------------------
 echo
 echo "== 1. parse + demux + ledger per 8298-byte CODIF packet (bench_demux; best of $reps)"
-if run_gbench bench_demux; then
+if ! want 1; then
+  result "demux ns/packet (split frames)" "-" "25 ns (goal)" "-" ">= 1" SKIP "$not_selected"
+elif run_gbench bench_demux; then
   split_ns=$(calc "$(best bench_demux BM_DemuxSplit ns_per_packet min) * 1e9" %.1f)
   whole_ns=$(calc "$(best bench_demux BM_DemuxContiguous ns_per_packet min) * 1e9" %.1f)
   echo "split frames (verbs: 106-byte header slots, payload elsewhere): $split_ns ns/packet"
@@ -247,7 +264,9 @@ fi
 # --- 2. engine -----------------------------------------------------------------------
 echo
 echo "== 2. verbs engine on the simulated NIC, one core (bench_engine; best of $reps)"
-if run_gbench bench_engine; then
+if ! want 2; then
+  result "engine Mpps (split, sim NIC)" "-" "20 Mpps (goal)" "-" ">= 1" SKIP "$not_selected"
+elif run_gbench bench_engine; then
   split_mpps=$(calc "$(best bench_engine BM_Engine/split:1 items_per_second max) / 1e6")
   plain_mpps=$(calc "$(best bench_engine BM_Engine/split:0 items_per_second max) / 1e6")
   nic_mpps=$(calc "$(best bench_engine BM_Engine/split:1 with_nic_Mpps max)")
@@ -340,7 +359,7 @@ echo "== 3, 4. ibvcap read into raw files against dd and cp ($frames frames, abo
 disk_ok=1
 avail=$(df -B1 --output=avail "$dir" | tail -1 | tr -d ' ')
 need=$(calc "$gb * 1e9 * 2.2" %.0f)
-if [ "$avail" -lt "$need" ]; then
+if want 3 4 && [ "$avail" -lt "$need" ]; then
   echo "not enough space in $dir: $need bytes needed, $avail free"
   disk_ok=0
 fi
@@ -448,7 +467,10 @@ disk_pattern() {
   r=$(calc "$cp_b / $ib_b")
   result "$bname" "$(mbps "$ib_b") MB/s" "cp $(mbps "$cp_b") MB/s" "$r" ">= 1.0" "$(verdict "$r" 1.0)"
 }
-if [ "$disk_ok" = 1 ]; then
+if ! want 3 4; then
+  result "read --direct-io vs dd" "-" "-" "-" ">= 0.9" SKIP "$not_selected"
+  result "read (buffered) vs cp" "-" "-" "-" ">= 1.0" SKIP "$not_selected"
+elif [ "$disk_ok" = 1 ]; then
   disk_pattern round-robin 1
   disk_pattern "bursts of $burst" "$burst"
 else
@@ -466,7 +488,9 @@ missing=
 for t in ip tcpdump capinfos; do
   command -v "$t" >/dev/null || missing="$missing $t"
 done
-if [ "$(id -u)" != 0 ]; then
+if ! want 5; then
+  result "$live_name" "-" "-" "-" "2x, >= 4 GB" SKIP "$not_selected"
+elif [ "$(id -u)" != 0 ]; then
   result "$live_name" "-" "-" "-" "2x, >= 4 GB" SKIP "needs root for the network namespaces: sudo bench/run.sh"
 elif [ -n "$missing" ]; then
   result "$live_name" "-" "-" "-" "2x, >= 4 GB" SKIP "not installed:$missing (scripts/install-deps.sh)"
@@ -535,7 +559,10 @@ fi
 echo
 scale_streams_name="read into 2,400 vs 24/240 codif files"
 scale_rss_name="read peak RSS, 2,400 codif files"
-if [ "${BENCH_SCALE:-1}" = 0 ]; then
+if ! want 6; then
+  result "$scale_streams_name" "-" "-" "-" ">= 0.8" SKIP "$not_selected"
+  result "$scale_rss_name" "-" "-" "-" "<= 1" SKIP "$not_selected"
+elif [ "${BENCH_SCALE:-1}" = 0 ]; then
   result "$scale_streams_name" "-" "-" "-" ">= 0.8" SKIP "BENCH_SCALE=0"
   result "$scale_rss_name" "-" "-" "-" "<= 1" SKIP "BENCH_SCALE=0"
 elif [ "$(df -B1 --output=avail "$dir" | tail -1 | tr -d ' ')" -lt "$(calc "$gb * 1e9 * 2 * ($reps + 1.3)" %.0f)" ]; then
@@ -669,7 +696,9 @@ echo
 page_windows=$([ "$quick" = 1 ] && echo 3600 || echo 86400)
 echo "== 7. the run page: $page_windows one-second windows x 2,400 streams (page_synth; check_page.py in headless Chromium)"
 page_dir=$(mktemp -d /tmp/ibvcap-bench-page.XXXXXX)
-if [ ! -x "$BUILD/test/browser/page_synth" ]; then
+if ! want 7; then
+  result "run page: bytes (24 h x 2,400)" "-" "-" "-" "-" SKIP "$not_selected"
+elif [ ! -x "$BUILD/test/browser/page_synth" ]; then
   result "run page: bytes (24 h x 2,400)" "-" "-" "-" "-" FAIL "no $BUILD/test/browser/page_synth (build it)"
 elif ! line=$("$BUILD/test/browser/page_synth" --streams 2400 --windows "$page_windows" "$page_dir/r.json" "$page_dir/p.html"); then
   result "run page: bytes (24 h x 2,400)" "-" "-" "-" "-" FAIL "page_synth failed"
@@ -694,6 +723,121 @@ else
   fi
 fi
 rm -rf "$page_dir"
+
+# --- 8. the USDT probes untraced --------------------------------------------------
+# Issue 30: every probe site tests its semaphore and computes its arguments
+# only while a tracer listens (lib/probes.hpp). What the probes cost untraced
+# is this build's bench_demux against the same program built without them
+# (-DIBVCAP_USDT=OFF in $BUILD-nousdt, same build type). The two run in
+# turns, A B A B ..., so that a load from other work meets both; the best
+# repetition of each benchmark over all rounds is kept.
+echo
+usdt_name="demux with probes vs without"
+usdt_goal="<= 1.02"
+nousdt=$BUILD-nousdt
+usdt_rounds=${BENCH_USDT_ROUNDS:-$([ "$quick" = 1 ] && echo 3 || echo 5)}
+usdt_filter='^BM_Demux(Split|Streams/streams:2400)/'
+echo "== 8. demux with the USDT probes built in (untraced) vs a build without them ($nousdt, -DIBVCAP_USDT=OFF); $usdt_rounds rounds alternating, best of each"
+# usdt_run BIN OUT [FILTER]: one round of BIN into the JSON file OUT; 1 when
+# it crashed or a benchmark reported an error.
+usdt_run() {
+  local rc
+  "$1" ${3:+--benchmark_filter="$3"} --benchmark_repetitions="$reps" --benchmark_min_time="$min_time" \
+    --benchmark_out="$2" --benchmark_out_format=json >"$work/usdt-run.log" 2>&1
+  rc=$?
+  if [ "$rc" != 0 ] || [ ! -s "$2" ] ||
+    [ "$(jq '[.benchmarks[] | select(.error_occurred == true)] | length' "$2")" != 0 ]; then
+    grep -v 'Library was built as DEBUG' "$work/usdt-run.log" | tail -5
+    return 1
+  fi
+}
+# usdt_best SIDE PREFIX FIELD: the least FIELD of the iterations named
+# PREFIX* over every round of SIDE (with, without).
+usdt_best() {
+  jq -rs --arg p "$2" --arg f "$3" \
+    '[.[].benchmarks[] | select(.run_type == "iteration" and (.name | startswith($p))) | .[$f]] | min' \
+    "$work/usdt-$1-"*.json
+}
+# usdt_ns SIDE ROUND PREFIX: ns/packet of round ROUND's best repetition.
+usdt_ns() {
+  calc "$(jq -r --arg p "$3" '[.benchmarks[] | select(.run_type == "iteration" and (.name | startswith($p))) | .ns_per_packet] | min' \
+    "$work/usdt-$1-$2.json") * 1e9" %.1f
+}
+usdt_configure=(-DCMAKE_BUILD_TYPE="$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt")"
+  -DIBVCAP_USDT=OFF -DIBVCAP_BUILD_BENCH=ON -DIBVCAP_BUILD_TESTS=OFF -DIBVCAP_CUDA=OFF)
+usdt_targets=(bench_demux)
+# (bench_pipeline, the whole pipeline's benchmark, where this tree has it.)
+[ -f bench/bench_pipeline.cpp ] && usdt_targets+=(bench_pipeline)
+if ! want 8; then
+  result "$usdt_name" "-" "-" "-" "$usdt_goal" SKIP "$not_selected"
+elif ! cmake -S . -B "$nousdt" "${usdt_configure[@]}" >"$work/usdt-configure.log" 2>&1; then
+  tail -20 "$work/usdt-configure.log"
+  result "$usdt_name" "-" "-" "-" "$usdt_goal" FAIL "cmake configure of $nousdt failed"
+elif ! cmake --build "$nousdt" -j"$jobs" --target "${usdt_targets[@]}" >"$work/usdt-build.log" 2>&1; then
+  tail -40 "$work/usdt-build.log"
+  result "$usdt_name" "-" "-" "-" "$usdt_goal" FAIL "build of ${usdt_targets[*]} in $nousdt failed"
+elif ! readelf -n "$BUILD/bench/bench_demux" | grep -q 'Provider: ibvcap'; then
+  result "$usdt_name" "-" "-" "-" "$usdt_goal" FAIL "$BUILD/bench/bench_demux has no ibvcap probes (configured -DIBVCAP_USDT=OFF?)"
+elif readelf -n "$nousdt/bench/bench_demux" | grep -q 'Provider: ibvcap'; then
+  result "$usdt_name" "-" "-" "-" "$usdt_goal" FAIL "$nousdt/bench/bench_demux has ibvcap probes: not a build without them"
+else
+  echo "built ${usdt_targets[*]} in $nousdt"
+  usdt_broken=
+  for ((i = 1; i <= usdt_rounds && ${#usdt_broken} == 0; i++)); do
+    for side in with without; do
+      b=$([ $side = with ] && echo "$BUILD" || echo "$nousdt")
+      usdt_run "$b/bench/bench_demux" "$work/usdt-$side-$i.json" "$usdt_filter" ||
+        { usdt_broken="bench_demux of $b failed"; break; }
+      if [ -x "$BUILD/bench/bench_pipeline" ] && [ -x "$nousdt/bench/bench_pipeline" ]; then
+        usdt_run "$b/bench/bench_pipeline" "$work/usdt-pipeline-$side-$i.json" ||
+          { usdt_broken="bench_pipeline of $b failed"; break; }
+      fi
+    done
+    [ -n "$usdt_broken" ] ||
+      echo "round $i: split frames $(usdt_ns with "$i" BM_DemuxSplit/) ns with, $(usdt_ns without "$i" BM_DemuxSplit/) without;" \
+        "2,400 streams $(usdt_ns with "$i" BM_DemuxStreams/) with, $(usdt_ns without "$i" BM_DemuxStreams/) without"
+  done
+  if [ -n "$usdt_broken" ]; then
+    result "$usdt_name" "-" "-" "-" "$usdt_goal" FAIL "$usdt_broken"
+  else
+    printf '%-34s %10s %10s %8s\n' "ns/packet, best of $usdt_rounds x $reps" with without ratio
+    # usdt_pair PREFIX LABEL: one row; the best of each side and the ratio
+    # (with over without) in usdt_w usdt_o usdt_r.
+    usdt_pair() {
+      usdt_w=$(calc "$(usdt_best with "$1" ns_per_packet) * 1e9" %.2f)
+      usdt_o=$(calc "$(usdt_best without "$1" ns_per_packet) * 1e9" %.2f)
+      usdt_r=$(calc "$usdt_w / $usdt_o" %.3f)
+      printf '%-34s %10s %10s %8s\n' "$2" "$usdt_w" "$usdt_o" "$usdt_r"
+    }
+    usdt_pair BM_DemuxStreams/streams:2400/ "split, 2,400 streams"
+    many="$usdt_w ns vs $usdt_o ns: $usdt_r"
+    many_r=$usdt_r
+    usdt_pair BM_DemuxSplit/ "split frames, 24 streams"
+    # Judged on the worse of the two ratios.
+    r=$(awk -v a="$usdt_r" -v b="$many_r" 'BEGIN { printf "%.3f", (a > b) ? a : b }')
+    status=$(awk -v r="$r" 'BEGIN { print (r <= 1.02) ? "PASS" : "MISS" }')
+    result "$usdt_name" "$usdt_w ns" "without: $usdt_o ns" "$r" "$usdt_goal" "$status" "probes built in within 2 % of a build without them; split frames $usdt_r, 2,400 streams $many; the worse judged"
+    if compgen -G "$work/usdt-pipeline-with-*.json" >/dev/null; then
+      # The best real time of each bench_pipeline benchmark on each side;
+      # the ratio of their sums, for the record.
+      pipe_best() {
+        jq -s '[.[].benchmarks[] | select(.run_type == "iteration")] | group_by(.name)
+               | map({key: .[0].name, value: (map(.real_time) | min)}) | from_entries' \
+          "$work/usdt-pipeline-$1-"*.json
+      }
+      pipe_best with >"$work/usdt-pipe-with.json"
+      pipe_best without >"$work/usdt-pipe-without.json"
+      jq -r -s '.[0] as $w | .[1] as $o | $w | keys[] | select($o[.] != null)
+                | "\(.): \($w[.]) with, \($o[.]) without, ratio \($w[.] / $o[.] * 1000 | round / 1000)"' \
+        "$work/usdt-pipe-with.json" "$work/usdt-pipe-without.json"
+      r=$(jq -r -s '.[0] as $w | .[1] as $o | [$w | keys[] | select($o[.] != null)] as $k
+                    | if ($k | length) == 0 then "-" else
+                      (([$k[] | $w[.]] | add) / ([$k[] | $o[.]] | add) * 1000 | round / 1000) end' \
+        "$work/usdt-pipe-with.json" "$work/usdt-pipe-without.json")
+      result "pipeline with probes vs without" "-" "-" "$r" "-" INFO "bench_pipeline, the sum of its benchmarks' best real times"
+    fi
+  fi
+fi
 
 # --- summary -------------------------------------------------------------------------
 echo

@@ -459,21 +459,29 @@ void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& pack
         note_psn(s, *psn_trackers_[stream], header.psn);
     }
     const std::uint64_t index = s.timing.index(header.seconds, header.frame);
-    const std::uint64_t missing_before = s.sequence.missing();
-    const auto kind = s.sequence.observe(index);
     // The probes (docs/observability.md, "USDT probes") fire where the
     // tracker has just counted: a gap is what `missing` grew by (a gap ahead,
     // frames before a new start, the frames a restart's run skipped); a late
     // frame that filled a missing one is the only thing that shrinks it.
-    const std::uint64_t missing_after = s.sequence.missing();
-    if (missing_after > missing_before) {
-        IBVCAP_PROBE6(gap, s.antenna, s.group.ip, s.group.port, s.thread,
-                      missing_after - missing_before, index);
+    // `missing` before the tracker is read only while a tracer listens
+    // (lib/probes.hpp): untraced, a load of each semaphore and a branch.
+    const bool traced = IBVCAP_PROBE_ENABLED(frame) || IBVCAP_PROBE_ENABLED(gap);
+    std::uint64_t missing_before = 0;
+    if (traced) [[unlikely]] {
+        missing_before = s.sequence.missing();
     }
-    IBVCAP_PROBE6(frame, s.antenna, s.group.ip, s.group.port, s.thread,
-                  probe_verdict(kind, missing_after < missing_before,
-                                s.sequence.newest() - index >= SequenceTracker::kWindow),
-                  index);
+    const auto kind = s.sequence.observe(index);
+    if (traced) [[unlikely]] {
+        const std::uint64_t missing_after = s.sequence.missing();
+        if (missing_after > missing_before) {
+            IBVCAP_PROBE6(gap, s.antenna, s.group.ip, s.group.port, s.thread,
+                          missing_after - missing_before, index);
+        }
+        IBVCAP_PROBE6(frame, s.antenna, s.group.ip, s.group.port, s.thread,
+                      probe_verdict(kind, missing_after < missing_before,
+                                    s.sequence.newest() - index >= SequenceTracker::kWindow),
+                      index);
+    }
     s.bytes += frame.wire_bytes;
     s.last_arrival_ns = frame.timestamp_ns;  // one store: the expected streams' last arrival
     if (payload_absent) {

@@ -19,6 +19,16 @@ mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 
 notes=$(readelf -n "$IBVCAP" 2>/dev/null || true)
 grep -q 'Provider: ibvcap' <<<"$notes" ||
   fail "$IBVCAP has no ibvcap USDT probes (readelf -n shows no stapsdt note of provider ibvcap)"
+# Every ibvcap probe site has its semaphore (lib/probes.hpp): a non-zero
+# "Semaphore:" address in its note, which the tracer's attach turns on. (A
+# site without one would fire without its guard; the counts below prove that
+# attaching turns the semaphores on.)
+unguarded=$(awk '/Provider:/ { p = $2 } /Name:/ { n = $2 }
+  /Semaphore:/ && p == "ibvcap" && $NF ~ /^0x0*$/ { print n }' <<<"$notes" | sort -u | tr '\n' ' ')
+[ -z "$unguarded" ] || fail "$IBVCAP: ibvcap probes without a semaphore (readelf -n, Semaphore: 0): $unguarded"
+guarded=$(awk '/Provider:/ { p = $2 } /Semaphore:/ && p == "ibvcap" && $NF !~ /^0x0*$/ { n++ } END { print n + 0 }' <<<"$notes")
+[ "$guarded" -gt 0 ] || fail "$IBVCAP: readelf -n shows no Semaphore: address for the ibvcap probes"
+say "$guarded ibvcap probe sites, each with a semaphore"
 
 # probe OUT MAP KEY: the value of @MAP[KEY] in bpftrace's JSON output (0 if absent).
 probe() {
@@ -103,8 +113,10 @@ set -e
 [ "$rc" = 0 ] || fail "bpftrace cannot attach to $IBVCAP (exit $rc): $(grep -v RLIMIT "$WORK/bt-read.err" | head -3 | tr '\n' ' ')"
 [ -s "$WORK/read.json" ] || fail "ibvcap read under bpftrace wrote no report"
 R=$WORK/read.json
-PID=$(jq -rs '[.[] | select(.type == "map") | .data["@run_start"] // empty][0] | keys[0] | split(",")[0]' "$WORK/bt-read.json")
-if [ -z "$PID" ] || [ "$PID" = null ]; then fail "read: no ibvcap:run_start seen"; fi
+PID=$(jq -rs '[.[] | select(.type == "map") | .data["@run_start"] // empty][0] // {} | keys[0] // "" | split(",")[0]' "$WORK/bt-read.json")
+if [ -z "$PID" ] || [ "$PID" = null ]; then
+  fail "read: no ibvcap:run_start seen (bpftrace attached, but the probes did not fire: their semaphores not turned on?)"
+fi
 for key in missing duplicates out_of_order too_late implausible restarts malformed non_codif written; do
   [ "$(j "$R" ".totals.$key")" -gt 0 ] || fail "read: the report has no $key: that count would not be tested"
 done
