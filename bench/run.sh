@@ -21,8 +21,8 @@
 #   BENCH_LIVE_DIRECT=0  the live ibvcap captures without --direct-io (default: with it,
 #                     when ibvcap has it)
 #   BENCH_JOBS=N      build parallelism (default nproc)
-#   BENCH_SECTIONS=LIST  the sections to run, e.g. "1 8" or "1,8" (default all;
-#                     3 and 4 run together); the others say SKIP
+#   BENCH_SECTIONS=LIST  the sections to run, e.g. "1 8" or "1,2b" (default all;
+#                     3 and 4 run together; 2b's budget lines need 1 and 2); the others say SKIP
 #   BENCH_USDT_ROUNDS=N  rounds of section 8, each running both builds (default 5; quick 3)
 #
 # Sections:
@@ -92,7 +92,7 @@ for t in jq awk cmake; do
   command -v "$t" >/dev/null || die "'$t' is not installed: run scripts/install-deps.sh"
 done
 case $gb$live_gb$reps in *[!0-9.]* | '') die "BENCH_GB, BENCH_LIVE_GB and BENCH_REPS are numbers" ;; esac
-sections=" $(tr ',' ' ' <<<"${BENCH_SECTIONS:-1 2 3 4 5 6 7 8}") "
+sections=" $(tr ',' ' ' <<<"${BENCH_SECTIONS:-1 2 2b 3 4 5 6 7 8}") "
 # want N...: whether any of sections N... is to run (BENCH_SECTIONS).
 want() {
   local n
@@ -314,7 +314,10 @@ echo
 echo "== 2b. the whole pipeline on one core: engine, demux, ledger, sinks, writer (bench_pipeline; best of $reps)"
 # One 400 GbE port of 8298-byte frames, preamble and gap included.
 port400_mpps=$(calc "400e9 / 8 / (8298 + 20) / 1e6" %.2f)
-if run_gbench bench_pipeline; then
+if ! want 2b; then
+  result "pipeline, headers only (GPU payload)" "-" "400 GbE" "-" ">= 1" SKIP "$not_selected"
+  result "pipeline, whole frames vs memcpy" "-" "memcpy" "-" ">= 0.7" SKIP "$not_selected"
+elif run_gbench bench_pipeline; then
   hdr_mpps=$(calc "$(best bench_pipeline BM_Pipeline/layout:0 items_per_second max) / 1e6")
   whole_mpps=$(calc "$(best bench_pipeline BM_Pipeline/layout:1 items_per_second max) / 1e6")
   copied_mpps=$(calc "$(best bench_pipeline BM_Pipeline/layout:2 items_per_second max) / 1e6")
@@ -789,7 +792,7 @@ else
       usdt_run "$b/bench/bench_demux" "$work/usdt-$side-$i.json" "$usdt_filter" ||
         { usdt_broken="bench_demux of $b failed"; break; }
       if [ -x "$BUILD/bench/bench_pipeline" ] && [ -x "$nousdt/bench/bench_pipeline" ]; then
-        usdt_run "$b/bench/bench_pipeline" "$work/usdt-pipeline-$side-$i.json" ||
+        usdt_run "$b/bench/bench_pipeline" "$work/usdt-pipeline-$side-$i.json" 'BM_Pipeline/layout:0/' ||
           { usdt_broken="bench_pipeline of $b failed"; break; }
       fi
     done
@@ -834,7 +837,18 @@ else
                     | if ($k | length) == 0 then "-" else
                       (([$k[] | $w[.]] | add) / ([$k[] | $o[.]] | add) * 1000 | round / 1000) end' \
         "$work/usdt-pipe-with.json" "$work/usdt-pipe-without.json")
-      result "pipeline with probes vs without" "-" "-" "$r" "-" INFO "bench_pipeline, the sum of its benchmarks' best real times"
+      # Judged on the headers-only pipeline (layout 0, the only one run
+      # here): the per-frame path every probe site is on, with no payload
+      # copy to dilute it.
+      h=$(jq -r -s '.[0] as $w | .[1] as $o | [$w | keys[] | select(startswith("BM_Pipeline/layout:0/"))][0] as $k
+                    | if $k == null or $o[$k] == null then "-" else ($w[$k] / $o[$k] * 1000 | round / 1000) end' \
+        "$work/usdt-pipe-with.json" "$work/usdt-pipe-without.json")
+      if [ "$h" = - ]; then
+        result "pipeline with probes vs without" "-" "-" "-" "<= 1.02" FAIL "no BM_Pipeline/layout:0 on both sides"
+      else
+        status=$(awk -v r="$h" 'BEGIN { print (r <= 1.02) ? "PASS" : "MISS" }')
+        result "pipeline with probes vs without" "$h" "headers only, layout 0" "$h" "<= 1.02" "$status" "best real time per pass, with over without"
+      fi
     fi
   fi
 fi
