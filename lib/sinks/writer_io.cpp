@@ -349,6 +349,9 @@ void WriterIo::open_file(Writer::Output& out) {
     out.offset = 0;
     out.carry_len = 0;
     out.checksum.reset();
+    // Only a file that gets an index needs its digest (write_index: regular
+    // files, with Options::index).
+    out.checksum.enable(options_.index && is_regular(out.fd));
     out.abandoned = false;
     note_file_on_disk(out);
     if (out.preamble.empty()) {
