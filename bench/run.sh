@@ -280,11 +280,17 @@ elif run_gbench bench_engine; then
   # Issue 18: 1, 8 and 64 QPs on the one CQ, 64 streams (BM_EngineQps).
   # Issue 30: many queues as fast as one, goal >= 0.9: 64 QPs' rate over 1 QP's.
   for n in 1 8 64; do
-    printf -v "qps_mpps_$n" '%s' "$(calc "$(best bench_engine "BM_EngineQps/qps:$n/" items_per_second max) / 1e6")"
+    printf -v "qps_mpps_$n" '%s' "$(calc "$(best bench_engine "BM_EngineQps/qps:$n/dma:0/" items_per_second max) / 1e6")"
   done
   echo "1 QP: $qps_mpps_1 Mpps; 8 QPs: $qps_mpps_8; 64 QPs: $qps_mpps_64 (one CQ, 64 streams, split)"
+  # The same with the simulated NIC's writes flushed from the poll core's
+  # caches (dma:1), as a real NIC's DMA leaves them: for the record beside
+  # the goal, which is judged on the plain run (bench/README.md).
+  cold1=$(calc "$(best bench_engine "BM_EngineQps/qps:1/dma:1/" items_per_second max) / 1e6")
+  cold64=$(calc "$(best bench_engine "BM_EngineQps/qps:64/dma:1/" items_per_second max) / 1e6")
+  echo "with the NIC's writes out of the poll core's caches: 1 QP $cold1 Mpps, 64 QPs $cold64 ($(calc "$cold64 / $cold1")x)"
   r=$(calc "$qps_mpps_64 / $qps_mpps_1")
-  result "engine 64 QPs vs 1 (one CQ)" "$qps_mpps_64 Mpps" "1 QP: $qps_mpps_1 Mpps" "$r" ">= 0.9" "$(verdict "$r" 0.9)" "8 QPs: $qps_mpps_8 Mpps"
+  result "engine 64 QPs vs 1 (one CQ)" "$qps_mpps_64 Mpps" "1 QP: $qps_mpps_1 Mpps" "$r" ">= 0.9" "$(verdict "$r" 0.9)" "8 QPs: $qps_mpps_8 Mpps; NIC writes out of cache: $(calc "$cold64 / $cold1")x"
   # Issue 30, item 4: two simulated devices, each its own engine, CQ and
   # thread pinned to its own core, against one (BM_Devices). Each thread
   # plays its NIC too, so the figures include the simulated NIC's work.

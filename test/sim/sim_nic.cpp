@@ -1067,6 +1067,14 @@ void SimHardware::deliver(Bytes frame, std::uint64_t ticks) {
         const std::size_t n = std::min<std::size_t>(left, wr.sge[i].length);
         if (n > 0 && (i == 0 || !config_.skip_payload_dma)) {
             std::memcpy(reinterpret_cast<std::uint8_t*>(wr.sge[i].addr), src, n);
+#if defined(__x86_64__)
+            if (config_.dma_leaves_cache) {
+                const auto begin = wr.sge[i].addr & ~std::uint64_t{63};
+                for (std::uint64_t line = begin; line < wr.sge[i].addr + n; line += 64) {
+                    __builtin_ia32_clflush(reinterpret_cast<const void*>(line));
+                }
+            }
+#endif
         }
         src += n;
         left -= n;

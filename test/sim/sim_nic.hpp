@@ -156,6 +156,12 @@ struct SimConfig {
     // the NIC, not the CPU. Completions are unchanged (byte_len is the whole
     // frame); the payload slots keep whatever they held.
     bool skip_payload_dma = false;
+    // Benchmarks only: every line the NIC writes is flushed from this CPU's
+    // caches (clflush) after the write, so the engine finds it in memory, as
+    // after a real NIC's DMA without DDIO. The simulated NIC runs on the poll
+    // core, so without this its writes sit in that core's L1/L2, which a real
+    // NIC's never do (bench_engine, BM_EngineQps/dma:cold).
+    bool dma_leaves_cache = false;
 };
 
 // Counters the simulated NIC keeps, as an mlx5 port would show them under
