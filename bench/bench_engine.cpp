@@ -92,23 +92,8 @@ void run_engine(benchmark::State& state, FrameSet& set, const GeneratorConfig& t
         set.advance();
         Clock::duration pass{};
         for (std::size_t begin = 0; begin < set.count && !stuck; begin += kBatch) {
-            const std::size_t end = std::min(set.count, begin + kBatch);
-            const auto t0 = Clock::now();
-            for (std::size_t i = begin; i < end; ++i) {
-                nic->deliver(set.frame(i));
-            }
-            const auto t1 = Clock::now();
-            const std::uint64_t want = fed + (end - begin);
-            while (engine.frames_published() < want) {
-                if (engine.poll_once() == 0) {
-                    stuck = true;  // the NIC dropped some: the check below reports it
-                    break;
-                }
-            }
-            const auto t2 = Clock::now();
-            nic_time += t1 - t0;
-            pass += t2 - t1;
-            fed = want;
+            stuck = !bench::play_batch(*nic, engine, set, begin,
+                                       std::min(set.count, begin + kBatch), fed, nic_time, pass);
         }
         engine_time += pass;
         state.SetIterationTime(std::chrono::duration<double>(pass).count());
@@ -265,18 +250,12 @@ void BM_Devices(benchmark::State& state) {
                 seen = round.load();
                 for (int p = 0; p < kDevicePasses && !lane.stuck; ++p) {
                     lane.set.advance();
-                    for (std::size_t begin = 0; begin < lane.set.count; begin += kBatch) {
-                        const std::size_t end = std::min(lane.set.count, begin + kBatch);
-                        for (std::size_t i = begin; i < end; ++i) {
-                            lane.wire->nic->deliver(lane.set.frame(i));
-                        }
-                        lane.fed += end - begin;
-                        while (lane.engine->frames_published() < lane.fed) {
-                            if (lane.engine->poll_once() == 0) {
-                                lane.stuck = true;
-                                break;
-                            }
-                        }
+                    Clock::duration unused{};
+                    for (std::size_t begin = 0; begin < lane.set.count && !lane.stuck;
+                         begin += kBatch) {
+                        lane.stuck = !bench::play_batch(
+                            *lane.wire->nic, *lane.engine, lane.set, begin,
+                            std::min(lane.set.count, begin + kBatch), lane.fed, unused, unused);
                     }
                 }
                 done.fetch_add(1);

@@ -162,22 +162,8 @@ void run_pipeline(benchmark::State& state, Layout layout) {
                     stuck = Clock::now() > deadline;  // slots never came back
                 }
             }
-            const auto t1 = Clock::now();
-            for (std::size_t i = begin; i < end; ++i) {
-                nic->deliver(set.frame(i));
-            }
-            const auto t2 = Clock::now();
-            const std::uint64_t want = fed + (end - begin);
-            while (engine.frames_published() < want) {
-                if (engine.poll_once() == 0) {
-                    stuck = true;  // the NIC dropped some: the check below reports it
-                    break;
-                }
-            }
-            const auto t3 = Clock::now();
-            nic_time += t2 - t1;
-            pass += (t1 - t0) + (t3 - t2);
-            fed = want;
+            pass += Clock::now() - t0;
+            stuck = stuck || !bench::play_batch(*nic, engine, set, begin, end, fed, nic_time, pass);
         }
         engine_time += pass;
         state.SetIterationTime(std::chrono::duration<double>(pass).count());

@@ -7,6 +7,7 @@
 // period later each pass, so that every stream keeps advancing.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -63,6 +64,34 @@ class NoMembership final : public GroupMembership {
   public:
     void rejoin() override {}
 };
+
+// One batch, as every engine benchmark plays it: the NIC delivers frames
+// [begin, end) of `set` (its time added to `nic_time`), then the engine polls
+// until it has handled them (added to `engine_time`); `fed` counts the frames
+// delivered. False when a poll found nothing first: the NIC dropped some,
+// which the caller's ledger check reports.
+inline bool play_batch(sim::SimHardware& nic, VerbsEngine& engine, const FrameSet& set,
+                       std::size_t begin, std::size_t end, std::uint64_t& fed,
+                       std::chrono::steady_clock::duration& nic_time,
+                       std::chrono::steady_clock::duration& engine_time) {
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
+    for (std::size_t i = begin; i < end; ++i) {
+        nic.deliver(set.frame(i));
+    }
+    const auto t1 = Clock::now();
+    fed += end - begin;
+    bool handled = true;
+    while (engine.frames_published() < fed) {
+        if (engine.poll_once() == 0) {
+            handled = false;
+            break;
+        }
+    }
+    nic_time += t1 - t0;
+    engine_time += Clock::now() - t1;
+    return handled;
+}
 
 // One device as run_verbs_capture wires it: the simulated NIC, its device,
 // and a demux with its ledger (sinks are the caller's) for `t`'s groups.
