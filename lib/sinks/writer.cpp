@@ -32,21 +32,20 @@ namespace {
 constexpr std::size_t kPressureFlushHolds = 64;
 
 using writer_detail::buffer_cost;
-using writer_detail::BufferStock;
+using writer_detail::BufferArena;
 using writer_detail::holds_for;
 using writer_detail::kPage;
 using writer_detail::MemoryCount;
 using writer_detail::MemoryPlan;
+using writer_detail::Refusal;
 
-// The buffers kept made ahead under a bound: a sixteenth of it, at most
-// 256 MiB (at 100 GbE, 20 ms of the wire while the stock makes more), at
-// least the least pool.
-std::size_t stock_bytes(const Writer::Options& o, std::size_t target) {
+// The most the stock keeps faulted in ahead under a bound: a sixteenth of
+// it, at most 256 MiB (at 100 GbE, 20 ms of the wire).
+std::size_t most_ahead(const Writer::Options& o) {
     if (o.stock_bytes != 0) {
         return std::min(o.stock_bytes, o.memory_bytes);
     }
-    const std::size_t least = MemoryPlan(o, 0).least_pool * buffer_cost(target, o);
-    return std::max(least, std::min(o.memory_bytes / 16, std::size_t{256} << 20));
+    return std::min(o.memory_bytes / 16, std::size_t{256} << 20);
 }
 
 }  // namespace
@@ -83,15 +82,19 @@ Writer::Memory Writer::memory() const {
     m.drops_at_bound = drops_at_bound_;
     m.drops_below_bound = drops_below_bound_;
     m.starved = stock_->starved();
+    m.ahead_peak = stock_->ahead_peak();
+    m.ahead_rule = stock_->ahead_rule();
+    m.producer_faulted = stock_->producer_faulted();
     return m;
 }
 
 // Without a bound: a buffer made on this thread, up front or with an output.
 Writer::Buffer* Writer::new_buffer(Lane& lane, std::size_t bytes) {
-    auto buffer = std::make_unique<Buffer>(bytes, holds_for(bytes, options_));
-    buffer->charged = buffer_cost(bytes, options_);
-    count_->charge(buffer->charged);
-    Buffer* b = stock_->adopt(std::move(buffer));
+    Refusal why = Refusal::none;
+    Buffer* b = stock_->carve(bytes, holds_for(bytes, options_), why);
+    if (b == nullptr) {
+        throw std::bad_alloc();  // (the reservation covers every buffer: the host refused)
+    }
     lane.spare.push_back(b);
     return b;
 }
@@ -112,7 +115,6 @@ void Writer::plan_for(std::size_t outputs) {
         return;
     }
     target_bytes_ = size;
-    stock_->set_target(size);
     for (auto& lane : lanes_) {
         lane->target.store(size, std::memory_order_relaxed);
     }
@@ -195,7 +197,8 @@ Writer::Writer(const Options& options) : options_(options) {
         options_.buffer_bytes < 65536 + kPcapRecordHeaderBytes) {
         throw std::invalid_argument("writer needs at least 2 buffers of 64 KiB per disk thread");
     }
-    stock_ = std::make_unique<BufferStock>(options_, *count_, capacity);
+    stock_ = std::make_unique<BufferArena>(
+        options_, *count_, BufferArena::reserve_for(options_, options_.buffer_bytes, capacity));
     for (unsigned t = 0; t < options_.threads; ++t) {
         // Any buffer may go to any lane: each queue can hold them all.
         auto lane = std::make_unique<Lane>(capacity);
@@ -204,8 +207,11 @@ Writer::Writer(const Options& options) : options_(options) {
         lanes_.push_back(std::move(lane));
     }
     if (bounded()) {
-        // Memory is taken as the run needs it: the stock makes buffers ahead.
-        stock_->start(target_bytes_, stock_bytes(options_, target_bytes_), &backlog_);
+        // Memory is taken as the run needs it: the producer carves buffers,
+        // the stock faults their pages in ahead.
+        stock_->start(options_.buffers * buffer_cost(target_bytes_, options_),
+                      most_ahead(options_));
+        want_stock();
     } else {
         const std::size_t per_lane = options_.buffers / options_.threads;
         for (std::size_t i = 0; i < per_lane * options_.threads; ++i) {
@@ -256,16 +262,9 @@ Writer::Writer(const Options& options) : options_(options) {
                 if (const std::size_t size = lane->target.load(std::memory_order_relaxed);
                     size != 0 && buffer->capacity > size) {
                     const std::size_t before = buffer->charged;
-                    try {
-                        buffer->shrink(size, holds_for(size, options_));
-                        buffer->charged = buffer_cost(size, options_);
-                        lane->count->release(before - buffer->charged);
-                    } catch (const std::bad_alloc&) {
-                        // Kept as it was (the old bytes are freed only after
-                        // the new ones were had): counted whole again.
-                        buffer->charged = buffer_cost(buffer->capacity, options_);
-                        lane->count->charge(buffer->charged - before);
-                    }
+                    buffer->shrink(size, holds_for(size, options_));
+                    buffer->charged = buffer->span;
+                    lane->count->release(before - buffer->charged);
                 }
                 lane->free.enqueue(buffer);
             }
@@ -338,8 +337,7 @@ Writer::OutputId Writer::add_output(OutputFormat format, std::string path, std::
 void Writer::want_stock() {
     const std::size_t foreseen =
         planned_outputs_ > outputs_.size() ? planned_outputs_ - outputs_.size() : 0;
-    stock_->want(std::max(stock_bytes(options_, target_bytes_),
-                          (unserved_ + foreseen) * buffer_cost(target_bytes_, options_)));
+    stock_->want((options_.buffers + unserved_ + foreseen) * buffer_cost(target_bytes_, options_));
 }
 
 void Writer::prepare(std::chrono::milliseconds patience) {
@@ -382,7 +380,13 @@ Writer::Buffer* Writer::try_take_buffer(Lane& lane, bool fresh) {
             }
         }
     }
-    return fresh ? stock_->take() : nullptr;
+    if (!fresh || !bounded()) {
+        return nullptr;
+    }
+    Refusal why = Refusal::none;
+    Buffer* b = stock_->carve(target_bytes_, holds_for(target_bytes_, options_), why);
+    last_refusal_ = static_cast<int>(why);
+    return b;
 }
 
 // Offline (and at the end): waits until a buffer comes back from a disk
@@ -471,12 +475,10 @@ bool Writer::begin_record(Output& out, std::size_t bytes, std::size_t pieces,
             if (b != nullptr) {
                 out.lane->spare.push_back(b);  // (reserved for every buffer: never allocates)
             } else if (bounded()) {
-                // Whether the memory really was at the bound, or the stock
-                // had not made the next buffer yet (it should never lag).
-                // (The last 1/32 of it is the bookkeeping's: buffers made at
-                // a larger size and not yet remade, a buffer on its way.)
-                if (count_->now() + buffer_cost(target_bytes_, options_) >
-                    options_.memory_bytes - options_.memory_bytes / 32) {
+                // Whether the memory really was at the bound, or the host
+                // refused memory below it (Refusal::host: the arena's own
+                // carving never waits for a thread, so nothing else can).
+                if (last_refusal_ == static_cast<int>(Refusal::bound)) {
                     ++drops_at_bound_;
                 } else {
                     ++drops_below_bound_;

@@ -18,15 +18,19 @@
 // buffers together, with their piece lists, and the disk threads' staging
 // buffers (each output's own record, about 1.6 KiB, 5.6 with O_DIRECT, is
 // left for in the plan but not counted in memory()). Nothing is allocated up
-// front but the staging: a thread of the writer's (the stock,
-// writer_memory.hpp) keeps a few buffers made ahead (a sixteenth of the
-// bound, at most 256 MiB, more while a live backlog grows, and one for each
-// output planned or foreseen) and makes more as they are taken, until the
-// memory reaches the bound. So a stalled disk is absorbed by the whole
-// bound, and memory an output never needed is lent to the backlog: a buffer
-// goes to whichever output needs one, and comes back free once written.
-// The producer never allocates a buffer. An offline source, which waits for
-// the disk anyway, takes no new buffer past an eighth of the bound in flight.
+// front but the staging: the bound is reserved as address space only (the
+// arena, writer_memory.hpp), and the producer carves a buffer from it itself
+// whenever no written one is free, in O(1), while the memory has room. A
+// thread of the writer's (the stock) faults pages in ahead of the carving,
+// as much as the run's pace needs (the least pool and a buffer per output
+// planned, or 40 ms of the carving's pace, at most a sixteenth of the bound
+// and 256 MiB), so that the producer's copies into a new buffer seldom take
+// a page fault; when the stock gets no CPU the producer takes the faults,
+// never a drop. So a stalled disk is absorbed by the whole bound, and memory
+// an output never needed is lent to the backlog: a buffer goes to whichever
+// output needs one, and comes back free once written. An offline source,
+// which waits for the disk anyway, takes no new buffer past an eighth of the
+// bound in flight.
 //
 // Buffer size: the writer plans for a number of outputs, and sizes buffers
 // so that the outputs' parked buffers (one partly filled buffer each) take
@@ -49,8 +53,8 @@
 // the producer either waits (offline sources: the file will still be there)
 // or drops the record and counts it (live sources: a stalled producer loses
 // packets at the NIC instead, silently); memory() says whether each such
-// drop met the bound (drops_at_bound) or found the stock behind
-// (drops_below_bound, which should stay 0).
+// drop met the bound (drops_at_bound) or found the host refusing memory
+// below it (drops_below_bound: strict overcommit, or the host out of memory).
 //
 // Files are created by a helper thread as their outputs are added (or by the
 // disk thread, if it needs one first), so the producer never blocks on the
@@ -99,7 +103,7 @@ namespace ibvcap {
 
 namespace writer_detail {
 struct MemoryCount;
-class BufferStock;
+class BufferArena;
 class FileAhead;
 }  // namespace writer_detail
 
@@ -134,8 +138,11 @@ class Writer {
         // none, every buffer buffer_bytes). See "Memory bound" above.
         std::size_t memory_bytes = 0;
         std::size_t max_outputs = 4096;
-        // With memory_bytes: the buffers kept made ahead of the producer (0:
-        // a sixteenth of the bound, at most 256 MiB).
+        // With memory_bytes: the most bytes of buffer pages the stock keeps
+        // faulted in ahead of the producer (0: a sixteenth of the bound, at
+        // most 256 MiB). What it keeps follows the run below that: the least
+        // pool and a buffer per output planned, or 40 ms of the carving's
+        // pace (writer_memory.hpp, BufferArena).
         std::size_t stock_bytes = 0;
         bool block_when_full = true;  // false: drop and count (live sources)
         // When this becomes true (a second Ctrl-C), buffers still queued are
@@ -195,10 +202,11 @@ class Writer {
     void set_ordered(OutputId output, std::uint32_t window);
 
     // Producer, before the first record (the run calls it before its
-    // source starts): the outputs added so far are the ones planned, and a
-    // buffer is made ahead for each of them besides the stock, so that no
-    // planned output waits for one at its first record. Waits until they and
-    // the outputs' first files are made, at most `patience` each.
+    // source starts): the outputs added so far are the ones planned, and the
+    // stock faults in the pages of a buffer for each of them besides its
+    // least, so that no planned output's first record takes page faults.
+    // Waits until they and the outputs' first files are made, at most
+    // `patience` each.
     void prepare(std::chrono::milliseconds patience = std::chrono::seconds(10));
 
     // Append one record made of up to four pieces, all copied. Never
@@ -262,8 +270,15 @@ class Writer {
         std::size_t buffers = 0;              // made (allocated at some time)
         std::uint64_t backlog_peak = 0;       // the most bytes handed to the disk threads at once
         std::uint64_t drops_at_bound = 0;     // records dropped (live) with the memory at the bound
-        std::uint64_t drops_below_bound = 0;  // records dropped with room left (the stock lagged)
-        bool starved = false;  // the stock found the host out of memory below the bound
+        std::uint64_t drops_below_bound = 0;  // records dropped with room left (the host refused)
+        bool starved = false;                 // the host refused memory below the bound
+        // The most buffer pages the stock held faulted in ahead of the
+        // producer at once, and the rule that set it ("least", "rate",
+        // "most": BufferArena::ahead_rule); the buffers whose pages the
+        // producer faulted in itself (the stock had not reached them).
+        std::size_t ahead_peak = 0;
+        const char* ahead_rule = "least";
+        std::size_t producer_faulted = 0;
     };
     Memory memory() const;
 
@@ -289,10 +304,11 @@ class Writer {
     void release_holds(Buffer& buffer);  // disk threads
 
     Options options_;
-    // The bytes the writer has, and the stock that owns (and, with a bound,
-    // makes) every buffer: before the lanes, so it outlives their threads.
+    // The bytes the writer has, and the arena every buffer is carved from
+    // (with a bound, its stock faults pages in ahead): before the lanes, so
+    // it outlives their threads.
     std::unique_ptr<writer_detail::MemoryCount> count_;
-    std::unique_ptr<writer_detail::BufferStock> stock_;
+    std::unique_ptr<writer_detail::BufferArena> stock_;
     std::vector<std::unique_ptr<Lane>> lanes_;
     std::deque<Output> outputs_;    // stable addresses; grown by the producer only
     std::vector<Output*> holding_;  // outputs whose current buffer holds frames
@@ -308,6 +324,7 @@ class Writer {
     std::size_t target_bytes_ = 0;
     std::uint64_t drops_at_bound_ = 0;
     std::uint64_t drops_below_bound_ = 0;
+    int last_refusal_ = 0;      // why the arena made no buffer last (writer_detail::Refusal)
     std::size_t unserved_ = 0;  // prepared outputs that have not taken their first buffer
     // Creates files ahead and writes indexes behind (writer_ahead.hpp);
     // declared after outputs_, so stopped before they go.

@@ -84,45 +84,109 @@ inline std::size_t holds_for(std::size_t bytes, const Writer::Options& o) {
         1, std::min(o.max_pieces, bytes / std::max<std::size_t>(o.min_hold_bytes, 1)));
 }
 
-// What a buffer of `bytes` costs in memory: its bytes, its piece list and
-// its held-frame lists (Buffer's constructor reserves them).
+inline constexpr std::size_t page_round(std::size_t bytes) {
+    return (bytes + kPage - 1) / kPage * kPage;
+}
+
+// A list of fixed capacity in memory it does not own (a buffer's piece and
+// held-frame lists, laid out in the buffer's own chunk of the arena, so that
+// making a buffer allocates nothing: writer_memory.hpp). The few calls of
+// std::vector the writer uses; pushing past the capacity is the caller's
+// error (Buffer::room checks it first).
+template <class T>
+class FixedList {
+  public:
+    void reset(T* at, std::size_t capacity) {
+        data_ = at;
+        size_ = 0;
+        capacity_ = capacity;
+    }
+    void push_back(const T& v) { data_[size_++] = v; }
+    void pop_back() { --size_; }
+    void clear() { size_ = 0; }
+    T& back() { return data_[size_ - 1]; }
+    const T& back() const { return data_[size_ - 1]; }
+    T& operator[](std::size_t i) { return data_[i]; }
+    const T& operator[](std::size_t i) const { return data_[i]; }
+    T* data() { return data_; }
+    const T* data() const { return data_; }
+    T* begin() { return data_; }
+    T* end() { return data_ + size_; }
+    const T* begin() const { return data_; }
+    const T* end() const { return data_ + size_; }
+    std::size_t size() const { return size_; }
+    std::size_t capacity() const { return capacity_; }
+    bool empty() const { return size_ == 0; }
+
+  private:
+    T* data_ = nullptr;
+    std::size_t size_ = 0;
+    std::size_t capacity_ = 0;
+};
+
+// Where a buffer's parts lie in its chunk (Writer::Buffer::lay_out): the
+// Buffer itself at the chunk's start, then its piece list and its held-frame
+// lists, then its bytes from the next page on.
+struct BufferLayout {
+    std::size_t pieces = 0;  // entries of the piece list
+    std::size_t holds = 0;   // entries of each held-frame list
+    std::size_t pieces_at = 0;
+    std::size_t owners_at = 0;
+    std::size_t tokens_at = 0;
+    std::size_t data_at = 0;  // page-aligned
+    std::size_t span = 0;     // the whole chunk, whole pages
+};
+inline BufferLayout buffer_layout(std::size_t bytes, std::size_t holds);  // (below Writer::Buffer)
+
+// What a buffer of `bytes` costs in memory: its chunk of the arena, the
+// Buffer, its lists and its bytes in whole pages.
 inline std::size_t buffer_cost(std::size_t bytes, const Writer::Options& o) {
-    const std::size_t holds = holds_for(bytes, o);
-    return bytes + (holds * 4 + 8) * sizeof(Piece) + holds * 2 * sizeof(std::uint64_t) + 256;
+    return buffer_layout(bytes, holds_for(bytes, o)).span;
 }
 
 }  // namespace writer_detail
 
+// A buffer lives in its own chunk of the writer's arena (writer_memory.hpp),
+// made by placement at the chunk's start: it allocates nothing and frees
+// nothing (the arena's pages go back with the arena).
 struct Writer::Buffer {
-    writer_detail::PageBuffer data;  // page-aligned: also an O_DIRECT source
+    std::uint8_t* data = nullptr;  // page-aligned: also an O_DIRECT source
     std::size_t capacity = 0;
     std::size_t limit = 0;  // bytes it takes until sent: capacity, or less (the memory bound)
     std::size_t max_holds = 0;
-    std::size_t charged = 0;  // its bytes in the writer's count (buffer_cost)
+    std::size_t charged = 0;  // its bytes in the writer's count (its chunk's span)
+    std::size_t span = 0;     // its chunk, from its own address: whole pages
     std::size_t used = 0;     // bytes copied into `data`
     std::size_t bytes = 0;    // record bytes in all pieces (copied and held)
     std::uint64_t records = 0;
     Output* output = nullptr;  // nullptr: the end-of-stream marker
     bool close_after = false;
     bool rotate_before = false;
-    std::vector<writer_detail::Piece> pieces;
+    writer_detail::FixedList<writer_detail::Piece> pieces;
     // Held frames: released (grouped by owner) once the buffer is written,
     // or, when every held piece is device memory, once the device copies
     // have landed in staging (gpu-cuda-2.md N3: nothing reads a device slot
     // after copy_to_host). `owners` stays until reset (held_intact reads it).
-    std::vector<SlotOwner*> owners;
-    std::vector<std::uint64_t> tokens;
+    writer_detail::FixedList<SlotOwner*> owners;
+    writer_detail::FixedList<std::uint64_t> tokens;
     bool holds_host = false;      // a held piece is host memory: kept until written
     bool holds_released = false;  // the tokens went back already
 
-    Buffer(std::size_t bytes_, std::size_t max_holds_)
-        : data(writer_detail::page_alloc(bytes_)),
-          capacity(bytes_),
-          limit(bytes_),
-          max_holds(max_holds_) {
-        pieces.reserve(max_holds * 4 + 8);
-        owners.reserve(max_holds);
-        tokens.reserve(max_holds);
+    // Made at the start of a chunk of at least buffer_layout(bytes, holds).span bytes.
+    Buffer(std::size_t bytes_, std::size_t holds_) { lay_out(bytes_, holds_); }
+    // Its lists and bytes laid out in its chunk for `bytes_` and `holds_`,
+    // empty. The chunk's pages stay as they are.
+    void lay_out(std::size_t bytes_, std::size_t holds_) {
+        const writer_detail::BufferLayout l = writer_detail::buffer_layout(bytes_, holds_);
+        auto* base = reinterpret_cast<std::uint8_t*>(this);
+        pieces.reset(reinterpret_cast<writer_detail::Piece*>(base + l.pieces_at), l.pieces);
+        owners.reset(reinterpret_cast<SlotOwner**>(base + l.owners_at), l.holds);
+        tokens.reset(reinterpret_cast<std::uint64_t*>(base + l.tokens_at), l.holds);
+        data = base + l.data_at;
+        capacity = bytes_;
+        max_holds = holds_;
+        span = l.span;
+        reset();
     }
     // Parked, partly filled, and larger than the memory bound now wants:
     // takes no more than `size` bytes and `holds` frames, and gives the
@@ -131,7 +195,11 @@ struct Writer::Buffer {
     void trim(std::size_t size, std::size_t holds, std::size_t cost) {
         cap(size, holds);
         charged = cost;
-        give_back_past(size);
+        const std::size_t from = writer_detail::page_round(size);
+        const std::size_t to = capacity / writer_detail::kPage * writer_detail::kPage;
+        if (to > from) {
+            ::madvise(data + from, to - from, MADV_DONTNEED);
+        }
     }
     // Takes no more than `size` bytes and `holds` frames before it is sent;
     // its memory stays as it is (and counted) until it is written.
@@ -139,38 +207,22 @@ struct Writer::Buffer {
         limit = std::min(limit, size);
         max_holds = std::min(max_holds, holds);
     }
-    // Made smaller, in place, once written: the pages past `size` go back
-    // to the system and those it keeps stay faulted in, so the producer's
-    // next copies into it take no page fault (making it afresh moved a
-    // page fault per page onto the capture thread). Throws std::bad_alloc
-    // (the smaller piece lists), leaving the buffer as it was.
+    // Made smaller, in place, once written (empty): laid out again in the
+    // first pages of its chunk, and the pages past them go back to the
+    // system (its span shrinks; the arena never reuses that address). The
+    // pages it keeps stay faulted in, so the producer's next copies into it
+    // take no page fault (making it afresh moved a page fault per page onto
+    // the capture thread). Allocates nothing.
     void shrink(std::size_t size, std::size_t holds) {
-        std::vector<writer_detail::Piece> fresh_pieces;
-        std::vector<SlotOwner*> fresh_owners;
-        std::vector<std::uint64_t> fresh_tokens;
-        fresh_pieces.reserve(holds * 4 + 8);
-        fresh_owners.reserve(holds);
-        fresh_tokens.reserve(holds);
-        give_back_past(size);
-        pieces = std::move(fresh_pieces);
-        owners = std::move(fresh_owners);
-        tokens = std::move(fresh_tokens);
-        capacity = size;
-        max_holds = holds;
-        reset();
-    }
-    // The whole pages of `data` past `size` go back to the system.
-    void give_back_past(std::size_t size) {
-        const std::size_t from =
-            (size + writer_detail::kPage - 1) / writer_detail::kPage * writer_detail::kPage;
-        const std::size_t to = capacity / writer_detail::kPage * writer_detail::kPage;
-        if (to > from) {
-            ::madvise(data.get() + from, to - from, MADV_DONTNEED);
+        const std::size_t before = span;
+        lay_out(size, holds);
+        if (before > span) {
+            ::madvise(reinterpret_cast<std::uint8_t*>(this) + span, before - span, MADV_DONTNEED);
         }
     }
     void reset() {
         limit = capacity;
-        max_holds = tokens.capacity();  // (as made: trim() may have lowered it)
+        max_holds = tokens.capacity();  // (as laid out: trim() may have lowered it)
         used = 0;
         bytes = 0;
         records = 0;
@@ -190,7 +242,7 @@ struct Writer::Buffer {
         if (b.empty()) {
             return;
         }
-        std::uint8_t* dst = data.get() + used;
+        std::uint8_t* dst = data + used;
         std::memcpy(dst, b.data(), b.size());
         if (!pieces.empty() && pieces.back().device == nullptr &&
             pieces.back().ptr + pieces.back().len == dst) {
@@ -209,6 +261,22 @@ struct Writer::Buffer {
         }
     }
 };
+
+namespace writer_detail {
+
+inline BufferLayout buffer_layout(std::size_t bytes, std::size_t holds) {
+    BufferLayout l;
+    l.holds = holds;
+    l.pieces = holds * 4 + 8;
+    l.pieces_at = (sizeof(Writer::Buffer) + alignof(Piece) - 1) / alignof(Piece) * alignof(Piece);
+    l.owners_at = l.pieces_at + l.pieces * sizeof(Piece);
+    l.tokens_at = l.owners_at + l.holds * sizeof(SlotOwner*);
+    l.data_at = page_round(l.tokens_at + l.holds * sizeof(std::uint64_t));
+    l.span = l.data_at + page_round(bytes);
+    return l;
+}
+
+}  // namespace writer_detail
 
 struct Writer::Lane {
     // Buffers are owned by the writer's stock (writer_memory.hpp); a lane

@@ -1,14 +1,20 @@
 // The writer's memory plan and its stock of buffers (writer_memory.hpp).
 #include "lib/sinks/writer_memory.hpp"
 
+#include <fmt/format.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <new>
+#include <stdexcept>
+#include <type_traits>
 
 namespace ibvcap::writer_detail {
 
@@ -68,41 +74,75 @@ namespace {
 #define MADV_POPULATE_WRITE 23  // linux/mman.h, Linux 5.14
 #endif
 
-void populate(std::uint8_t* p, std::size_t bytes) {
-    const auto page = reinterpret_cast<std::uintptr_t>(p) / kPage * kPage;
-    const std::size_t span = reinterpret_cast<std::uintptr_t>(p) + bytes - page;
-    // (Only whole pages of our own; a piece list may share its first and
-    // last page with other allocations, which POPULATE_WRITE leaves as they are.)
-    if (::madvise(reinterpret_cast<void*>(page), span, MADV_POPULATE_WRITE) == 0) {
-        return;
-    }
-    volatile std::uint8_t* v = p;
-    for (std::size_t i = 0; i < bytes; i += kPage) {
-        v[i] = 0;
-    }
+// The arena's ranges are made writable, and faulted in, this many bytes at a
+// time at the least (one call per 4 MiB, not per buffer).
+constexpr std::size_t kCommitStep = std::size_t{4} << 20;
+// The stock faults pages in this many at a time, so that it sees a stop
+// and the carving's progress between steps.
+constexpr std::size_t kPopulateStep = std::size_t{2} << 20;
+// The carving's pace is taken over this window, and the stock keeps twice
+// what the window carved.
+constexpr auto kRateWindow = std::chrono::milliseconds(20);
+
+std::size_t round_up(std::size_t v, std::size_t to) {
+    return (v + to - 1) / to * to;
 }
 
 }  // namespace
 
-std::unique_ptr<Writer::Buffer> make_buffer(std::size_t bytes, const Writer::Options& o) {
-    auto b = std::make_unique<Writer::Buffer>(bytes, holds_for(bytes, o));
-    // Fault every page in now, so that the producer's copies into a new
-    // buffer take no page faults. MADV_POPULATE_WRITE (Linux 5.14,
-    // madvise(2)) has the kernel do it in one call, zeroing each page once;
-    // elsewhere one byte a page is written. The piece list is touched too.
-    populate(b->data.get(), (bytes + kPage - 1) / kPage * kPage);
-    populate(reinterpret_cast<std::uint8_t*>(b->pieces.data()),
-             b->pieces.capacity() * sizeof(Piece));
-    b->charged = buffer_cost(bytes, o);
-    return b;
+std::size_t BufferArena::reserve_for(const Writer::Options& o, std::size_t largest,
+                                     std::size_t most) {
+    const std::size_t each = buffer_cost(largest, o);
+    if (o.memory_bytes == 0) {
+        return round_up(most * each, kCommitStep) + kCommitStep;
+    }
+    // The live chunks never pass the bound; a shrunk buffer keeps its
+    // address. With the chunk sizes s_0 > s_1 > ... > s_K made in turn and
+    // N_k buffers made by the time s_k is (N_k s_k <= bound), the addresses
+    // used are sum (N_k - N_{k-1}) s_k = N_K s_K + sum N_k (s_k - s_{k+1})
+    // <= bound (1 + sum (s_k - s_{k+1}) / s_k) <= bound (1 + ln(s_0 / s_K)).
+    const double ratio =
+        static_cast<double>(each) / static_cast<double>(buffer_cost(Writer::kMinBufferBytes, o));
+    const double factor = 2.0 + std::log(std::max(1.0, ratio));  // (one more bound of margin)
+    const auto bytes = static_cast<std::size_t>(static_cast<double>(o.memory_bytes) * factor);
+    return round_up(bytes, kCommitStep) + 64 * round_up(each, kPage);
 }
 
-BufferStock::BufferStock(const Writer::Options& o, MemoryCount& count, std::size_t capacity)
-    : options_(o), count_(count), ready_(capacity) {
-    owned_.reserve(capacity);
+BufferArena::BufferArena(const Writer::Options& o, MemoryCount& count, std::size_t reserve)
+    : options_(o), count_(count), samples_(32) {
+    // PROT_NONE and MAP_NORESERVE: address space only, no commit charge in
+    // any overcommit mode (mmap(2), proc_sys_vm(5)); ranges become writable
+    // as the carving reaches them (commit). No huge pages: a given-back
+    // tail must stay given back (khugepaged would fill a 2 MiB range in
+    // again), and the count is of 4 KiB pages.
+    const std::size_t least = o.memory_bytes != 0 ? round_up(o.memory_bytes, kPage) : reserve / 2;
+    for (std::size_t want = reserve;; want = std::max(least, want / 2)) {
+        void* p =
+            ::mmap(nullptr, want, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p != MAP_FAILED) {
+            base_ = static_cast<std::uint8_t*>(p);
+            reserved_ = want;
+            break;
+        }
+        if (want == least) {
+            throw std::runtime_error(fmt::format(
+                "cannot reserve {} MiB of address space for the writers' buffers: {}; lower "
+                "--writer-memory, or raise the process's address-space limit (ulimit -v, "
+                "LimitAS=)",
+                want >> 20, std::strerror(errno)));
+        }
+    }
+    ::madvise(base_, reserved_, MADV_NOHUGEPAGE);
 }
 
-void BufferStock::stop() {
+BufferArena::~BufferArena() {
+    stop();
+    // (Every Buffer is trivially destructible: its pages go with the range.)
+    static_assert(std::is_trivially_destructible_v<Writer::Buffer>);
+    ::munmap(base_, reserved_);
+}
+
+void BufferArena::stop() {
     if (thread_.joinable()) {
         {
             const std::lock_guard lock(mu_);
@@ -113,12 +153,11 @@ void BufferStock::stop() {
     }
 }
 
-void BufferStock::start(std::size_t target, std::size_t want_bytes,
-                        const std::atomic<std::uint64_t>* backlog) {
-    backlog_ = backlog;
-    target_.store(target, std::memory_order_relaxed);
-    want_bytes_.store(want_bytes, std::memory_order_relaxed);
+void BufferArena::start(std::size_t least_ahead, std::size_t most_ahead) {
+    least_ahead_.store(least_ahead, std::memory_order_relaxed);
+    most_ahead_ = most_ahead;
     thread_ = std::thread([this] { run(); });
+    ::pthread_setname_np(thread_.native_handle(), "ibvcap-stock");
     if (!options_.cpus.empty()) {
         // With the disk threads (--disk-cpu): the core the operator gave the
         // writers. Best effort: the disk threads' pinning reports a bad CPU.
@@ -133,48 +172,104 @@ void BufferStock::start(std::size_t target, std::size_t want_bytes,
     }
 }
 
-Writer::Buffer* BufferStock::adopt(std::unique_ptr<Writer::Buffer> buffer) {
-    Writer::Buffer* b = buffer.get();
-    const std::lock_guard lock(mu_);
-    owned_.push_back(std::move(buffer));  // (reserved for every buffer: never allocates)
-    made_.fetch_add(1, std::memory_order_relaxed);
-    return b;
+// Both threads may make the same range writable at once: mprotect of a
+// range already writable changes nothing.
+bool BufferArena::commit(std::size_t to) {
+    std::size_t from = committed_.load(std::memory_order_acquire);
+    if (to <= from) {
+        return true;
+    }
+    to = std::min(reserved_, round_up(std::max(to, from + kCommitStep), kCommitStep));
+    if (::mprotect(base_ + from, to - from, PROT_READ | PROT_WRITE) != 0) {
+        starved_.store(true, std::memory_order_relaxed);
+        return false;
+    }
+    while (from < to && !committed_.compare_exchange_weak(from, to, std::memory_order_acq_rel)) {
+    }
+    return true;
 }
 
-Writer::Buffer* BufferStock::take() {
-    Writer::Buffer* b = nullptr;
-    if (!thread_.joinable() || !ready_.try_dequeue(b)) {
-        if (thread_.joinable()) {
-            poke();
+// Faults in [from, to) (MADV_POPULATE_WRITE: the kernel zeroes each page
+// once, in one call, and leaves pages already there as they are, so the
+// producer may be writing into the range meanwhile). Before Linux 5.14 each
+// page is touched by an atomic add of 0, which cannot lose a byte the
+// producer writes at the same time as a plain store would.
+bool BufferArena::populate(std::size_t from, std::size_t to) {
+    from = from / kPage * kPage;
+    to = round_up(to, kPage);
+    if (to <= from) {
+        return true;
+    }
+    if (::madvise(base_ + from, to - from, MADV_POPULATE_WRITE) != 0) {
+        if (errno != EINVAL) {
+            starved_.store(true, std::memory_order_relaxed);
+            return false;  // ENOMEM, EFAULT: the host has no more to give
         }
+        for (std::size_t at = from; at < to; at += kPage) {
+            __atomic_fetch_add(base_ + at, std::uint8_t{0}, __ATOMIC_RELAXED);
+        }
+    }
+    std::size_t was = populated_.load(std::memory_order_relaxed);
+    while (was < to && !populated_.compare_exchange_weak(was, to, std::memory_order_relaxed)) {
+    }
+    return true;
+}
+
+Writer::Buffer* BufferArena::carve(std::size_t bytes, std::size_t holds, Refusal& why) {
+    const std::size_t span = buffer_layout(bytes, holds).span;
+    const std::size_t at = next_.load(std::memory_order_relaxed);
+    if (options_.memory_bytes != 0 && count_.now() + span > options_.memory_bytes) {
+        why = Refusal::bound;
         return nullptr;
     }
-    const std::size_t left = ready_count_.fetch_sub(1, std::memory_order_relaxed) - 1;
-    const std::size_t target = target_.load(std::memory_order_relaxed);
-    if (left * buffer_cost(target, options_) < wanted() / 2) {
+    if (at + span > reserved_) {
+        why = Refusal::address;
+        return nullptr;
+    }
+    if (!commit(at + span)) {
+        why = Refusal::host;
+        return nullptr;
+    }
+    if (populated_.load(std::memory_order_relaxed) < at + span) {
+        // The stock has not reached it (no CPU, or a burst): fault it in here.
+        if (!populate(std::max(at, populated_.load(std::memory_order_relaxed)), at + span)) {
+            why = Refusal::host;
+            return nullptr;
+        }
+        producer_faulted_.fetch_add(1, std::memory_order_relaxed);
+    }
+    auto* b = new (base_ + at) Writer::Buffer(bytes, holds);
+    b->charged = span;
+    count_.charge(span);
+    next_.store(at + span, std::memory_order_release);
+    made_.fetch_add(1, std::memory_order_relaxed);
+    if (populated_.load(std::memory_order_relaxed) - (at + span) <
+        least_ahead_.load(std::memory_order_relaxed) / 2) {
         poke();
     }
+    why = Refusal::none;
     return b;
 }
 
-// No lock on the producer: a wake that slips past the maker's wait is caught
-// by its millisecond timeout. One wake until the maker has run: a live
-// producer finding no buffer at the bound pokes for every record it drops,
-// and must not make a system call for each.
-void BufferStock::poke() {
-    if (!poked_.exchange(true, std::memory_order_relaxed)) {
+// No lock on the producer: a wake that slips past the stock's wait is caught
+// by its millisecond timeout. One wake until the stock has run, so that a
+// producer carving often makes one system call, not one per buffer.
+void BufferArena::poke() {
+    if (thread_.joinable() && !poked_.exchange(true, std::memory_order_relaxed)) {
         cv_.notify_one();
     }
 }
 
-bool BufferStock::wait_stocked(std::chrono::milliseconds patience) {
+bool BufferArena::wait_stocked(std::chrono::milliseconds patience) {
     const auto until = std::chrono::steady_clock::now() + patience;
     for (;;) {
-        const std::size_t cost = buffer_cost(target_.load(std::memory_order_relaxed), options_);
-        if (ready_count_.load(std::memory_order_relaxed) * cost >=
-                want_bytes_.load(std::memory_order_relaxed) ||
-            count_.now() + cost > options_.memory_bytes ||
-            starved_.load(std::memory_order_relaxed)) {
+        const std::size_t next = next_.load(std::memory_order_acquire);
+        const std::size_t ahead = populated_.load(std::memory_order_relaxed) -
+                                  std::min(next, populated_.load(std::memory_order_relaxed));
+        const std::size_t want = least_ahead_.load(std::memory_order_relaxed);
+        if (ahead >= want ||
+            (options_.memory_bytes != 0 && count_.now() + ahead + kPage > options_.memory_bytes) ||
+            next + ahead >= reserved_ || starved()) {
             return true;
         }
         if (!thread_.joinable() || std::chrono::steady_clock::now() >= until) {
@@ -185,48 +280,69 @@ bool BufferStock::wait_stocked(std::chrono::milliseconds patience) {
     }
 }
 
-// What the stock keeps ready: what it was asked for, and while a backlog
-// grows as much again as the backlog holds (a stall that has lasted this long
-// may last as long again). The backlog's own growth then never waits for the
-// stock, even when the stock's thread is slowed (a busy host: other threads
-// on its core, direct reclaim while a page cache full of dirty pages is
-// written back).
-std::size_t BufferStock::wanted() const {
-    const std::size_t asked = want_bytes_.load(std::memory_order_relaxed);
-    // (Not offline: a source that waits for the disk gains nothing from it.)
-    const std::uint64_t backlog = backlog_ != nullptr && !options_.block_when_full
-                                      ? backlog_->load(std::memory_order_relaxed)
-                                      : 0;
-    return std::max<std::size_t>(asked, static_cast<std::size_t>(backlog + backlog / 4));
+// What the stock keeps faulted in ahead of the bump pointer: what it was
+// asked for (the least pool and the outputs planned), or, while buffers are
+// carved fast, twice what the last 20 ms carved, at most most_ahead_. It
+// follows the run, not the bound: a small run makes little ahead whatever
+// --writer-memory says.
+std::size_t BufferArena::ahead_goal(std::size_t next, int& rule) {
+    const auto now = std::chrono::steady_clock::now();
+    Sample& last = samples_[(sample_at_ + samples_.size() - 1) % samples_.size()];
+    if (now - last.at >= std::chrono::milliseconds(1)) {
+        samples_[sample_at_] = {now, next};
+        sample_at_ = (sample_at_ + 1) % samples_.size();
+    }
+    std::size_t since = next;  // the bump pointer at the window's start
+    for (const Sample& s : samples_) {
+        if (now - s.at <= kRateWindow && s.next < since) {
+            since = s.next;
+        }
+    }
+    const std::size_t least = least_ahead_.load(std::memory_order_relaxed);
+    const std::size_t paced = 2 * (next - since);
+    rule = paced > least ? 1 : 0;
+    std::size_t goal = std::max(least, paced);
+    if (goal > std::max(least, most_ahead_)) {
+        goal = std::max(least, most_ahead_);
+        rule = 2;
+    }
+    return goal;
 }
 
-void BufferStock::run() {
+void BufferArena::run() {
     for (;;) {
-        for (;;) {
-            const std::size_t size = target_.load(std::memory_order_relaxed);
-            const std::size_t cost = buffer_cost(size, options_);
-            if (ready_count_.load(std::memory_order_relaxed) * cost >= wanted() ||
-                count_.now() + cost > options_.memory_bytes) {
-                break;  // enough ready, or the bound is reached
+        const std::size_t next = next_.load(std::memory_order_acquire);
+        int rule = 0;
+        std::size_t goal = ahead_goal(next, rule);
+        if (options_.memory_bytes != 0) {
+            // Made-ahead pages are memory the writer has, though no buffer
+            // yet: they stay within the bound's room.
+            const std::size_t now = count_.now();
+            goal = std::min(goal, now < options_.memory_bytes ? options_.memory_bytes - now : 0);
+        }
+        const std::size_t to = std::min(reserved_, next + goal);
+        for (std::size_t from = std::max(next, populated_.load(std::memory_order_relaxed));
+             from < to;) {
+            const std::size_t step = std::min(to, from + kPopulateStep);
+            if (!commit(step) || !populate(from, step)) {
+                break;  // the host refused: the producer finds out for itself
             }
-            std::unique_ptr<Writer::Buffer> fresh;
-            try {
-                fresh = make_buffer(size, options_);
-            } catch (const std::bad_alloc&) {
-                // Below the bound but the system has no more: the producer
-                // drops (live) or waits (offline) as at the bound.
-                starved_.store(true, std::memory_order_relaxed);
-                break;
+            from = step;
+            const std::lock_guard lock(mu_);
+            if (quit_) {
+                return;
             }
-            count_.charge(fresh->charged);
-            Writer::Buffer* b = adopt(std::move(fresh));
-            // Counted before it can be taken, so that the count never wraps.
-            ready_count_.fetch_add(1, std::memory_order_relaxed);
-            ready_.enqueue(b);  // (capacity covers every buffer: never allocates)
+        }
+        const std::size_t held = populated_.load(std::memory_order_relaxed) -
+                                 std::min(populated_.load(std::memory_order_relaxed),
+                                          next_.load(std::memory_order_relaxed));
+        if (held > ahead_peak_.load(std::memory_order_relaxed)) {
+            ahead_peak_.store(held, std::memory_order_relaxed);
+            ahead_rule_.store(rule, std::memory_order_relaxed);
         }
         std::unique_lock lock(mu_);
-        // Woken when the producer takes the stock low; every millisecond
-        // anyway, since written buffers remade smaller free room under the bound.
+        // Woken when the producer carves into the last half of what is
+        // ahead; every millisecond anyway, to follow the carving's pace.
         cv_.wait_for(lock, std::chrono::milliseconds(1),
                      [this] { return quit_ || poked_.load(std::memory_order_relaxed); });
         poked_.store(false, std::memory_order_relaxed);
