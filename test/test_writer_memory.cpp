@@ -153,8 +153,9 @@ TEST(WriterMemoryBound, AStallIsAbsorbedUntilTheBoundIsReached) {
 }
 
 // The bound is a ceiling, not an allocation: a 4 GiB bound (or whatever of it
-// this host has) with one small output takes the staging and the stock, not
-// the bound, and is made at once.
+// this host has) with one small output takes the staging and what the run
+// carved, and the stock makes ahead what the run's pace asks for, not a share
+// of the bound.
 TEST(WriterMemoryBound, MemoryIsTakenAsTheRunNeedsIt) {
     TempDir dir;
     Writer::Options o;
@@ -171,10 +172,11 @@ TEST(WriterMemoryBound, MemoryIsTakenAsTheRunNeedsIt) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const Writer::Memory m = w.memory();
-    // The stock: a sixteenth of the bound, at most 256 MiB; the staging: one
-    // buffer. The old writer took a quarter of the bound up front.
-    EXPECT_LE(m.peak, (std::size_t{256} << 20) + (std::size_t{16} << 20));
-    EXPECT_LT(m.buffers, 600u);
+    // The staging (one buffer) and a few buffers. The first writer took a
+    // quarter of the bound up front; the stock before the arena 256 MiB.
+    EXPECT_LE(m.peak, std::size_t{16} << 20);
+    EXPECT_LE(m.ahead_peak, std::size_t{16} << 20);
+    EXPECT_LT(m.buffers, 64u);
     EXPECT_LT(seconds, 5.0);
     EXPECT_EQ(w.stats().at(0).packets, 400u);
 }
@@ -294,7 +296,7 @@ TEST(WriterMemoryBound, PreparedOutputsFindABufferAtTheirFirstRecord) {
 
 // The verdict's reason for records the writers dropped for want of a buffer
 // (issue 24): the bound that was reached and the option that raises it, or,
-// below the bound, the host's memory or the stock's CPU.
+// below the bound, the host's memory (or a bug: the arena's address space).
 TEST(WriterMemoryCap, WriteDropsNameTheBoundOrTheCause) {
     WriterMemory m;
     m.bound_bytes = std::uint64_t{48} << 20;
@@ -312,7 +314,10 @@ TEST(WriterMemoryCap, WriteDropsNameTheBoundOrTheCause) {
     const std::string both = writer_drops_cause(m);
     EXPECT_EQ(both.rfind(at + "; 3 of them with the writers' memory under its bound", 0), 0u)
         << both;
-    EXPECT_NE(both.find("--disk-cpu"), std::string::npos) << both;
+    // (The producer carves its own buffers: no helper short of CPU can make
+    // it drop below the bound, so the verdict names no core.)
+    EXPECT_NE(both.find("a bug, report it"), std::string::npos) << both;
+    EXPECT_EQ(both.find("--disk-cpu"), std::string::npos) << both;
     m.drops_at_bound = 0;
     m.starved = true;
     const std::string starved = writer_drops_cause(m);

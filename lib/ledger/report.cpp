@@ -344,7 +344,10 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
                               {"backlog_peak_bytes", m.backlog_peak_bytes},
                               {"backlog_peak_share", m.backlog_peak_share},
                               {"drops_at_bound", m.drops_at_bound},
-                              {"drops_below_bound", m.drops_below_bound}};
+                              {"drops_below_bound", m.drops_below_bound},
+                              {"made_ahead_peak_bytes", m.made_ahead_peak_bytes},
+                              {"made_ahead_rule", m.made_ahead_rule},
+                              {"producer_faulted_buffers", m.producer_faulted_buffers}};
         if (m.requested_bytes > 0) {
             j["writer_memory"]["requested_bytes"] = m.requested_bytes;
         }

@@ -136,13 +136,19 @@ struct WriterMemory {
     std::uint64_t backlog_peak_bytes = 0;
     double backlog_peak_share = 0;
     // Records dropped for want of a buffer with the memory at its bound, and
-    // with room left (the buffer stock lagged: should be 0).
+    // with room left (the host refused memory: should be 0).
     std::uint64_t drops_at_bound = 0;
     std::uint64_t drops_below_bound = 0;
-    // The host had no more memory to give below the bound (a drop below it
-    // was for that, not for a writer short of CPU). Not in the JSON: said in
-    // the verdict.
+    // The host had no more memory to give below the bound. Not in the JSON:
+    // said in the verdict.
     bool starved = false;
+    // The most buffer pages the stock held faulted in ahead of the producer
+    // at once (summed over the writers) and the rule that set the largest
+    // ("least", "rate", "most": lib/sinks/writer_memory.hpp); the buffers
+    // the producer faulted in itself because the stock had not reached them.
+    std::uint64_t made_ahead_peak_bytes = 0;
+    std::string made_ahead_rule = "least";
+    std::uint64_t producer_faulted_buffers = 0;
 };
 
 struct RunInfo {

@@ -385,9 +385,8 @@ std::string writer_drops_cause(const WriterMemory& m) {
             m.backlog_peak_bytes >> 20,
             m.starved ? "the host had no more memory to give; lower --writer-memory to what it "
                         "has free, or free memory"
-                      : "the writer's buffer stock fell behind, its thread short of CPU; give "
-                        "the writers a core of their own (--disk-cpu pins the disk threads and "
-                        "the stock)");
+                      : "the writers' reserved address space ran out, which their arena's "
+                        "size rules out: a bug, report it with this report");
     }
     return why;
 }

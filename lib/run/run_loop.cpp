@@ -621,6 +621,11 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             total.drops_at_bound += m.drops_at_bound;
             total.drops_below_bound += m.drops_below_bound;
             total.starved = total.starved || m.starved;
+            if (m.ahead_peak >= total.made_ahead_peak_bytes) {
+                total.made_ahead_rule = m.ahead_rule;
+            }
+            total.made_ahead_peak_bytes += m.ahead_peak;
+            total.producer_faulted_buffers += m.producer_faulted;
         }
     }
     std::vector<SourceLane> reports;

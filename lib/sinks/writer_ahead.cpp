@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,6 +35,7 @@ FileAhead::FileAhead(const Writer::Options& options) : options_(options) {
     flags_ = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (options.direct_io ? O_DIRECT : 0);
     asked_.reserve(options.max_outputs);
     thread_ = std::thread([this] { run(); });
+    ::pthread_setname_np(thread_.native_handle(), "ibvcap-files");
 }
 
 FileAhead::~FileAhead() {

@@ -133,6 +133,7 @@ AsyncPwrite::AsyncPwrite() {
             cv_.notify_all();
         }
     });
+    ::pthread_setname_np(thread_.native_handle(), "ibvcap-direct");
 }
 
 AsyncPwrite::~AsyncPwrite() {
