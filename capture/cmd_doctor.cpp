@@ -121,6 +121,12 @@ int cmd_doctor(int argc, char** argv) {
         throw UsageError("-o needs a directory");
     }
     o.cpus = cpus_of(args);
+    if (args.count("cpu")) {
+        o.poll_cpus = args["cpu"].as<std::vector<int>>();
+    }
+    if (args.count("disk-cpu")) {
+        o.disk_cpus = args["disk-cpu"].as<std::vector<int>>();
+    }
     o.frame_bytes = args["frame-bytes"].as<std::uint32_t>();
     if (o.frame_bytes < 64 || o.frame_bytes > 65507) {
         throw UsageError(fmt::format("bad --frame-bytes {}: expected 64 to 65507 (a UDP payload)",

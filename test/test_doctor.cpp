@@ -373,6 +373,32 @@ TEST(DoctorLocality, CpusOnTheNicNodePassOthersWarn) {
     EXPECT_NE(c.fix.find("node 1 (4-7)"), std::string::npos) << c.fix;
 }
 
+// One core for the poll thread, the disk threads and the buffer stock
+// (issue 39): `taskset -c 1`, or --cpu and --disk-cpu naming one CPU, warns
+// with the fix; two CPUs between them pass.
+TEST(DoctorCores, OneCoreForPollAndWritersWarns) {
+    Options o;
+    Check c = check_cores(o, {1});
+    EXPECT_EQ(c.status, Status::warn) << format_line(c);
+    EXPECT_NE(c.found.find("share CPU 1 (the process's CPU affinity allows no other)"),
+              std::string::npos)
+        << c.found;
+    EXPECT_NE(c.fix.find("--disk-cpu"), std::string::npos) << c.fix;
+    EXPECT_EQ(check_cores(o, {0, 1}).status, Status::pass);
+    o.poll_cpus = {2};
+    EXPECT_EQ(check_cores(o, {0, 1, 2, 3}).status, Status::pass);  // writers anywhere
+    o.disk_cpus = {2};
+    c = check_cores(o, {0, 1, 2, 3});
+    EXPECT_EQ(c.status, Status::warn) << format_line(c);
+    EXPECT_NE(c.found.find("share CPU 2 (--cpu and --disk-cpu)"), std::string::npos) << c.found;
+    o.disk_cpus = {3};
+    EXPECT_EQ(check_cores(o, {0, 1, 2, 3}).status, Status::pass);
+    o.poll_cpus.clear();
+    o.disk_cpus = {3};
+    EXPECT_EQ(check_cores(o, {3}).status, Status::warn);
+    EXPECT_EQ(check_cores(o, {0, 3}).status, Status::pass);  // the poll thread may use 0
+}
+
 TEST(DoctorLocality, GpuUnderTheNicsSwitchPassesOtherwiseWarns) {
     FakeRoot r;
     r.rdma_port("mlx5_0", "ens1f0", "ACTIVE");

@@ -21,6 +21,7 @@
 
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
+#include "lib/host/cores.hpp"
 #include "lib/host/doctor_internal.hpp"
 #include "lib/netaddr.hpp"
 
@@ -123,6 +124,7 @@ int exit_code(const std::vector<Check>& checks) {
 
 HostCalls real_host_calls() {
     HostCalls c;
+    c.allowed_cpus = [] { return allowed_cpus(); };
     c.open_phc = [](const std::string& netdev, std::string& why) {
         return open_netdev_phc(netdev, why);
     };
@@ -494,6 +496,9 @@ std::vector<Check> run_checks(const Options& o, const HostCalls& calls) {
     add(check_governor(o));
     if (!o.cpus.empty()) {
         add(check_isolation(o));
+    }
+    if (calls.allowed_cpus) {
+        add(check_cores(o, calls.allowed_cpus()));
     }
     for (const auto& t : checked) {
         if (t.netdev.empty()) {

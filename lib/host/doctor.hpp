@@ -88,6 +88,10 @@ struct HostCalls {
     // The netdev's PTP hardware clock (lib/host/phc.hpp, open_netdev_phc);
     // null with `why` when it has none. Unset: the clock check is skipped.
     std::function<std::unique_ptr<PhcClock>(const std::string& netdev, std::string& why)> open_phc;
+    // The CPUs this process may run on (lib/host/cores.hpp): a capture
+    // started the same way (taskset, a unit's CPUAffinity=) gets the same.
+    // Unset: the cores check is skipped.
+    std::function<std::vector<int>()> allowed_cpus;
 };
 HostCalls real_host_calls();
 
@@ -99,6 +103,8 @@ struct Options {
     std::vector<std::string> interfaces;     // -i: IFACE, IPv4 address or DEV[:PORT]
     std::filesystem::path output_dir = ".";  // -o
     std::vector<int> cpus;                   // --cpus (and capture's --cpu, --disk-cpu)
+    std::vector<int> poll_cpus;              // capture's --cpu alone
+    std::vector<int> disk_cpus;              // capture's --disk-cpu alone
     std::string gpu;  // --gpu as given ("" when not); gpu_pci is what it resolved to
     std::string gpu_pci;
     std::string gpu_source;  // how gpu_pci was found, for the lines ("CUDA", "PCI bus order")
@@ -153,6 +159,9 @@ std::vector<Check> check_locality(const Options& options, const HostCalls& calls
 Check check_hugepages(const Options& options);
 Check check_governor(const Options& options);
 Check check_isolation(const Options& options);
+// Whether the poll thread and the writers' threads share one core, given
+// the process's CPUs (HostCalls::allowed_cpus).
+Check check_cores(const Options& options, const std::vector<int>& allowed);
 Check check_rp_filter(const Options& options, const Target& target);
 Check check_igmp(const Options& options, const Target& target);
 // The netdev's PHC: its index, one measurement of PHC − CLOCK_REALTIME (and

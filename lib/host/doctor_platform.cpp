@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/host/cores.hpp"
 #include "lib/host/doctor.hpp"
 #include "lib/host/doctor_internal.hpp"
 
@@ -515,6 +516,19 @@ Check check_isolation(const Options& o) {
         fmt::format("boot with isolcpus={0} nohz_full={0} rcu_nocbs={0} (or a tuned "
                     "cpu-partitioning profile)",
                     given));
+}
+
+// The poll thread and the writers' threads on one core between them
+// (lib/host/cores.hpp): a warning, since one core then does the whole
+// capture's work; nothing is dropped for it below --writer-memory.
+Check check_cores(const Options& o, const std::vector<int>& allowed) {
+    const std::string subject =
+        allowed.empty() ? std::string("affinity unknown") : "affinity " + format_cpu_list(allowed);
+    if (const auto words = shared_core(o.poll_cpus, o.disk_cpus, allowed)) {
+        return make(Status::warn, "cores", subject, *words, kSharedCoreFix);
+    }
+    return make(Status::pass, "cores", subject,
+                "the poll thread and the writers' threads can run on different CPUs");
 }
 
 }  // namespace ibvcap::doctor

@@ -83,6 +83,7 @@ RunOutcome run_capture(const LiveCaptureRequest& request, const std::atomic<bool
         r.engine.sources = request.demux.sources;
         r.sysfs_root = request.sysfs_root;
         r.cpus = request.cpus;
+        r.poll_cpus = request.cpus;
         r.phc = [](const CaptureTarget& t, std::string& why) -> std::shared_ptr<PhcClock> {
             return open_netdev_phc(t.netdev, why);
         };

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "lib/host/cores.hpp"
 #include "lib/probes.hpp"
 #include "lib/run/console.hpp"
 #include "lib/run/metrics.hpp"
@@ -285,6 +286,19 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
                                        std::chrono::seconds(1));
     }
     writer_options.memory_bytes = memory_cap.bytes;
+    // One core for the poll thread and the writers' threads: said before the
+    // first frame, and in the report's notes.
+    std::string core_note;
+    if (source.live() && !settings.outputs.formats.empty()) {
+        if (const auto words =
+                shared_core(settings.poll_cpus, writer_options.cpus, allowed_cpus())) {
+            core_note = fmt::format("{}; {}", *words, kSharedCoreFix);
+            if (settings.notices != nullptr) {
+                settings.notices->write_within(fmt::format("ibvcap: note: {}\n", core_note),
+                                               std::chrono::seconds(1));
+            }
+        }
+    }
     // --writer-memory bounds all the run's writers together: one per lane.
     writer_options.memory_bytes /= std::max<std::size_t>(lane_count, 1);
     if (!source.lends_frames()) {
@@ -666,6 +680,9 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         }
         if (!planning_note.empty()) {
             outcome.ledger.add_note(planning_note);
+        }
+        if (!core_note.empty()) {
+            outcome.ledger.add_note(core_note);
         }
         if (const std::string why = writer_drops_cause(m); !why.empty()) {
             outcome.ledger.explain_write_drops(why);

@@ -39,6 +39,10 @@ struct RunSettings {
     DemuxOptions demux;
     OutputOptions outputs;
     Writer::Options writer;
+    // The poll threads' CPUs (a verbs capture's --cpu; empty: wherever the
+    // process may run): with writer.cpus, whether the poll thread and the
+    // writers share one core, said at the start (lib/host/cores.hpp).
+    std::vector<int> poll_cpus;
     std::uint64_t count = 0;      // stop after this many frames (0: no limit)
     double duration_s = 0;        // stop after this long (0, negative, NaN: no limit)
     FrameObserver observer;       // -v
