@@ -192,7 +192,10 @@ void run_pipeline(benchmark::State& state, Layout layout) {
                              std::to_string(fed) + " delivered, " + std::to_string(tt.missing) +
                              " missing, NIC out_of_buffer " + std::to_string(c.out_of_buffer) +
                              ", records written " + std::to_string(written) + ", dropped " +
-                             std::to_string(dropped) + (stuck ? ", stuck" : "") +
+                             std::to_string(dropped) + " (at the bound " +
+                             std::to_string(writer.memory().drops_at_bound) + ", below it " +
+                             std::to_string(writer.memory().drops_below_bound) + ")" +
+                             (stuck ? ", stuck" : "") +
                              (failed.empty() ? "" : ", " + failed))
                                 .c_str());
         return;
