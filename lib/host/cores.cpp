@@ -50,4 +50,9 @@ std::optional<std::string> shared_core(const std::vector<int>& poll, const std::
         all.front(), why);
 }
 
+std::string shared_core_note(const std::vector<int>& poll, const std::vector<int>& disk) {
+    const auto words = shared_core(poll, disk, allowed_cpus());
+    return words ? fmt::format("{}; {}", *words, kSharedCoreFix) : std::string();
+}
+
 }  // namespace ibvcap

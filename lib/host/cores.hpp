@@ -31,4 +31,8 @@ inline constexpr const char* kSharedCoreFix =
     "give the writers a CPU of their own: --disk-cpu N with N outside --cpu, and a CPU affinity "
     "(taskset -c, CPUAffinity=) that includes both";
 
+// For a run: the words and the fix as one note, or "" (shared_core with
+// this process's CPUs).
+std::string shared_core_note(const std::vector<int>& poll, const std::vector<int>& disk);
+
 }  // namespace ibvcap

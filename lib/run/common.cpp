@@ -391,6 +391,21 @@ std::string writer_drops_cause(const WriterMemory& m) {
     return why;
 }
 
+void add_writer_memory(WriterMemory& total, const Writer::Memory& m) {
+    total.peak_bytes += m.peak;
+    total.buffers += m.buffers;
+    total.buffer_bytes = std::min<std::uint64_t>(total.buffer_bytes, m.buffer_bytes);
+    total.backlog_peak_bytes += m.backlog_peak;
+    total.drops_at_bound += m.drops_at_bound;
+    total.drops_below_bound += m.drops_below_bound;
+    total.starved = total.starved || m.starved;
+    if (m.ahead_peak >= total.made_ahead_peak_bytes) {
+        total.made_ahead_rule = m.ahead_rule;  // (the largest writer's)
+    }
+    total.made_ahead_peak_bytes += m.ahead_peak;
+    total.producer_faulted_buffers += m.producer_faulted;
+}
+
 std::unique_ptr<Writer> make_run_writer(const OutputOptions& outputs, Writer::Options options,
                                         bool live) {
     if (outputs.formats.empty()) {

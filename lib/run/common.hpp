@@ -115,6 +115,8 @@ WriterMemoryCap cap_writer_memory(std::size_t requested,
 // drops_below_bound), with the option or action that helps; empty when they
 // dropped none. Appended to the verdict's "N records not written".
 std::string writer_drops_cause(const WriterMemory& memory);
+// One writer's memory (at its finish) added to the run's total.
+void add_writer_memory(WriterMemory& total, const Writer::Memory& m);
 
 // The writer for a run's outputs, or null when the run writes none. A live
 // source never waits for the disk (a full queue is a counted drop); a file

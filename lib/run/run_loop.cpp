@@ -279,24 +279,17 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     Writer::Options writer_options = settings.writer;
     outcome.info.run_id = new_run_id();
     writer_options.run_id = outcome.info.run_id;
-    // Never more than the host can give: capped, saying so.
+    // Never more than the host can give: capped, saying so. One core for the
+    // poll thread and the writers' threads: said too (lib/host/cores.hpp).
     const WriterMemoryCap memory_cap = cap_writer_memory(writer_options.memory_bytes);
-    if (!memory_cap.note.empty() && settings.notices != nullptr) {
-        settings.notices->write_within(fmt::format("ibvcap: {}\n", memory_cap.note),
-                                       std::chrono::seconds(1));
-    }
     writer_options.memory_bytes = memory_cap.bytes;
-    // One core for the poll thread and the writers' threads: said before the
-    // first frame, and in the report's notes.
-    std::string core_note;
-    if (source.live() && !settings.outputs.formats.empty()) {
-        if (const auto words =
-                shared_core(settings.poll_cpus, writer_options.cpus, allowed_cpus())) {
-            core_note = fmt::format("{}; {}", *words, kSharedCoreFix);
-            if (settings.notices != nullptr) {
-                settings.notices->write_within(fmt::format("ibvcap: note: {}\n", core_note),
-                                               std::chrono::seconds(1));
-            }
+    const std::string core_note = source.live() && !settings.outputs.formats.empty()
+                                      ? shared_core_note(settings.poll_cpus, writer_options.cpus)
+                                      : "";
+    for (const std::string& note : {memory_cap.note, core_note}) {
+        if (!note.empty() && settings.notices != nullptr) {
+            settings.notices->write_within(fmt::format("ibvcap: {}\n", note),
+                                           std::chrono::seconds(1));
         }
     }
     // --writer-memory bounds all the run's writers together: one per lane.
@@ -627,19 +620,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
                 first.buffer_bytes = m.buffer_bytes;
                 outcome.info.writer_memory = first;
             }
-            WriterMemory& total = *outcome.info.writer_memory;
-            total.peak_bytes += m.peak;
-            total.buffers += m.buffers;
-            total.buffer_bytes = std::min<std::uint64_t>(total.buffer_bytes, m.buffer_bytes);
-            total.backlog_peak_bytes += m.backlog_peak;
-            total.drops_at_bound += m.drops_at_bound;
-            total.drops_below_bound += m.drops_below_bound;
-            total.starved = total.starved || m.starved;
-            if (m.ahead_peak >= total.made_ahead_peak_bytes) {
-                total.made_ahead_rule = m.ahead_rule;
-            }
-            total.made_ahead_peak_bytes += m.ahead_peak;
-            total.producer_faulted_buffers += m.producer_faulted;
+            add_writer_memory(*outcome.info.writer_memory, m);
         }
     }
     std::vector<SourceLane> reports;
@@ -675,14 +656,10 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             m.backlog_peak_share =
                 static_cast<double>(m.backlog_peak_bytes) / static_cast<double>(m.bound_bytes);
         }
-        if (!memory_cap.note.empty()) {
-            outcome.ledger.add_note(memory_cap.note);
-        }
-        if (!planning_note.empty()) {
-            outcome.ledger.add_note(planning_note);
-        }
-        if (!core_note.empty()) {
-            outcome.ledger.add_note(core_note);
+        for (const std::string& note : {memory_cap.note, planning_note, core_note}) {
+            if (!note.empty()) {
+                outcome.ledger.add_note(note);
+            }
         }
         if (const std::string why = writer_drops_cause(m); !why.empty()) {
             outcome.ledger.explain_write_drops(why);
