@@ -216,7 +216,8 @@ bool BufferArena::populate(std::size_t from, std::size_t to) {
 }
 
 Writer::Buffer* BufferArena::carve(std::size_t bytes, std::size_t holds, Refusal& why) {
-    const std::size_t span = buffer_layout(bytes, holds).span;
+    const std::size_t lead = (made_.load(std::memory_order_relaxed) % kLeads) * kLeadStep;
+    const std::size_t span = buffer_layout(bytes, holds, lead).span;
     const std::size_t at = next_.load(std::memory_order_relaxed);
     if (options_.memory_bytes != 0 && count_.now() + span > options_.memory_bytes) {
         why = Refusal::bound;
@@ -238,7 +239,7 @@ Writer::Buffer* BufferArena::carve(std::size_t bytes, std::size_t holds, Refusal
         }
         producer_faulted_.fetch_add(1, std::memory_order_relaxed);
     }
-    auto* b = new (base_ + at) Writer::Buffer(bytes, holds);
+    auto* b = new (base_ + at + lead) Writer::Buffer(bytes, holds, lead);
     b->charged = span;
     count_.charge(span);
     next_.store(at + span, std::memory_order_release);
