@@ -77,6 +77,10 @@ Calls capture(const Layout& layout) {
     request.payload = &device;
     request.outputs.output_dir = dir.path().string();
     request.outputs.formats = layout.formats;
+    // The CLI's default bound (--writer-memory 1G), as an operator runs it:
+    // the library's unbounded writer has a fixed pool, which a loaded
+    // machine's slow disk thread ran dry (issue 39).
+    request.writer.memory_bytes = std::size_t{1} << 30;
     request.duration_s = 120;  // bounded; stopped when the wire is done
     GeneratorConfig g;
     g.groups = {kGroup};
