@@ -195,8 +195,7 @@ void run_pipeline(benchmark::State& state, Layout layout) {
                              std::to_string(dropped) + " (at the bound " +
                              std::to_string(writer.memory().drops_at_bound) + ", below it " +
                              std::to_string(writer.memory().drops_below_bound) + ")" +
-                             (stuck ? ", stuck" : "") +
-                             (failed.empty() ? "" : ", " + failed))
+                             (stuck ? ", stuck" : "") + (failed.empty() ? "" : ", " + failed))
                                 .c_str());
         return;
     }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -209,6 +211,24 @@ class FifoReader {
     std::string path_;
     std::thread thread_;
     std::uint64_t bytes_ = 0;
+};
+
+// A latch on a writer's disk thread: a FIFO output named `path` in `dir`.
+// The disk thread opening it blocks in open() until a reader comes
+// (fifo(7)), so everything queued behind that output waits, as behind a
+// stalled disk; open() lets it go (the reader takes whatever is written).
+struct FifoLatch {
+    std::string path;
+    std::unique_ptr<FifoReader> reader;
+    explicit FifoLatch(const std::filesystem::path& dir) : path(dir / "latch.fifo") {
+        if (::mkfifo(path.c_str(), 0600) != 0) {
+            throw std::runtime_error("mkfifo failed");
+        }
+        reader = std::make_unique<FifoReader>(path);
+    }
+    FifoLatch(const FifoLatch&) = delete;
+    FifoLatch& operator=(const FifoLatch&) = delete;
+    void open() { reader->start(); }
 };
 
 // What a receiver observes of one stream, from the frames alone: an

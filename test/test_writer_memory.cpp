@@ -42,23 +42,7 @@ ByteVec read_all(const std::string& path) {
     return ByteVec(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// The latch: a disk thread opening a FIFO blocks in open() until a reader
-// comes (fifo(7)), so everything queued behind that output waits, as behind a
-// stalled disk. open() lets it go: a reader takes whatever is written into
-// the FIFO until the writer closes it.
-struct Latch {
-    std::string path;
-    std::unique_ptr<test::FifoReader> reader;
-    explicit Latch(const TempDir& dir) : path(dir / "latch.fifo") {
-        if (::mkfifo(path.c_str(), 0600) != 0) {
-            throw std::runtime_error("mkfifo failed");
-        }
-        reader = std::make_unique<test::FifoReader>(path);
-    }
-    Latch(const Latch&) = delete;
-    Latch& operator=(const Latch&) = delete;
-    void open() { reader->start(); }
-};
+using Latch = test::FifoLatch;
 // Opens the latch when a test leaves early (a failed ASSERT), before the
 // writer's destructor waits for its disk thread: declared after the writer.
 struct OpenOnExit {
@@ -94,7 +78,7 @@ void stall_disk_thread(Writer& w, Writer::OutputId latched) {
 // and every record that was kept is written, in order.
 TEST(WriterMemoryBound, AStallIsAbsorbedUntilTheBoundIsReached) {
     TempDir dir;
-    Latch latch(dir);
+    Latch latch(dir.path());
     // All made ahead at once: this producer is not paced.
     const Writer::Options o = live_bound(96, 4, std::size_t{96} << 20);
     Writer w(o);
@@ -267,7 +251,7 @@ TEST(WriterMemoryBound, BuffersMadeSmallerKeepTheirPages) {
 // the stalled disk thread.
 TEST(WriterMemoryBound, PreparedOutputsFindABufferAtTheirFirstRecord) {
     TempDir dir;
-    Latch latch(dir);
+    Latch latch(dir.path());
     Writer w(live_bound(128, 64, 1));  // (a stock of 1 byte: the least pool, two buffers)
     const OpenOnExit open_on_exit{latch};
     const auto stall = w.add_output(OutputFormat::raw, latch.path, "", "");

@@ -105,20 +105,7 @@ class OneBusyCore {
     std::thread busy_;
 };
 
-// The latch: a disk thread opening a FIFO blocks in open() until a reader
-// comes (fifo(7)), so everything queued behind that output waits, as behind
-// a stalled disk; open() lets it go.
-struct Latch {
-    std::string path;
-    std::unique_ptr<test::FifoReader> reader;
-    explicit Latch(const TempDir& dir) : path(dir / "latch.fifo") {
-        if (::mkfifo(path.c_str(), 0600) != 0) {
-            throw std::runtime_error("mkfifo failed");
-        }
-        reader = std::make_unique<test::FifoReader>(path);
-    }
-    void open() { reader->start(); }
-};
+using Latch = test::FifoLatch;
 
 ByteVec read_all(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -146,12 +133,21 @@ std::uint64_t fill_until_drop(Writer& w, Writer::OutputId out, std::uint64_t mos
     return most;
 }
 
+// After the first drop: it was at the bound, none below it, and the memory
+// was nearly all in use and never past the bound.
+void expect_first_drop_at_the_bound(const Writer::Memory& m) {
+    EXPECT_EQ(m.drops_below_bound, 0u) << "dropped with " << m.now << " of " << m.bound;
+    EXPECT_EQ(m.drops_at_bound, 1u);
+    EXPECT_GE(m.now, m.bound / 10 * 9) << "a record was dropped well under the bound";
+    EXPECT_LE(m.peak, m.bound);
+}
+
 // The stock gets no CPU and the disk thread is stalled: every buffer of the
 // backlog is carved by the producer itself, and the first drop comes with
 // the memory at the bound.
 TEST(WriterStarved, AStockWithNoCpuDropsNothingBelowTheBound) {
     TempDir dir;
-    Latch latch(dir);
+    Latch latch(dir.path());
     OneBusyCore core;
     const Writer::Options o = live(96);
     auto w = std::make_unique<Writer>(o);
@@ -168,12 +164,9 @@ TEST(WriterStarved, AStockWithNoCpuDropsNothingBelowTheBound) {
     }
     const std::uint64_t most = (o.memory_bytes / kRecord) * 2;
     const std::uint64_t kept = fill_until_drop(*w, b, most);
-    const Writer::Memory m = w->memory();
     ASSERT_LT(kept, most) << "never dropped: the bound was not reached";
-    EXPECT_EQ(m.drops_below_bound, 0u) << "dropped with " << m.now << " of " << m.bound;
-    EXPECT_EQ(m.drops_at_bound, 1u);
-    EXPECT_GE(m.now, o.memory_bytes / 10 * 9) << "a record was dropped well under the bound";
-    EXPECT_LE(m.peak, o.memory_bytes);
+    const Writer::Memory m = w->memory();
+    expect_first_drop_at_the_bound(m);
     // The stock did not keep up: the producer faulted buffers in itself.
     EXPECT_GT(m.producer_faulted, 0u);
     set_idle(stock, false);
@@ -207,11 +200,8 @@ TEST(WriterStarved, DiskThreadAndStockWithNoCpuDropOnlyAtTheBound) {
     set_idle(helpers, true);
     const std::uint64_t most = (o.memory_bytes / kRecord) * 8;
     const std::uint64_t kept = fill_until_drop(*w, out, most);
-    const Writer::Memory m = w->memory();
     ASSERT_LT(kept, most) << "never dropped: the disk thread kept up on a busy core";
-    EXPECT_EQ(m.drops_below_bound, 0u) << "dropped with " << m.now << " of " << m.bound;
-    EXPECT_EQ(m.drops_at_bound, 1u);
-    EXPECT_GE(m.now, o.memory_bytes / 10 * 9);
+    expect_first_drop_at_the_bound(w->memory());
     set_idle(helpers, false);
     core.release();
     w->finish();
