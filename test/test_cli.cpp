@@ -944,7 +944,14 @@ TEST(Cli, MadeAheadMemoryFollowsTheRunNotTheBound) {
     };
     const auto [rss_default, ahead_default] = runs("1G");
     const auto [rss_huge, ahead_huge] = runs("1T");
-    EXPECT_LE(rss_huge, rss_default + (std::uint64_t{6} << 20))
+    // (Under AddressSanitizer the binary's shadow and quarantine add to both
+    // and vary more: a wider margin, still far below the old 193 MiB.)
+#ifdef __SANITIZE_ADDRESS__
+    constexpr std::uint64_t kMargin = std::uint64_t{48} << 20;
+#else
+    constexpr std::uint64_t kMargin = std::uint64_t{6} << 20;
+#endif
+    EXPECT_LE(rss_huge, rss_default + kMargin)
         << "RSS " << rss_huge << " with 1T against " << rss_default << " with 1G";
     // (The old stock: 64 MiB ahead at 1G, 256 MiB at 1T.)
     EXPECT_LE(ahead_default, std::uint64_t{16} << 20);

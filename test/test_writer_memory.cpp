@@ -236,12 +236,25 @@ TEST(WriterMemoryBound, BuffersMadeSmallerKeepTheirPages) {
     }
     const long taken = faults() - before;
     const Writer::Memory m = w.memory();
+    const std::size_t carved_before = m.producer_faulted;
     w.finish();
     EXPECT_EQ(w.stats().at(0).packets, 24001u);
+    // New buffers the producer carved where the stock had not faulted pages
+    // in yet (a slow stock: under ASan, up to a few hundred) cost it their
+    // pages, by design; those are not what this test is about.
+    long own = static_cast<long>(carved_before * (m.buffer_bytes / 4096 + 5));
+#ifdef __SANITIZE_ADDRESS__
+    // Under ASan the producer's first writes into each new buffer read its
+    // shadow (one shadow page per 32 KiB, never touched before: a fault
+    // each, 2 to 3 per 68 KiB buffer); the stock's populate does not touch
+    // shadow, and the old stock's allocator wrote it on its own thread.
+    own += static_cast<long>(m.buffers * 4);
+#endif
     // (Some for the producer's own bookkeeping: under 100 here, about 220
     // under ASan's allocator; made afresh, more than 2,500: every buffer of
     // the first size, 17 pages each.)
-    EXPECT_LT(taken, 700) << m.buffers << " buffers made";
+    EXPECT_LT(taken - own, 700) << m.buffers << " buffers made, " << carved_before
+                                << " of them faulted in by the producer";
     EXPECT_LE(m.peak, o.memory_bytes);
 }
 
