@@ -261,12 +261,18 @@ void BufferArena::poke() {
     }
 }
 
+// The bytes faulted in past the bump pointer (0 while the producer has
+// carved past what the stock reached).
+std::size_t BufferArena::held_ahead() const {
+    const std::size_t populated = populated_.load(std::memory_order_relaxed);
+    return populated - std::min(populated, next_.load(std::memory_order_acquire));
+}
+
 bool BufferArena::wait_stocked(std::chrono::milliseconds patience) {
     const auto until = std::chrono::steady_clock::now() + patience;
     for (;;) {
         const std::size_t next = next_.load(std::memory_order_acquire);
-        const std::size_t ahead = populated_.load(std::memory_order_relaxed) -
-                                  std::min(next, populated_.load(std::memory_order_relaxed));
+        const std::size_t ahead = held_ahead();
         const std::size_t want = least_ahead_.load(std::memory_order_relaxed);
         if (ahead >= want ||
             (options_.memory_bytes != 0 && count_.now() + ahead + kPage > options_.memory_bytes) ||
@@ -334,9 +340,7 @@ void BufferArena::run() {
                 return;
             }
         }
-        const std::size_t held = populated_.load(std::memory_order_relaxed) -
-                                 std::min(populated_.load(std::memory_order_relaxed),
-                                          next_.load(std::memory_order_relaxed));
+        const std::size_t held = held_ahead();
         if (held > ahead_peak_.load(std::memory_order_relaxed)) {
             ahead_peak_.store(held, std::memory_order_relaxed);
             ahead_rule_.store(rule, std::memory_order_relaxed);

@@ -154,6 +154,7 @@ class BufferArena {
     static constexpr const char* kRules[] = {"least", "rate", "most"};
     void run();
     std::size_t ahead_goal(std::size_t next, int& rule);
+    std::size_t held_ahead() const;
     bool commit(std::size_t to);                      // [0, to) writable; false: refused
     bool populate(std::size_t from, std::size_t to);  // faulted in; false: refused
 
