@@ -949,7 +949,9 @@ TEST(Cli, MadeAheadMemoryFollowsTheRunNotTheBound) {
 #ifdef __SANITIZE_ADDRESS__
     constexpr std::uint64_t kMargin = std::uint64_t{48} << 20;
 #else
-    constexpr std::uint64_t kMargin = std::uint64_t{6} << 20;
+    // (On a loaded machine the carving's pace, and so what the stock makes
+    // ahead, varies run to run: 6.9 MiB apart once under a parallel ctest.)
+    constexpr std::uint64_t kMargin = std::uint64_t{16} << 20;
 #endif
     EXPECT_LE(rss_huge, rss_default + kMargin)
         << "RSS " << rss_huge << " with 1T against " << rss_default << " with 1G";
