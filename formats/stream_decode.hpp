@@ -19,7 +19,9 @@ namespace stream_detail {
     h.has_psn = false;
     h.seconds = c.seconds;
     h.frame = c.frame;
-    h.key = c.threadid;
+    // Two stations sent from one address and port are two streams, as
+    // VDIF's are (issue 40): the station id is part of the key.
+    h.key = std::uint32_t{c.stationid} << 16 | c.threadid;
     h.thread = c.threadid;
     h.station = c.stationid;
     h.period = c.period;

@@ -61,8 +61,8 @@ struct StreamHeader {
     bool has_psn = false;       // a transport sequence number came with it (vtp)
     std::uint32_t seconds = 0;  // since the reference epoch
     std::uint32_t frame = 0;    // frame number within the period
-    // What keys the stream within (group, source): CODIF the thread id;
-    // VDIF station << 16 | thread (streams are per station and thread).
+    // What keys the stream within (group, source): station << 16 | thread,
+    // CODIF and VDIF alike (streams are per station and thread).
     std::uint32_t key = 0;
     std::uint16_t thread = 0;
     std::uint16_t station = 0;

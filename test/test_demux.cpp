@@ -208,9 +208,9 @@ TEST(Demux, AStreamThatRestartsIsResynchronisedAndReported) {
     EXPECT_TRUE(ledger.reconciles());
     EXPECT_FALSE(ledger.zero_loss());
     const auto why = ledger.loss_reasons();
-    EXPECT_NE(std::find(why.begin(), why.end(),
-                        "1 stream restart: the position jumped by -5000009 frames"),
-              why.end());
+    EXPECT_TRUE(std::any_of(why.begin(), why.end(), [](const std::string& w) {
+        return w.starts_with("1 stream restart: the position jumped by -5000009 frames (backwards");
+    }));
 }
 
 // Traffic to other destinations that the parser refuses (fragments, frames cut

@@ -129,21 +129,23 @@ TEST(DemuxVdif, TheRateIsLearnedFromTheFirstSecondAndConfirmedByAWholeOne) {
     EXPECT_EQ(j["streams"][0]["format"], "vdif");
 }
 
-TEST(DemuxVdif, ARateLearnedTooLowFailsTheVerdictAndSaysSo) {
+TEST(DemuxVdif, ARateLearnedTooLowIsRaisedAndItsLostFramesCounted) {
     Ledger ledger;
     Demux demux(vdif_options(0), ledger);
     // 100 frames a second; the first second's last 5 (95..99) lost, so 95
-    // is learned. The next seconds' 95..99 cannot be placed: counted.
+    // is learned. The next second's 95..99 raise it (issue 40): the first
+    // second's five are missing, nothing is refused.
     constexpr std::uint64_t kRate = 100;
     feed_run(demux, 3, 0, 95, kRate);
     feed_run(demux, 4, 0, 2 * kRate, kRate);
     ASSERT_EQ(ledger.streams().size(), 1u);
     const StreamStats& s = ledger.streams()[0];
-    EXPECT_EQ(s.timing.frames_per_period, 95u);
-    EXPECT_FALSE(s.rate_confirmed);
-    EXPECT_EQ(ledger.reason_count(Reason::vdif_frame_beyond_rate), 10u);
+    EXPECT_EQ(s.timing.frames_per_period, kRate);
+    EXPECT_TRUE(s.rate_confirmed);
+    EXPECT_EQ(ledger.reason_count(Reason::vdif_frame_beyond_rate), 0u);
+    EXPECT_EQ(s.sequence.missing(), 5u);
     EXPECT_FALSE(ledger.zero_loss());
-    EXPECT_EQ(report_json(ledger, RunInfo{})["streams"][0]["rate"], "learned, not confirmed");
+    EXPECT_EQ(report_json(ledger, RunInfo{})["streams"][0]["rate"], "learned, confirmed");
 }
 
 TEST(DemuxVdif, AStreamThatNeverLeavesItsFirstSecondIsCountedAtTheProvisionalRate) {

@@ -200,8 +200,9 @@ StreamStats* Demux::stream(int group, int antenna, const StreamHeader& header,
     } else if (options_.vdif_frames_per_second != 0) {
         s.timing.frames_per_period = options_.vdif_frames_per_second;
         s.rate = StreamStats::Rate::given;
+        start_given(s);  // lib/demux/rate.hpp
     } else {
-        start_learning(s);  // lib/demux/rate.hpp
+        start_learning(s, options_.min_plausible_jump);
     }
     if (s.rate != StreamStats::Rate::learning) {
         s.sequence.set_plausible_jump(
@@ -376,12 +377,6 @@ void Demux::accept_frame(const Frame& frame) {
     if (created) {
         add_known(packet, header, index);
     } else if (const auto reason = mismatch(*s, index, header)) {
-        if (s->rate_watch && header.frame >= s->timing.frames_per_period) {
-            // A frame number past a rate being confirmed: the watch sees it
-            // (the rate stays unconfirmed), and it is counted here.
-            watch_rate(*s, header.seconds, header.frame, options_.plausible_periods,
-                       options_.min_plausible_jump);
-        }
         ledger_.count_reason(*reason);
         return;
     }
@@ -405,9 +400,10 @@ std::optional<Reason> Demux::mismatch(const StreamStats& s, std::size_t index,
         (h.frames_per_period != 0 && h.frames_per_period != s.timing.frames_per_period)) {
         return Reason::stream_params_changed;
     }
-    if (h.frame >= s.timing.frames_per_period) {
+    if (h.frame >= s.timing.frames_per_period && !s.rate_watch) {
         // A header that gives its rate was checked against it already; this
-        // is a VDIF frame number past the rate given or learned.
+        // is a VDIF frame number past the rate given or confirmed. (A watched
+        // rate's watch decides: a learned one not yet confirmed is raised.)
         return reason_for(StreamError::frame_beyond_period, s.format);
     }
     return std::nullopt;
@@ -451,6 +447,8 @@ void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& pack
             ledger_.count_reason(reason_for(StreamError::frame_beyond_period, s.format));
             return;
         }
+        // The fast path takes a frame below the stream's rate: it must follow
+        // every change of it.
         if (stream < known_.size()) {
             known_[stream].frames_per_period = s.timing.frames_per_period;
         }
@@ -471,6 +469,10 @@ void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& pack
         missing_before = s.sequence.missing();
     }
     const auto kind = s.sequence.observe(index);
+    if (s.rate_watch && s.rate == StreamStats::Rate::learning) [[unlikely]] {
+        placed_while_learning(s, header.seconds, header.frame,
+                              kind != SequenceTracker::Kind::implausible);
+    }
     if (traced) [[unlikely]] {
         const std::uint64_t missing_after = s.sequence.missing();
         if (missing_after > missing_before) {

@@ -7,8 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
+
+#include "lib/ledger/report.hpp"
 
 namespace ibvcap {
 
@@ -340,6 +343,49 @@ ExpectResults evaluate_expectations(const ExpectManifest& manifest, const Expect
         out.streams.push_back(std::move(r));
     }
     return out;
+}
+
+// docs/formats.md, "Expected streams".
+nlohmann::json expected_json(const ExpectResults& e) {
+    const auto optional = [](const std::optional<double>& v) {
+        return v ? nlohmann::json(*v) : nlohmann::json();
+    };
+    nlohmann::json problems = nlohmann::json::object();
+    for (std::size_t i = 0; i < kExpectProblemCount; ++i) {
+        const auto p = static_cast<ExpectProblem>(i);
+        problems[std::string(to_string(p))] = e.count(p);
+    }
+    nlohmann::json streams = nlohmann::json::array();
+    std::uint64_t as_expected = 0;
+    for (const auto& s : e.streams) {
+        nlohmann::json list = nlohmann::json::array();
+        for (const auto p : s.problems) {
+            list.push_back(to_string(p));
+        }
+        if (s.expected && s.problems.empty()) {
+            ++as_expected;
+        }
+        streams.push_back(
+            {{"group", s.group.to_string()},
+             {"antenna", s.antenna ? nlohmann::json(format_ipv4(*s.antenna)) : nlohmann::json()},
+             {"thread", s.thread},
+             {"expected", s.expected},
+             {"state", s.problems.empty() ? "ok" : to_string(s.problems.front())},
+             {"problems", std::move(list)},
+             {"packets", s.packets},
+             {"first_after_join_s", optional(s.first_after_join_s)},
+             {"last_before_end_s", optional(s.last_before_end_s)},
+             {"frames_per_second", optional(s.frames_per_second)},
+             {"expected_frames_per_second", optional(s.expected_frames_per_second)}});
+    }
+    return {{"manifest", e.manifest},
+            {"clock", e.clock},
+            {"grace_s", e.grace_s},
+            {"rate_tolerance", e.rate_tolerance},
+            {"streams_expected", e.expected_count()},
+            {"as_expected", as_expected},
+            {"problems", std::move(problems)},
+            {"streams", std::move(streams)}};
 }
 
 }  // namespace ibvcap

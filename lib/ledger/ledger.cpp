@@ -285,15 +285,21 @@ std::string Ledger::disagreement() const {
                                std::int32_t thread) {
         return fmt::format("{} {}/{}", antenna_key, station, thread);
     };
-    const bool per_stream = std::any_of(outputs_.begin(), outputs_.end(),
-                                        [](const OutputStats& o) { return o.thread >= 0; });
+    // (A codif file of one of several stations from one address, by its
+    // station: {antenna} {station}/-1.)
+    const bool per_stream = std::any_of(outputs_.begin(), outputs_.end(), [](const OutputStats& o) {
+        return o.thread >= 0 || o.station >= 0;
+    });
     if (!outputs_.empty()) {
         by_antenna.reserve(streams_.size() * (per_stream ? 2 : 1));
         for (const auto& s : streams_) {
             const std::string key = s.group.to_string() + ' ' + format_ipv4(s.antenna);
             for (Frames* f :
                  {&by_antenna[key],
-                  per_stream ? &by_antenna[stream_key(key, s.station, s.thread)] : nullptr}) {
+                  per_stream ? &by_antenna[stream_key(key, s.station, s.thread)] : nullptr,
+                  per_stream && s.format == StreamFormat::codif
+                      ? &by_antenna[stream_key(key, s.station, -1)]
+                      : nullptr}) {
                 if (f != nullptr) {
                     f->packets += s.packets();
                     f->payload_absent += s.payload_absent;
@@ -306,8 +312,8 @@ std::string Ledger::disagreement() const {
         const std::string key = o.group + ' ' + o.antenna;
         if (o.antenna.empty()) {
             expected = t.packets;
-        } else if (const auto it =
-                       by_antenna.find(o.thread < 0 ? key : stream_key(key, o.station, o.thread));
+        } else if (const auto it = by_antenna.find(
+                       o.thread < 0 && o.station < 0 ? key : stream_key(key, o.station, o.thread));
                    it != by_antenna.end()) {
             // A frame captured without its payload has no raw or codif
             // record; its header is in codifhdr.
@@ -371,9 +377,25 @@ std::vector<std::string> Ledger::loss_reasons() const {
                 jump = j;
             }
         }
-        why.push_back(fmt::format("{} stream restart{}: the position jumped by {} frames{}",
-                                  t.restarts, t.restarts == 1 ? "" : "s", jump,
-                                  t.restarts == 1 ? "" : " (the largest jump)"));
+        why.push_back(fmt::format(
+            "{} stream restart{}: the position jumped by {} frames{}{}", t.restarts,
+            t.restarts == 1 ? "" : "s", jump, t.restarts == 1 ? "" : " (the largest jump)",
+            jump < 0 ? " (backwards: a sender numbered its frames again, its clock stepped back; "
+                       "they are in the files in arrival order, with the times their headers say)"
+                     : ""));
+    }
+    for (const auto& s : streams_) {
+        // A rate given for a stream whose frames never reached it: every
+        // second's numbers past them counted missing.
+        if (const std::int64_t highest = s.given_rate_unreached(); highest >= 0) {
+            why.push_back(fmt::format(
+                "stream {} {} station {} thread {}: no frame numbered past {} in {} seconds, but "
+                "--vdif-frames-per-second is {}: if it sends {} frames a second, give that, or "
+                "leave the option out to learn the rate (its missing count assumes {})",
+                s.group.to_string(), format_ipv4(s.antenna), s.station, s.thread, highest,
+                s.last.seconds - s.first.seconds + 1, s.timing.frames_per_period, highest + 1,
+                s.timing.frames_per_period));
+        }
     }
     if (t.malformed > 0) {
         why.push_back(fmt::format("{} malformed frames", t.malformed));

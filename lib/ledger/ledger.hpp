@@ -86,7 +86,7 @@ struct alignas(64) StreamStats {
     std::uint16_t thread = 0;
     std::uint16_t station = 0;
     // What the demux keys the stream by within (group, antenna)
-    // (StreamHeader::key: CODIF thread; VDIF station << 16 | thread).
+    // (StreamHeader::key: station << 16 | thread, CODIF and VDIF alike).
     std::uint32_t key = 0;
     StreamFormat format = StreamFormat::codif;
     std::uint8_t layout = 0;  // StreamHeader::layout of its first frame
@@ -120,9 +120,30 @@ struct alignas(64) StreamStats {
     // -- the slow path's and the report's.
     std::uint64_t first_arrival_ns = 0;
     std::int64_t registered_ns = 0;
-    // Learning: the second being watched and its highest frame number.
+    // Learning: the second being watched and its highest frame number
+    // (a given rate: the highest frame number of the run, while none has
+    // reached the rate).
     std::uint32_t learn_seconds = 0;
     std::uint32_t learn_max_frame = 0;
+    // Learned: the rate the first second gave, and how many times a later
+    // frame numbered past the rate raised it before it was confirmed
+    // (lib/demux/rate.hpp; the report's rate_revised).
+    std::uint64_t rate_first_learned = 0;
+    std::uint32_t rate_raises = 0;
+    // Frames whose number no rate can hold (past what their length allows
+    // on the fastest link, or a lone outlier far past the rate): counted
+    // vdif_frame_beyond_rate, never allowed to set or raise the rate.
+    std::uint64_t rate_outliers = 0;
+    // A given rate (--vdif-frames-per-second) that the stream's frames, over
+    // more than one second, never reached: the highest frame number seen,
+    // else -1 (the verdict names the option: lib/demux/rate.hpp).
+    std::int64_t given_rate_unreached() const {
+        if (rate != Rate::given || !rate_watch || !sequence.started() ||
+            first.seconds == last.seconds) {
+            return -1;
+        }
+        return learn_max_frame;
+    }
     // The VDIF Transport Protocol's packet sequence numbers (vtp groups): a
     // second witness of loss, independent of the frame headers, tracked by a
     // sequence tracker of their own (the demux's; lib/demux/rate.hpp).

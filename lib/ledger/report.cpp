@@ -138,53 +138,6 @@ void add_timeline(nlohmann::json& j, const Timeline& timeline) {
 
 }  // namespace
 
-namespace {
-
-// docs/formats.md, "Expected streams".
-nlohmann::json expected_json(const ExpectResults& e) {
-    const auto optional = [](const std::optional<double>& v) {
-        return v ? nlohmann::json(*v) : nlohmann::json();
-    };
-    nlohmann::json problems = nlohmann::json::object();
-    for (std::size_t i = 0; i < kExpectProblemCount; ++i) {
-        const auto p = static_cast<ExpectProblem>(i);
-        problems[std::string(to_string(p))] = e.count(p);
-    }
-    nlohmann::json streams = nlohmann::json::array();
-    std::uint64_t as_expected = 0;
-    for (const auto& s : e.streams) {
-        nlohmann::json list = nlohmann::json::array();
-        for (const auto p : s.problems) {
-            list.push_back(to_string(p));
-        }
-        if (s.expected && s.problems.empty()) {
-            ++as_expected;
-        }
-        streams.push_back(
-            {{"group", s.group.to_string()},
-             {"antenna", s.antenna ? nlohmann::json(format_ipv4(*s.antenna)) : nlohmann::json()},
-             {"thread", s.thread},
-             {"expected", s.expected},
-             {"state", s.problems.empty() ? "ok" : to_string(s.problems.front())},
-             {"problems", std::move(list)},
-             {"packets", s.packets},
-             {"first_after_join_s", optional(s.first_after_join_s)},
-             {"last_before_end_s", optional(s.last_before_end_s)},
-             {"frames_per_second", optional(s.frames_per_second)},
-             {"expected_frames_per_second", optional(s.expected_frames_per_second)}});
-    }
-    return {{"manifest", e.manifest},
-            {"clock", e.clock},
-            {"grace_s", e.grace_s},
-            {"rate_tolerance", e.rate_tolerance},
-            {"streams_expected", e.expected_count()},
-            {"as_expected", as_expected},
-            {"problems", std::move(problems)},
-            {"streams", std::move(streams)}};
-}
-
-}  // namespace
-
 nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     const Totals t = ledger.totals();
     nlohmann::json j;
@@ -271,6 +224,15 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
                             {"first", position(s.first)},
                             {"last", position(s.last)}};
         e["rate"] = rate_json(s);
+        if (s.rate_raises > 0) {
+            // A learned rate raised before a whole second confirmed it: from
+            // what the first second gave, how often (lib/demux/rate.hpp).
+            e["rate_revised"] = {{"first_learned", s.rate_first_learned},
+                                 {"raises", s.rate_raises}};
+        }
+        if (s.rate_outliers > 0) {
+            e["rate_outliers"] = s.rate_outliers;
+        }
         if (s.psn_packets != 0) {
             // The VTP sequence numbers' own count of the packets lost.
             e["psn"] = {{"packets", s.psn_packets},
@@ -297,6 +259,8 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
         if (o.thread >= 0) {
             e["station"] = o.station;
             e["thread"] = o.thread;
+        } else if (o.station >= 0) {
+            e["station"] = o.station;  // one of several CODIF stations' codif files
         }
         const OrderedCounts& q = o.ordered;
         e["ordered"] = q.window == 0

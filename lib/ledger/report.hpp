@@ -200,6 +200,9 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run);
 // first_frame_at / last_frame_at (the earliest and latest frame timestamps of
 // the ledger's streams): lib/ledger/provenance.cpp.
 void add_provenance(nlohmann::json& report, const Ledger& ledger, const RunInfo& run);
+// The report's "expected" (docs/formats.md, "Expected streams"):
+// lib/ledger/expect.cpp.
+nlohmann::json expected_json(const ExpectResults& e);
 // The report's "clocks" (lib/ledger/clock_report.cpp), and one summary line of
 // a device's clock.
 nlohmann::json clocks_json(const std::vector<ClockFigures>& clocks);

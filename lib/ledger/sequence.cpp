@@ -14,7 +14,40 @@ SequenceTracker::Kind SequenceTracker::observe_general(std::uint64_t index) {
         return candidate(index);
     }
     run_length_ = 0;  // the stream is where it was: no restart under way
-    return place(index);
+    const Kind kind = place(index);
+    return kind == Kind::duplicate ? repeated(index) : kind;
+}
+
+// A duplicate: alone, or one of a run that numbers the stream again.
+SequenceTracker::Kind SequenceTracker::repeated(std::uint64_t index) {
+    // In a row: the reception before this one was the run's last (no
+    // store on the in-order path, which every frame takes).
+    if (repeat_length_ > 0 && index == repeat_first_ + repeat_length_ &&
+        received_ == repeat_at_ + 1) {
+        ++repeat_length_;
+    } else {
+        repeat_first_ = index;
+        repeat_length_ = 1;
+    }
+    repeat_at_ = received_;
+    if (repeat_length_ < kRestartRun || newest_ - repeat_first_ < kRestartRun) {
+        return Kind::duplicate;
+    }
+    // The stream is numbered again from repeat_first_: a new segment there,
+    // its frames so far counted in it.
+    spanned_ += newest_ - lowest_ + 1;
+    last_restart_jump_ =
+        -static_cast<std::int64_t>(newest_ - repeat_first_);  // backwards, by at most the jump
+    ++restarts_;
+    duplicates_ -= kRestartRun;
+    seen_.fill(0);
+    lowest_ = repeat_first_;
+    newest_ = index;
+    for (std::uint64_t i = lowest_; i <= newest_; ++i) {
+        set(i);
+    }
+    repeat_length_ = 0;
+    return Kind::restart;
 }
 
 // A frame too far from the newest to be the stream's next: not placed. It may
@@ -90,6 +123,36 @@ SequenceTracker::Kind SequenceTracker::place(std::uint64_t index) {
     return Kind::late;
 }
 
+void SequenceTracker::rescale(std::uint64_t from, std::uint64_t to) {
+    if (!started_ || from == 0 || to <= from) {
+        return;
+    }
+    const auto moved = [from, to](std::uint64_t i) { return i / from * to + i % from; };
+    // Each period boundary the segment spans opens (to - from) new slots.
+    missing_ += (newest_ / from - lowest_ / from) * (to - from);
+    // Moved indices only spread out: whatever lands in the new window was in
+    // the old one.
+    std::array<std::uint64_t, kWindow / 64> seen{};
+    const std::uint64_t oldest = newest_ - lowest_ >= kWindow ? newest_ - kWindow + 1 : lowest_;
+    const std::uint64_t newest = moved(newest_);
+    for (std::uint64_t i = oldest;; ++i) {
+        if (test(i) && newest - moved(i) < kWindow) {
+            const std::uint64_t bit = moved(i) % kWindow;
+            seen[bit / 64] |= std::uint64_t{1} << (bit % 64);
+        }
+        if (i == newest_) {
+            break;
+        }
+    }
+    seen_ = seen;
+    lowest_ = moved(lowest_);
+    newest_ = newest;
+    for (std::size_t i = 0; i < run_length_; ++i) {
+        run_[i] = moved(run_[i]);
+    }
+    repeat_first_ = moved(repeat_first_);
+}
+
 void SequenceTracker::shift(std::int64_t delta) {
     if (!started_ || delta == 0) {
         return;
@@ -116,6 +179,7 @@ void SequenceTracker::shift(std::int64_t delta) {
     for (std::size_t i = 0; i < run_length_; ++i) {
         run_[i] = moved(run_[i]);
     }
+    repeat_first_ = moved(repeat_first_);
 }
 
 }  // namespace ibvcap

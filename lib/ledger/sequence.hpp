@@ -21,6 +21,13 @@
 // starts a new segment there (`restarts`, `last_restart_jump`), those frames
 // are counted in it and no longer implausible. The jump itself is neither
 // missing nor received: it is the restart.
+//
+// A sender that numbers its frames again (its clock stepped back) sends
+// duplicates in a row, each the successor of the one before. kRestartRun of
+// them, starting at least kRestartRun behind the newest (a re-sent burst of
+// the last few frames is duplicates), and with no new frame between them,
+// are a restart backwards: the new segment starts at the first of them, which
+// are counted in it, not as duplicates (last_restart_jump < 0).
 #pragma once
 
 #include <array>
@@ -64,6 +71,13 @@ class SequenceTracker {
     // provisional: lib/demux/rate.hpp), as if each frame had arrived with
     // its index + delta. Not per frame: once per stream.
     void shift(std::int64_t delta);
+    // Re-place every index the tracker holds at a higher rate (a VDIF rate
+    // learned too low, raised: lib/demux/rate.hpp): index i = p * from + f
+    // becomes p * to + f, as if each frame had arrived at the new rate. The
+    // frame numbers [from, to) of every period from the lowest to the
+    // newest's are new slots, missing until they come. Requires to > from
+    // and every held index's f < from. Not per frame: O(kWindow).
+    void rescale(std::uint64_t from, std::uint64_t to);
 
     bool started() const { return started_; }
     std::uint64_t lowest() const { return lowest_; }
@@ -95,6 +109,7 @@ class SequenceTracker {
         return plausible_jump_ == 0 || d <= plausible_jump_;
     }
     Kind candidate(std::uint64_t index);
+    Kind repeated(std::uint64_t index);
 
     bool test(std::uint64_t index) const {
         const std::uint64_t bit = index % kWindow;
@@ -125,6 +140,11 @@ class SequenceTracker {
     std::int64_t last_restart_jump_ = 0;
     std::uint64_t spanned_ = 0;  // frames spanned by the segments before the current one
     std::uint64_t plausible_jump_ = 0;
+    // Duplicates in a row, each the successor of the one before, that may be
+    // a restart backwards: the first and how many.
+    std::uint64_t repeat_first_ = 0;
+    std::size_t repeat_length_ = 0;
+    std::uint64_t repeat_at_ = 0;  // received_ at the run's last
     // The run of implausible frames that may be a restart (indices, in arrival order).
     std::array<std::uint64_t, kRestartRun> run_{};
     std::array<std::uint64_t, kWindow / 64> seen_{};

@@ -38,6 +38,14 @@ std::string stream_output_path(const OutputOptions& options, const Endpoint& gro
                        file_extension(OutputFormat::vdif));
 }
 
+std::string station_output_path(const OutputOptions& options, OutputFormat format,
+                                const Endpoint& group, std::uint32_t antenna,
+                                std::uint16_t station) {
+    return fmt::format("{}/{}_{}_{}_{}_station{}.{}", options.output_dir, options.prefix,
+                       format_ipv4(group.ip), group.port, format_ipv4(antenna), station,
+                       file_extension(format));
+}
+
 std::string run_output_path(const OutputOptions& options, OutputFormat format) {
     return fmt::format("{}/{}.{}", options.output_dir, options.prefix, file_extension(format));
 }
@@ -62,8 +70,12 @@ bool match_output_name(const OutputOptions& options, const std::string& name, bo
         const std::string ext = std::string(file_extension(f));
         // and the file's sidecar index (FILE.idx.json: lib/sinks/file_index.hpp)
         const std::string index = "(\\.idx\\.json)?";
-        // (a vdif file's station and thread after the antenna)
-        const std::string stream = f == OutputFormat::vdif ? "_[0-9]+_[0-9]+" : "";
+        // (a vdif file's station and thread after the antenna; a codif or
+        // codifhdr file's station when its address sent more than one)
+        const std::string stream = f == OutputFormat::vdif ? "_[0-9]+_[0-9]+"
+                                   : f == OutputFormat::codif || f == OutputFormat::codifhdr
+                                       ? "(_station[0-9]+)?"
+                                       : "";
         const std::string pattern = !per_antenna(f)
                                         ? prefix + lane + rotated + "\\." + ext + index
                                         : prefix + lane + "_(" + ip + ")_([0-9]+)_(" + ip + ")" +
@@ -242,6 +254,16 @@ struct StreamFileSink::Files {
     Writer::OutputId codifhdr = nullptr;
     bool made_raw = false;
     bool made_codif = false;
+    // The CODIF station whose frames the plain-named codif and codifhdr files
+    // hold (the first to open them), and the files of every other station
+    // sent from the same address and port: {stem}_station{N}.codif
+    // (docs/formats.md, "Output files").
+    std::optional<std::uint16_t> first_station;
+    struct Station {
+        Writer::OutputId codif = nullptr;
+        Writer::OutputId codifhdr = nullptr;
+    };
+    std::map<std::uint16_t, Station> stations;
 };
 
 // What a stream's frames go to: null where it has no such file.
@@ -269,7 +291,7 @@ Writer::OutputId StreamFileSink::add(OutputFormat format, const std::string& pat
     if (ordered) {
         writer_.set_ordered(id, options_.ordered_window);
     }
-    if (ordered || thread >= 0) {
+    if (ordered || thread >= 0 || station >= 0) {
         notes_[path] = {station, thread, ordered};
     }
     if (ordered) {
@@ -319,11 +341,36 @@ void StreamFileSink::plan(const Endpoint& group, std::uint32_t antenna) {
 }
 
 SinkRoute StreamFileSink::open_stream(const StreamStats& s) {
-    const Files& files = files_for(s.group, s.antenna, s.format);
+    Files& files = files_for(s.group, s.antenna, s.format);
     auto r = std::make_unique<Route>();
     r->raw = files.raw;
     r->header = files.codifhdr;
     r->record = files.codif;
+    if (s.format == StreamFormat::codif && (files.codif != nullptr || files.codifhdr != nullptr)) {
+        if (!files.first_station) {
+            files.first_station = s.station;
+        } else if (*files.first_station != s.station) {
+            // A second station from one address: files of its own, and the
+            // plain-named ones now say whose they are (the ledger reconciles
+            // each file with its station's frames).
+            auto& extra = files.stations[s.station];
+            if (extra.codif == nullptr && extra.codifhdr == nullptr) {
+                const auto make = [&](Writer::OutputId plain, OutputFormat of) {
+                    if (plain == nullptr) {
+                        return Writer::OutputId{nullptr};
+                    }
+                    notes_[output_path(options_, of, s.group, s.antenna)].station =
+                        *files.first_station;
+                    return add(of, station_output_path(options_, of, s.group, s.antenna, s.station),
+                               s.group, s.antenna, s.station);
+                };
+                extra.codif = make(files.codif, OutputFormat::codif);
+                extra.codifhdr = make(files.codifhdr, OutputFormat::codifhdr);
+            }
+            r->header = extra.codifhdr;
+            r->record = extra.codif;
+        }
+    }
     if (wants(options_, OutputFormat::vdif) && holds_stream(OutputFormat::vdif, s.format)) {
         r->record = add(OutputFormat::vdif,
                         stream_output_path(options_, s.group, s.antenna, s.station, s.thread),

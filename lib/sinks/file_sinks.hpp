@@ -105,6 +105,11 @@ class InterfaceCountsBox {
 // The file a per-antenna output gets, and the run's own (pcap) file.
 std::string output_path(const OutputOptions& options, OutputFormat format, const Endpoint& group,
                         std::uint32_t antenna);
+// The codif or codifhdr file of a CODIF station that is not the first its
+// (group, antenna) sent: {prefix}_{group}_{port}_{antenna}_station{N}.EXT.
+std::string station_output_path(const OutputOptions& options, OutputFormat format,
+                                const Endpoint& group, std::uint32_t antenna,
+                                std::uint16_t station);
 // A vdif file: one per stream, {prefix}_{group}_{port}_{antenna}_{station}_{thread}.vdif,
 // the station and thread in decimal.
 std::string stream_output_path(const OutputOptions& options, const Endpoint& group,
