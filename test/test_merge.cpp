@@ -271,6 +271,37 @@ TEST_F(Merge, RunsThatDoNotOverlapAndOtherVersionsAreNamed) {
     EXPECT_NE(r.out.find("different ibvcap versions"), std::string::npos) << r.out;
 }
 
+// The merged run starts with the earliest host and ends with the latest, in
+// either order of the inputs, whichever host is the longer.
+TEST_F(Merge, TheMergedRunEndsWithTheLatestHost) {
+    struct Host {
+        const char* started_at;
+        double duration_s;
+    };
+    const auto merged_run = [&](Host a, Host b) {
+        std::vector<MergeInput> inputs{input("z_g1.json"), input("z_g2.json")};
+        for (const auto& [in, h] : {std::pair{&inputs[0], a}, std::pair{&inputs[1], b}}) {
+            in->report["started_at"] = h.started_at;
+            in->report["duration_s"] = h.duration_s;
+        }
+        const json m = merge_reports(inputs, std::nullopt);
+        return std::pair{m["started_at"].get<std::string>(), m["duration_s"].get<double>()};
+    };
+    const Host early_long{"2030-01-01T00:00:00.000000Z", 10};
+    const Host late_short{"2030-01-01T00:00:02.000000Z", 5};  // ends at 7 s
+    const Host early_short{"2030-01-01T00:00:00.000000Z", 3};
+    const Host late_long{"2030-01-01T00:00:01.000000Z", 9};  // ends at 10 s
+    for (const auto& [a, b] :
+         {std::pair{early_long, late_short}, std::pair{late_short, early_long},
+          std::pair{early_short, late_long}, std::pair{late_long, early_short}}) {
+        SCOPED_TRACE(fmt::format("{} for {} s and {} for {} s", a.started_at, a.duration_s,
+                                 b.started_at, b.duration_s));
+        const auto [started, duration] = merged_run(a, b);
+        EXPECT_EQ(started, "2030-01-01T00:00:00.000000Z");
+        EXPECT_DOUBLE_EQ(duration, 10.0);
+    }
+}
+
 // Presence, hand-built: host A from t0 in 1 s bins, host B from t0 + 1.5 s in
 // 2 s bins. On the common axis (2 s bins from t0) A's bins 0,1 -> 0 and
 // 2,3 -> 1; B's bin 0 (1.5 s) -> 0 and bin 1 (3.5 s) -> 1.
