@@ -33,11 +33,35 @@ std::vector<OutputFormat> parse_formats(const std::vector<std::string>& names) {
     return formats;
 }
 
-std::vector<Endpoint> parse_groups(const std::vector<std::string>& texts,
+void parse_value(const std::string& text, std::vector<GroupArgument>& value) {
+    value.push_back(GroupArgument{text});
+}
+
+std::vector<std::string> group_arguments(const cxxopts::ParseResult& args) {
+    std::vector<std::string> texts;
+    if (args.count("groups")) {
+        for (const auto& g : args["groups"].as<std::vector<GroupArgument>>()) {
+            texts.push_back(g.text);
+        }
+    }
+    return texts;
+}
+
+std::vector<Endpoint> parse_groups(const std::vector<std::string>& arguments,
                                    std::vector<SourceFilter>* sources,
                                    std::vector<std::optional<StreamFormat>>* formats) {
+    std::vector<std::string_view> texts;
+    for (const auto& a : arguments) {
+        try {
+            for (const std::string_view t : split_group_list(a)) {
+                texts.push_back(t);
+            }
+        } catch (const std::invalid_argument& e) {
+            throw UsageError(e.what());
+        }
+    }
     std::vector<Endpoint> groups;
-    for (const auto& text : texts) {
+    for (const std::string_view text : texts) {
         // GROUP:PORT[@SOURCE,...][/FORMAT]: VDIF has no sync word, so how a
         // group's datagrams are read is the operator's to say (docs/formats.md,
         // "Stream formats").
@@ -274,11 +298,35 @@ std::string pointer_for(std::string_view program, std::string_view option) {
     return {};
 }
 
+bool parse_only = false;
+
+// --parse-only: the groups as the command reads them, then nothing more.
+void end_parse_only(const cxxopts::Options& options, const cxxopts::ParseResult& args) {
+    const auto& all = options.group_help("").options;
+    if (std::any_of(all.begin(), all.end(), [](const auto& o) {
+            return std::find(o.l.begin(), o.l.end(), "groups") != o.l.end();
+        })) {
+        std::vector<SourceFilter> sources;
+        std::vector<std::optional<StreamFormat>> formats;
+        const bool gen = options.program().ends_with(" gen");
+        parse_groups(group_arguments(args), gen ? nullptr : &sources, gen ? nullptr : &formats);
+    }
+    throw ParseOnly{};
+}
+
 }  // namespace
+
+void set_parse_only() {
+    parse_only = true;
+}
 
 cxxopts::ParseResult parse(cxxopts::Options& options, int argc, char** argv) {
     try {
-        return options.parse(argc, argv);
+        auto args = options.parse(argc, argv);
+        if (parse_only) {
+            end_parse_only(options, args);
+        }
+        return args;
     } catch (const cxxopts::exceptions::incorrect_argument_type& e) {
         // cxxopts names the value, not the option: name both, and the range.
         const std::string value = quoted(e.what());
@@ -404,7 +452,7 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
         ("vdif-frames-per-second", "VDIF frames per second of every VDIF stream (default: each stream's is learned from its first whole second, and the report says so)", cxxopts::value<std::uint64_t>(), "N")
         ("v,verbose", "one line per stream frame")
         ("h,help", "this help")
-        ("groups", groups_help, cxxopts::value<std::vector<std::string>>());
+        ("groups", groups_help, cxxopts::value<std::vector<GroupArgument>>());
     // clang-format on
     options.parse_positional({"groups"});
 }
@@ -515,8 +563,7 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
     c.demux.any_group_format = *any_format;
     if (args.count("groups")) {
         std::vector<std::optional<StreamFormat>> formats;
-        c.demux.groups =
-            parse_groups(args["groups"].as<std::vector<std::string>>(), &c.demux.sources, &formats);
+        c.demux.groups = parse_groups(group_arguments(args), &c.demux.sources, &formats);
         for (const auto& f : formats) {
             c.demux.group_formats.push_back(f.value_or(*any_format));
         }

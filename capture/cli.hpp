@@ -22,7 +22,22 @@ namespace ibvcap::cli {
 using ibvcap::UsageError;
 
 std::vector<OutputFormat> parse_formats(const std::vector<std::string>& names);
-// GROUP:PORT arguments, each given once in the result. With `sources`,
+
+// One positional GROUP:PORT argument as typed. cxxopts splits the values of a
+// std::vector<std::string> option at commas, which cuts GROUP:PORT@SOURCE,
+// SOURCE between its sources; the positional list is kept as these instead,
+// each whole (parse_value below), and parse_groups splits them
+// (split_group_list, lib/netaddr.hpp).
+struct GroupArgument {
+    std::string text;
+};
+// cxxopts' parse of one value of the list (found by argument-dependent
+// lookup, preferred to its template that splits at commas).
+void parse_value(const std::string& text, std::vector<GroupArgument>& value);
+// The positional GROUP:PORT arguments as typed (none: empty).
+std::vector<std::string> group_arguments(const cxxopts::ParseResult& args);
+// GROUP:PORT arguments (each may list several, split_group_list), each group
+// given once in the result. With `sources`,
 // GROUP:PORT@SOURCE[,SOURCE...] adds the group's source filter there (a
 // source-specific join; docs/operations.md, "Source-specific multicast");
 // without, a source is a usage error. With `formats`, GROUP:PORT/FORMAT
@@ -33,6 +48,13 @@ std::vector<Endpoint> parse_groups(const std::vector<std::string>& texts,
                                    std::vector<std::optional<StreamFormat>>* formats = nullptr);
 std::vector<std::uint32_t> parse_addresses(const std::vector<std::string>& texts,
                                            const char* option);
+// `ibvcap --parse-only CMD ...` (capture/main.cpp; for the tests): parse()
+// checks every option as it does for a run, then the GROUP:PORT list as the
+// command reads it (capture and read: with @SOURCE and /FORMAT; gen:
+// without), and throws ParseOnly instead of returning: nothing is opened,
+// made or run.
+struct ParseOnly {};
+void set_parse_only();
 // Parse with cxxopts, turning its exceptions into UsageError: a value that
 // does not parse names its option and valid_range(); tcpdump's options
 // (-w, -s, -B, capture -r) get a pointer to ibvcap's own.

@@ -142,7 +142,7 @@ int cmd_gen(int argc, char** argv) {
         ("vlan", "802.1Q VLAN ID to tag frames with", cxxopts::value<int>()->default_value("-1"), "ID")
         ("q,quiet", "no summary")
         ("h,help", "this help")
-        ("groups", "GROUP:PORT destinations", cxxopts::value<std::vector<std::string>>());
+        ("groups", "GROUP:PORT destinations", cxxopts::value<std::vector<GroupArgument>>());
     // clang-format on
     options.parse_positional({"groups"});
     const auto args = parse(options, argc, argv);
@@ -199,7 +199,7 @@ int cmd_gen(int argc, char** argv) {
 
     GeneratorConfig config;
     config.groups =
-        parse_groups(args.count("groups") ? args["groups"].as<std::vector<std::string>>()
+        parse_groups(args.count("groups") ? group_arguments(args)
                                           : std::vector<std::string>{"239.17.0.1:36001"});
     if (args.count("antenna")) {
         config.antennas =

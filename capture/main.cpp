@@ -49,6 +49,14 @@ int main(int argc, char** argv) {
         print_usage(stderr);
         return kExitUsage;
     }
+    // `ibvcap --parse-only CMD ARGS...` (for the tests, not in the usage):
+    // CMD's command line parsed as a run would parse it, and nothing run
+    // (cli::ParseOnly; test/scripts/doc_examples.sh).
+    if (std::string_view(argv[1]) == "--parse-only" && argc > 2) {
+        cli::set_parse_only();
+        --argc;
+        ++argv;
+    }
     // `ibvcap capture --version` as well as `ibvcap --version`.
     for (int i = 2; i < argc; ++i) {
         if (std::string_view(argv[i]) == "--version") {
@@ -95,6 +103,9 @@ int main(int argc, char** argv) {
                    "verify, merge, report)\n",
                    command);
         return kExitUsage;
+    } catch (const cli::ParseOnly&) {
+        fmt::print("ibvcap {}: the command line parses (--parse-only: nothing was run)\n", command);
+        return kExitZeroLoss;
     } catch (const UsageError& e) {
         fmt::print(stderr, "ibvcap {}: {}\n", command, e.what());
         remove_unused_output_dirs();

@@ -94,6 +94,38 @@ std::pair<Endpoint, std::vector<std::uint32_t>> parse_group_and_sources(std::str
     return {group, sources};
 }
 
+std::vector<std::string_view> split_group_list(std::string_view text) {
+    std::vector<std::string_view> groups;
+    if (text.empty()) {
+        return {text};  // parse_group says what is wrong with it
+    }
+    std::size_t start = 0;  // of the group being read
+    std::size_t item = 0;   // of the item after the last comma
+    for (;;) {
+        const std::size_t comma = text.find(',', item);
+        const std::string_view one = text.substr(item, comma - item);
+        if (one.empty()) {
+            throw std::invalid_argument(fmt::format(
+                "'{}': an empty item in the list (two commas, or one at either end): give "
+                "GROUP:PORT[@SOURCE[,SOURCE...]][/FORMAT], groups separated by commas or spaces",
+                text));
+        }
+        const std::string_view group = text.substr(start, item - start);
+        const bool continues_sources = item > start && one.find(':') == std::string_view::npos &&
+                                       group.find('@') != std::string_view::npos &&
+                                       group.find('/') == std::string_view::npos;
+        if (item > start && !continues_sources) {
+            groups.push_back(text.substr(start, item - 1 - start));
+            start = item;
+        }
+        if (comma == std::string_view::npos) {
+            groups.push_back(text.substr(start));
+            return groups;
+        }
+        item = comma + 1;
+    }
+}
+
 const std::vector<std::uint32_t>* sources_for(const std::vector<SourceFilter>& filters,
                                               const Endpoint& group) {
     for (const auto& f : filters) {

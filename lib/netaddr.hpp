@@ -42,6 +42,13 @@ struct SourceFilter {
 // sources when given. Throws std::invalid_argument naming the problem (a
 // source that is not a unicast IPv4 address, an empty list, one repeated).
 std::pair<Endpoint, std::vector<std::uint32_t>> parse_group_and_sources(std::string_view text);
+// One command-line argument that may list several groups, split into them:
+// a comma followed by GROUP:PORT (a ':') starts a new group; one followed by
+// an address continues the source list of a group given with '@' (and no
+// /FORMAT yet): "232.1.0.1:4001@10.0.0.11,10.0.0.12,239.1.0.2:4001/vdif" is
+// "232.1.0.1:4001@10.0.0.11,10.0.0.12" and "239.1.0.2:4001/vdif". Throws
+// std::invalid_argument for an empty item (",," or a comma at either end).
+std::vector<std::string_view> split_group_list(std::string_view text);
 // The sources `filters` names for `group`; null when it names none (any source).
 const std::vector<std::uint32_t>* sources_for(const std::vector<SourceFilter>& filters,
                                               const Endpoint& group);

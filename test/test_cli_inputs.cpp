@@ -6,6 +6,7 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -170,6 +171,64 @@ TEST(CliInputs, SourceSpecificGroups) {
             EXPECT_EQ(s["antenna"], "10.0.0.12");
         }
     }
+}
+
+// GROUP:PORT@SOURCE,SOURCE as docs/operations.md writes it (issue 40): a
+// comma before an address continues the group's sources, one before
+// GROUP:PORT starts another group, in read and in capture; a list with an
+// empty item is one clear line.
+TEST(CliInputs, SourcesAfterCommasAsTheDocsWriteThem) {
+    TempDir dir;
+    ASSERT_EQ(ibvcap(dir,
+                     "gen -q -w a.pcap --antennas 3 --threads 1 -c 20 239.1.0.1:4001 "
+                     "239.1.0.2:4001 239.1.0.3:4001")
+                  .code,
+              0);
+    const auto sources_of = [&](const std::string& groups) {
+        const Result r = ibvcap(dir, "read -q -r a.pcap --overwrite --report r.json " + groups);
+        EXPECT_EQ(r.code, 0) << groups << "\n" << r.err;
+        const auto report = nlohmann::json::parse(slurp(dir / "r.json"));
+        std::map<std::string, nlohmann::json> by_group;
+        for (const auto& g : report["groups"]) {
+            by_group[g["group"].get<std::string>()] = g["sources"];
+        }
+        EXPECT_EQ(report["reasons"]["non_codif"]["unlisted_source"], 20)
+            << groups << ": the one other sender's frames";
+        return by_group;
+    };
+    const auto two = nlohmann::json::array({"10.0.0.11", "10.0.0.13"});
+    const auto any = nlohmann::json::array();
+    using Groups = std::map<std::string, nlohmann::json>;
+    EXPECT_EQ(sources_of("239.1.0.1:4001@10.0.0.11,10.0.0.13 239.1.0.2:4001 239.1.0.3:4001"),
+              (Groups{{"239.1.0.1:4001", two}, {"239.1.0.2:4001", any}, {"239.1.0.3:4001", any}}));
+    // Groups and sources in one argument, a /FORMAT after the sources.
+    EXPECT_EQ(sources_of("239.1.0.1:4001,239.1.0.2:4001@10.0.0.11,10.0.0.13/codif,239.1.0.3:4001"),
+              (Groups{{"239.1.0.1:4001", any}, {"239.1.0.2:4001", two}, {"239.1.0.3:4001", any}}));
+
+    // capture: the form of docs/operations.md as written; the report lists
+    // both sources of the 232/8 group.
+    Result r = ibvcap(dir,
+                      "capture --source pcap -i lo -q --duration 0.3 --report c.json "
+                      "232.10.0.1:4001@10.1.0.11,10.1.0.12 239.17.0.1:36001");
+    ASSERT_EQ(r.code, 3) << r.err;  // nothing sent: no frames
+    const auto live = nlohmann::json::parse(slurp(dir / "c.json"));
+    ASSERT_EQ(live["groups"].size(), 2u) << live["groups"].dump();
+    EXPECT_EQ(live["groups"][0]["sources"], nlohmann::json::array({"10.1.0.11", "10.1.0.12"}));
+    EXPECT_EQ(live["groups"][1]["sources"], any);
+
+    for (const char* bad :
+         {"239.1.0.1:4001@10.0.0.11,,10.0.0.13", "239.1.0.1:4001@10.0.0.11,", ",239.1.0.1:4001",
+          "239.1.0.1:4001,10.0.0.11", "239.1.0.1:4001@10.0.0.11/codif,10.0.0.13"}) {
+        r = ibvcap(dir, std::string("read -r a.pcap ") + bad);
+        EXPECT_EQ(r.code, 2) << bad;
+        expect_one_clear_line(r, bad);
+    }
+    r = ibvcap(dir, "read -r a.pcap 239.1.0.1:4001@10.0.0.11,,10.0.0.13");
+    EXPECT_NE(r.err.find("an empty item in the list (two commas, or one at either end)"),
+              std::string::npos)
+        << r.err;
+    r = ibvcap(dir, "read -r a.pcap 239.1.0.1:4001,10.0.0.11");
+    EXPECT_NE(r.err.find("bad group '10.0.0.11'"), std::string::npos) << r.err;
 }
 
 // GROUP:PORT/FORMAT (issue 28): a group's stream format, its usage errors,

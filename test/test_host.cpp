@@ -1302,6 +1302,33 @@ TEST(NetAddr, GroupsWithSources) {
     EXPECT_EQ(sources_for(filters, Endpoint{ip("232.1.2.3"), 4002}), nullptr);
 }
 
+// One argument that lists groups and sources (docs/operations.md writes
+// GROUP:PORT@SOURCE,SOURCE): a comma before an address continues the sources
+// of a group given with '@', one before GROUP:PORT starts another group.
+TEST(NetAddr, GroupListsSplitBetweenGroupsNotBetweenSources) {
+    using V = std::vector<std::string_view>;
+    EXPECT_EQ(split_group_list("239.1.0.1:4001"), (V{"239.1.0.1:4001"}));
+    EXPECT_EQ(split_group_list("232.10.0.1:4001@10.1.0.11,10.1.0.12"),
+              (V{"232.10.0.1:4001@10.1.0.11,10.1.0.12"}));
+    EXPECT_EQ(split_group_list("239.1.0.1:4001,239.1.0.2:4001/vdif"),
+              (V{"239.1.0.1:4001", "239.1.0.2:4001/vdif"}));
+    EXPECT_EQ(split_group_list("232.1.0.1:4001@10.0.0.11,10.0.0.12/vtp,239.1.0.2:4001@10.0.0.13,"
+                               "10.0.0.14,239.1.0.3:4001"),
+              (V{"232.1.0.1:4001@10.0.0.11,10.0.0.12/vtp", "239.1.0.2:4001@10.0.0.13,10.0.0.14",
+                 "239.1.0.3:4001"}));
+    // An address after a group without '@', or after a /FORMAT, is not a
+    // source: it is an item of its own (and a bad group).
+    EXPECT_EQ(split_group_list("239.1.0.1:4001,10.0.0.11"), (V{"239.1.0.1:4001", "10.0.0.11"}));
+    EXPECT_EQ(split_group_list("239.1.0.1:4001@10.0.0.1/vdif,10.0.0.2"),
+              (V{"239.1.0.1:4001@10.0.0.1/vdif", "10.0.0.2"}));
+    EXPECT_EQ(split_group_list(""), (V{""}));  // parse_group names it
+    for (const char* bad :
+         {",", "239.1.0.1:4001,", ",239.1.0.1:4001", "239.1.0.1:4001,,239.1.0.2:4001",
+          "239.1.0.1:4001@10.0.0.1,,10.0.0.2", "239.1.0.1:4001@10.0.0.1,"}) {
+        EXPECT_THROW(split_group_list(bad), std::invalid_argument) << bad;
+    }
+}
+
 TEST(Igmp, NonexistentInterfaceThrowsNamingIt) {
     MulticastMembership m(ip("239.255.0.4"), "ibvcapnosuch0");
     try {

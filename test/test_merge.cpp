@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -270,6 +271,37 @@ TEST_F(Merge, RunsThatDoNotOverlapAndOtherVersionsAreNamed) {
     EXPECT_NE(r.out.find("different ibvcap versions"), std::string::npos) << r.out;
 }
 
+// The merged run starts with the earliest host and ends with the latest, in
+// either order of the inputs, whichever host is the longer.
+TEST_F(Merge, TheMergedRunEndsWithTheLatestHost) {
+    struct Host {
+        const char* started_at;
+        double duration_s;
+    };
+    const auto merged_run = [&](Host a, Host b) {
+        std::vector<MergeInput> inputs{input("z_g1.json"), input("z_g2.json")};
+        for (const auto& [in, h] : {std::pair{&inputs[0], a}, std::pair{&inputs[1], b}}) {
+            in->report["started_at"] = h.started_at;
+            in->report["duration_s"] = h.duration_s;
+        }
+        const json m = merge_reports(inputs, std::nullopt);
+        return std::pair{m["started_at"].get<std::string>(), m["duration_s"].get<double>()};
+    };
+    const Host early_long{"2030-01-01T00:00:00.000000Z", 10};
+    const Host late_short{"2030-01-01T00:00:02.000000Z", 5};  // ends at 7 s
+    const Host early_short{"2030-01-01T00:00:00.000000Z", 3};
+    const Host late_long{"2030-01-01T00:00:01.000000Z", 9};  // ends at 10 s
+    for (const auto& [a, b] :
+         {std::pair{early_long, late_short}, std::pair{late_short, early_long},
+          std::pair{early_short, late_long}, std::pair{late_long, early_short}}) {
+        SCOPED_TRACE(fmt::format("{} for {} s and {} for {} s", a.started_at, a.duration_s,
+                                 b.started_at, b.duration_s));
+        const auto [started, duration] = merged_run(a, b);
+        EXPECT_EQ(started, "2030-01-01T00:00:00.000000Z");
+        EXPECT_DOUBLE_EQ(duration, 10.0);
+    }
+}
+
 // Presence, hand-built: host A from t0 in 1 s bins, host B from t0 + 1.5 s in
 // 2 s bins. On the common axis (2 s bins from t0) A's bins 0,1 -> 0 and
 // 2,3 -> 1; B's bin 0 (1.5 s) -> 0 and bin 1 (3.5 s) -> 1.
@@ -330,6 +362,91 @@ TEST(MergePresence, RowsOnACommonAxisCoarsened) {
     notes.clear();
     EXPECT_TRUE(merge_presence({{"A", &bad}}, notes).is_null());
     EXPECT_EQ(notes.size(), 1u);
+}
+
+// A live run's windows are ticks of a second and a little more: its bins'
+// ends (t) run past bins x bin_s. Its presence is kept, its bins placed by
+// number, and it ends with its last bin.
+TEST(MergePresence, ALiveRunsBinsThatEndPastTheirNumberAreKept) {
+    const auto live = [](double started_at, const char* group) {
+        return json{{"started_at", started_at},
+                    {"windows_per_bin", 1},
+                    {"bin_s", 1},
+                    {"bins", 3},
+                    {"t", {1.0004, 2.0011, 3.0017}},
+                    {"streams",
+                     {{{"stream", fmt::format("{} 10.0.0.11 thread 0", group)},
+                       {"group", group},
+                       {"antenna", "10.0.0.11"},
+                       {"thread", 0},
+                       {"present", 29},
+                       {"missing", 1},
+                       {"active", {{0, 2}}},
+                       {"cells", {{2, 9, 1, {"upstream"}}}}}}}};
+    };
+    const json a = live(1700000000.0, kGroup1);
+    const json b = live(1700000000.25, kGroup2);
+    std::vector<std::string> notes;
+    const json m = merge_presence({{"A", &a}, {"B", &b}}, notes);
+    EXPECT_TRUE(notes.empty()) << json(notes).dump();
+    ASSERT_TRUE(m.is_object());
+    ASSERT_EQ(m["streams"].size(), 2u);
+    EXPECT_EQ(m["bins"], 4u);  // B's last bin ends at 3.25 s
+    EXPECT_EQ(m["t"], json::parse("[1.0, 2.0, 3.0, 3.25]"));
+    EXPECT_EQ(m["streams"][0]["cells"], json::parse(R"([[2, 9, 1, ["upstream"]]])"));
+    EXPECT_EQ(m["streams"][1]["host"], "B");
+    EXPECT_EQ(m["streams"][1]["active"], json::parse("[[0, 2]]"));
+    // One alone: its own bins.
+    const json alone = merge_presence({{"A", &a}}, notes);
+    EXPECT_TRUE(notes.empty()) << json(notes).dump();
+    EXPECT_EQ(alone["bins"], 3u);
+    EXPECT_EQ(alone["t"], json::parse("[1.0, 2.0, 3.0]"));
+    // A t that ends at no time after the start is still refused.
+    json bad = a;
+    bad["t"] = {1, 2, 0};
+    EXPECT_TRUE(merge_presence({{"A", &bad}}, notes).is_null());
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_NE(notes[0].find("A: its presence is left out"), std::string::npos) << notes[0];
+}
+
+// Two live captures' reports (reads' reports given a live run's windows,
+// each a tick of 1.0007 s) merged by the binary with --html: the merged
+// report and the page keep both hosts' presence.
+TEST_F(Merge, TwoLiveCapturesKeepTheirPresenceOnThePage) {
+    for (const char* name : {"z_g1", "z_g2"}) {
+        edited(std::string(name) + ".json", std::string(name) + "_live.json", [](json& j) {
+            j["source"] = "pcap";
+            json& p = j["presence"];
+            ASSERT_GT(p["bins"].get<std::uint64_t>(), 0u);
+            json t = json::array();
+            for (std::uint64_t b = 1; b <= p["bins"].get<std::uint64_t>(); ++b) {
+                t.push_back(1.0007 * static_cast<double>(b));
+            }
+            p["t"] = t;
+        });
+    }
+    const Result r = merge("z_g1_live.json z_g2_live.json --report live_m.json --html live_m.html");
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_EQ(r.out.find("presence is left out"), std::string::npos) << r.out;
+    const json m = load(path("live_m.json"));
+    for (const json& note : m["merged"]["notes"]) {
+        EXPECT_EQ(note.get<std::string>().find("presence"), std::string::npos) << note;
+    }
+    ASSERT_TRUE(m.contains("presence")) << m["merged"]["notes"].dump();
+    std::set<std::string> hosts;
+    for (const json& row : m["presence"]["streams"]) {
+        hosts.insert(row["host"].get<std::string>());
+    }
+    EXPECT_EQ(hosts.size(), 2u);
+    // The page carries the report it draws, presence and all.
+    const std::string page = slurp(path("live_m.html"));
+    const std::string open = R"(<script type="application/json" id="ibvcap-data">)";
+    const auto from = page.find(open);
+    ASSERT_NE(from, std::string::npos);
+    const auto to = page.find("</script>", from);
+    ASSERT_NE(to, std::string::npos);
+    const json drawn = json::parse(page.substr(from + open.size(), to - from - open.size()));
+    EXPECT_EQ(drawn["presence"], m["presence"]);
 }
 
 TEST_F(Merge, PresenceIsMergedWhenTheReportsHaveIt) {

@@ -375,6 +375,36 @@ TEST(ReorderWindow, ARebaseFlushesAndGoesOnAfterTheLastWrittenInTheNewArithmetic
     expect_balanced(w, r);
 }
 
+// A rebase maps every one of the last W positions written, the oldest (W
+// back) too: a duplicate of any that was written as a frame is still a
+// duplicate in the new arithmetic, and one that was a fill is too late.
+TEST(ReorderWindow, ARebaseKeepsEachOfTheLastWPositionsWrittenTheOldestToo) {
+    for (const std::uint64_t window : {4u, 5u, 64u, 65u}) {
+        SCOPED_TRACE(window);
+        ReorderWindow w(window, kSlot, 1000);
+        Recorder r;
+        // Frames 100 .. 100 + 2W written, but for 101 and 100 + 2W - 2 (fills);
+        // then the arithmetic moves every position 5000 on.
+        const std::uint64_t last = 100 + 2 * window;
+        for (std::uint64_t i = 100; i <= last; ++i) {
+            if (i != 101 && i != last - 2) {
+                offer(w, r, i);
+            }
+        }
+        w.rebase([](std::uint64_t i) { return i + 5000; }, 1000, r);
+        ASSERT_EQ(w.held(), 0u);
+        ASSERT_EQ(w.next(), last + 5001);
+        // Each of the last W positions, oldest first, before anything else
+        // arrives (a later frame would mark its own bit).
+        for (std::uint64_t i = last + 1 - window; i <= last; ++i) {
+            const Outcome want = i == last - 2 ? Outcome::too_late : Outcome::duplicate;
+            EXPECT_EQ(offer(w, r, i + 5000), want) << "old position " << i;
+        }
+        w.close(r);
+        expect_balanced(w, r);
+    }
+}
+
 // Random loss, duplicates and reordering within the window: the output is
 // every index from the first to the last exactly once, in order, a fill
 // exactly where no frame came, and nothing is too late.

@@ -15,6 +15,7 @@
 #include "generated_frames.hpp"
 #include "lib/ledger/report.hpp"
 #include "lib/ledger/timeline.hpp"
+#include "lib/run/run_page.hpp"
 #include "lib/run/verbs_capture.hpp"
 #include "lib/traffic/generator.hpp"
 #include "test/sim/sim_nic.hpp"
@@ -570,6 +571,42 @@ TEST(Presence, ALongRunMergesPairsOfBinsAndKeepsItsSums) {
     EXPECT_EQ(present, packets);
     EXPECT_EQ(lost, missing);
     EXPECT_EQ(p.rows()[0].cells[24].missing, 3u);  // window 100 is in bin 24 (windows 97-100)
+}
+
+// The run page's series (lib/run/run_page.hpp, page_series) from a run's
+// report: each presence bin sums its windows' packets, bytes and missing, and
+// holds the writers' largest backlog in it (its peak: a backlog that rose
+// and fell within a bin is not hidden by its lower ends).
+TEST(PageSeries, EachBinSumsItsWindowsAndHoldsTheLargestBacklog) {
+    RunInfo run;
+    const std::vector<SourceCounter> none;
+    const std::size_t windows = Presence::kMaxBins + 9;  // 521: bins of 2 windows
+    std::uint64_t packets = 0;
+    std::vector<std::uint64_t> backlog(windows);
+    for (std::size_t i = 0; i < windows; ++i) {
+        packets += 10 + i % 3;
+        // Up and down within each bin, never 0, never the same twice in a row.
+        backlog[i] = 1000 + (i * 7919) % 5003;
+        run.timeline.sample(static_cast<double>(i + 1), std::vector{lane_of({{packets, 0}})}, none,
+                            backlog[i]);
+    }
+    const nlohmann::json series = page_series(report_json(Ledger{}, run));
+    ASSERT_EQ(series["windows_per_bin"], 2u);
+    const std::size_t bins = (windows + 1) / 2;
+    ASSERT_EQ(series["backlog"].size(), bins);
+    ASSERT_EQ(series["packets"].size(), bins);
+    std::uint64_t summed = 0;
+    for (std::size_t b = 0; b < bins; ++b) {
+        const std::size_t last = std::min(2 * b + 1, windows - 1);
+        std::uint64_t peak = 0;
+        for (std::size_t i = 2 * b; i <= last; ++i) {
+            peak = std::max(peak, backlog[i]);
+        }
+        EXPECT_EQ(series["backlog"][b], peak) << "bin " << b;
+        EXPECT_EQ(series["t"][b], static_cast<double>(last + 1)) << "bin " << b;
+        summed += series["packets"][b].get<std::uint64_t>();
+    }
+    EXPECT_EQ(summed, packets);
 }
 
 }  // namespace

@@ -83,10 +83,14 @@ HostPresence check(const std::string& label, const json& p) {
         if (!t->empty()) {
             const json& last = t->back();
             if (!last.is_number() || !std::isfinite(last.get<double>()) ||
-                last.get<double>() <= 0 || last.get<double>() > h.end_s) {
-                throw BadPresence("its \"t\" does not end within its bins");
+                last.get<double>() <= 0) {
+                throw BadPresence("its \"t\" does not end at a number of seconds after its start");
             }
-            h.end_s = last.get<double>();
+            // A live run's windows are ticks of a second and a little more
+            // (each waits for the loop's next pass), so its last bin ends
+            // past bins x bin_s: its bins are placed by number (rebin), and
+            // it ends with its last bin, or within it where the run did.
+            h.end_s = std::min(h.end_s, last.get<double>());
         }
     }
     const auto rows = p.find("streams");
