@@ -15,6 +15,7 @@
 #include "lib/run/console.hpp"
 #include "lib/run/metrics.hpp"
 #include "lib/run/run_page.hpp"
+#include "lib/run/run_paths.hpp"
 
 namespace ibvcap::cli {
 
@@ -537,6 +538,55 @@ void read_stream_file_options(const cxxopts::ParseResult& args, CommonOptions& c
     c.outputs.ordered_window = window;
 }
 
+// The files the run names, before it starts: none is another of them or an
+// input (run_path_collision: a usage error), and each can be written (exit
+// 1). The -o directory is made first: a report in it before it exists is
+// fine, and its outputs' names are known to be its.
+void check_run_files(const cxxopts::ParseResult& args, const std::string& input_file,
+                     const CommonOptions& c) {
+    const bool named = !c.report_path.empty() || !c.html_path.empty() || !c.metrics_path.empty();
+    if (named && !c.outputs.formats.empty()) {
+        prepare_output_dir(c.outputs.output_dir);
+    }
+    std::vector<RunPath> paths;
+    if (!input_file.empty()) {
+        paths.push_back({"-r", input_file, PathRole::input, "the input file", "input"});
+    }
+    if (args.count("expect")) {
+        paths.push_back({"--expect", args["expect"].as<std::string>(), PathRole::input,
+                         "the --expect manifest", "manifest"});
+    }
+    if (c.verbose) {  // its frame lines, on standard output
+        paths.push_back({"-v", "", PathRole::output, "the frame lines of -v", "frame lines"});
+    }
+    if (!c.report_path.empty()) {
+        paths.push_back(
+            {"--report", c.report_path, PathRole::output, "the --report file", "report"});
+    }
+    if (!c.html_path.empty()) {
+        paths.push_back({"--html", c.html_path, PathRole::output, "the --html page", "page"});
+    }
+    if (!c.metrics_path.empty()) {
+        // (replaced as a file: "-" is one in the current directory)
+        paths.push_back({"--metrics-file", c.metrics_path == "-" ? "./-" : c.metrics_path,
+                         PathRole::output, "the --metrics-file file", "metrics file"});
+    }
+    if (const std::string problem = run_path_collision(paths, c.outputs); !problem.empty()) {
+        throw UsageError(problem);
+    }
+    if (!c.report_path.empty()) {
+        check_report_path(c.report_path);
+    }
+    if (!c.html_path.empty()) {
+        if (const std::string problem = check_run_page_path(c.html_path); !problem.empty()) {
+            throw UsageError(problem);
+        }
+    }
+    if (!c.metrics_path.empty()) {
+        check_metrics_path(c.metrics_path);
+    }
+}
+
 }  // namespace
 
 CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::string& input_file) {
@@ -639,26 +689,10 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
     if (args.count("report") && c.report_path.empty()) {
         throw UsageError("--report needs a file name (or - for stdout)");
     }
-    if (!c.report_path.empty()) {
-        // Fail now, not after the capture. A report in the -o directory is
-        // fine before that directory exists: it is made first.
-        if (!c.outputs.formats.empty()) {
-            prepare_output_dir(c.outputs.output_dir);
-        }
-        if (const std::string problem = check_report_path(c.report_path, c.outputs, input_file);
-            !problem.empty()) {
-            throw UsageError(problem);
-        }
-    }
     if (args.count("html")) {
         c.html_path = args["html"].as<std::string>();
-        if (!c.outputs.formats.empty() && !c.html_path.empty()) {
-            prepare_output_dir(c.outputs.output_dir);
-        }
-        if (const std::string problem =
-                check_run_page_path(c.html_path, c.outputs, input_file, c.report_path);
-            !problem.empty()) {
-            throw UsageError(problem);
+        if (c.html_path.empty() || c.html_path == "-") {
+            throw UsageError(check_run_page_path(c.html_path));
         }
     }
     c.metrics_interval_s = args["metrics-interval"].as<double>();
@@ -673,20 +707,11 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
             throw UsageError(
                 "--metrics-file needs a file name, e.g. /var/lib/node_exporter/ibvcap.prom");
         }
-        // Fail now, not during the capture (exit 1). The -o directory is made
-        // first, as for --report.
-        if (!c.outputs.formats.empty()) {
-            prepare_output_dir(c.outputs.output_dir);
-        }
-        check_metrics_path(c.metrics_path, c.outputs, input_file, c.report_path);
-        if (c.metrics_path == c.html_path) {
-            throw UsageError(fmt::format(
-                "--metrics-file {} is the --html page; give them different names", c.html_path));
-        }
     }
+    c.verbose = args.count("verbose") > 0;
+    check_run_files(args, input_file, c);
     read_expect_options(args, c);
     c.quiet = args.count("quiet") > 0;
-    c.verbose = args.count("verbose") > 0;
     return c;
 }
 

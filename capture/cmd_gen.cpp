@@ -1,5 +1,6 @@
 // ibvcap gen: synthetic CODIF, VDIF or VTP traffic with a known ground truth.
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
@@ -12,6 +13,7 @@
 #include "lib/host/devices.hpp"
 #include "lib/run/common.hpp"
 #include "lib/run/gen.hpp"
+#include "lib/run/run_paths.hpp"
 #include "lib/traffic/sender.hpp"
 
 namespace ibvcap::cli {
@@ -95,6 +97,46 @@ void read_stream_format(const cxxopts::ParseResult& args, GeneratorConfig& confi
     }
 }
 
+// -w FILE and --truth FILE before anything is generated: never one file
+// (run_path_collision: exit 2, --overwrite or not), and an existing regular
+// file replaced only with --overwrite (exit 1). A FIFO or device is written
+// into, as before; -w - is standard output.
+void check_gen_files(const cxxopts::ParseResult& args, bool send) {
+    std::vector<RunPath> paths;
+    if (!send) {
+        paths.push_back(
+            {"-w", args["write"].as<std::string>(), PathRole::output, "the -w file", "pcap"});
+    }
+    if (args.count("truth")) {
+        const std::string truth = args["truth"].as<std::string>();
+        if (truth.empty()) {
+            throw UsageError("--truth needs a file name, e.g. truth.json");
+        }
+        // (written as a file: "-" is one in the current directory)
+        paths.push_back({"--truth", truth == "-" ? "./-" : truth, PathRole::output,
+                         "the --truth file", "truth"});
+    }
+    if (const std::string problem = run_path_collision(paths); !problem.empty()) {
+        throw UsageError(problem);
+    }
+    if (args.count("overwrite")) {
+        return;
+    }
+    for (const RunPath& p : paths) {
+        struct stat st {};
+        if (p.path != "-" && ::stat(p.path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+            throw std::runtime_error(
+                p.option == "-w"
+                    ? fmt::format("{} exists; add --overwrite to replace it, or choose another "
+                                  "-w FILE",
+                                  p.path)
+                    : fmt::format("{} {} exists; add --overwrite to replace it, or choose another "
+                                  "{} FILE",
+                                  p.option, p.path, p.option));
+        }
+    }
+}
+
 }  // namespace
 
 int cmd_gen(int argc, char** argv) {
@@ -105,7 +147,7 @@ int cmd_gen(int argc, char** argv) {
     // clang-format off
     options.add_options()
         ("w,write", "write the traffic to this pcap file", cxxopts::value<std::string>(), "FILE")
-        ("overwrite", "with -w: replace FILE if it exists")
+        ("overwrite", "replace the -w FILE and the --truth FILE if they exist")
         ("send", "send the traffic as live UDP multicast (needs -i; every antenna address must be local)")
         ("i,interface", "with --send: interface to send from (netdev name or IPv4 address)", cxxopts::value<std::string>(), "IF")
         ("rate", "with --send: packets per second (0: as fast as possible)", cxxopts::value<double>()->default_value("0"), "PPS")
@@ -160,8 +202,8 @@ int cmd_gen(int argc, char** argv) {
             "-w FILE.pcap is required (where to write the traffic), or --send -i IF (send it as "
             "live multicast)");
     }
-    if (send && args.count("overwrite")) {
-        throw UsageError("--overwrite applies only with -w FILE");
+    if (send && args.count("overwrite") && !args.count("truth")) {
+        throw UsageError("--overwrite applies only with -w FILE or --truth FILE");
     }
     if (!send) {
         for (const char* name : {"interface", "rate", "duration", "ttl", "loop"}) {
@@ -262,6 +304,8 @@ int cmd_gen(int argc, char** argv) {
         throw UsageError(e.what());
     }
 
+    check_gen_files(args, send);
+
     Generator generator(config);
     std::string path;
     std::uint64_t packets = 0;
@@ -275,13 +319,6 @@ int cmd_gen(int argc, char** argv) {
         packets = sent.packets;
     } else {
         path = args["write"].as<std::string>();
-        // A regular file is replaced only when asked (a FIFO or device is
-        // written into, as before; "-" is standard output).
-        if (std::error_code ec;
-            path != "-" && std::filesystem::is_regular_file(path, ec) && !args.count("overwrite")) {
-            throw std::runtime_error(fmt::format(
-                "{} exists; add --overwrite to replace it, or choose another -w FILE", path));
-        }
         // Ctrl-C or SIGTERM: stop at the next slot boundary, the file whole,
         // its index and the truth of what was written.
         install_stop_handler();

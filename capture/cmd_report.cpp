@@ -8,6 +8,7 @@
 #include "capture/cli.hpp"
 #include "lib/run/merge.hpp"
 #include "lib/run/run_page.hpp"
+#include "lib/run/run_paths.hpp"
 #include "lib/run/verify.hpp"
 
 namespace ibvcap::cli {
@@ -39,8 +40,12 @@ int cmd_report(int argc, char** argv) {
     const std::string page = args["html"].as<std::string>();
     // The report is this command's input: the page may not be it.
     if (const std::string problem =
-            check_run_page_path(page, OutputOptions{}, report_path, std::string());
+            run_path_collision({{"", report_path, PathRole::input, "the report to draw", "report"},
+                                {"--html", page, PathRole::output, "the --html page", "page"}});
         !problem.empty()) {
+        throw UsageError(problem);
+    }
+    if (const std::string problem = check_run_page_path(page); !problem.empty()) {
         throw UsageError(problem);
     }
     const nlohmann::json report =

@@ -459,9 +459,9 @@ TEST(Cli, RunsNeverShareOrSilentlyOverwriteOutputs) {
     // Other formats' files and the lock are not this run's business.
     EXPECT_TRUE(std::filesystem::exists(dir / "out/ibvcap.000000.pcap"));
     EXPECT_FALSE(std::filesystem::exists(dir / "out/.ibvcap.lock"));
-    // The input is never an output to overwrite.
+    // The input is never an output to overwrite: refused before the run.
     r = ibvcap(dir, "read -q -r out/ibvcap.000000.pcap -F pcap -o out --overwrite");
-    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_NE(r.err.find("is the input file"), std::string::npos) << r.err;
     EXPECT_TRUE(std::filesystem::exists(dir / "out/ibvcap.000000.pcap"));
 }
@@ -762,9 +762,10 @@ TEST(CliMetrics, BadOptionsStopTheRunBeforeItStarts) {
         {"--metrics-file nowhere/m.prom", 1,
          "--metrics-file nowhere/m.prom: directory nowhere does not exist"},
         {"--metrics-file fifo.prom", 1, "--metrics-file fifo.prom: it is not a regular file"},
-        {"--metrics-file x.pcap", 1, "--metrics-file x.pcap: it is the input file"},
-        {"--metrics-file r.json --report r.json", 1, "it is the --report file"},
-        {"-F codif -o out --metrics-file out/.ibvcap.lock", 1, "it is a file this run writes"},
+        {"--metrics-file x.pcap", 2, "--metrics-file x.pcap is the input file (x.pcap)"},
+        {"--metrics-file r.json --report r.json", 2,
+         "--metrics-file r.json is the --report file (r.json)"},
+        {"-F codif -o out --metrics-file out/.ibvcap.lock", 2, "is a file this run writes"},
     };
     for (const auto& c : cases) {
         const Result r = ibvcap(dir, "read -q -r x.pcap " + c.args);

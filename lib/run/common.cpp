@@ -234,16 +234,9 @@ void claim_outputs(const OutputOptions& options, const std::string& input_file, 
     }
 }
 
-namespace {
-bool same_file(const struct stat& a, const struct stat& b) {
-    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-}  // namespace
-
-std::string check_report_path(const std::string& path, const OutputOptions& outputs,
-                              const std::string& input_file, std::string_view option) {
+void check_report_path(const std::string& path, std::string_view option) {
     if (path == "-") {
-        return {};
+        return;
     }
     const std::string_view noun = option == "--report" ? "report" : "run page";
     const auto fail = [&](const std::string& why) {
@@ -252,11 +245,6 @@ std::string check_report_path(const std::string& path, const OutputOptions& outp
     };
     struct stat st {};
     const bool exists = ::stat(path.c_str(), &st) == 0;
-    struct stat input {};
-    if (exists && !input_file.empty() && ::stat(input_file.c_str(), &input) == 0 &&
-        same_file(st, input)) {
-        return fmt::format("{} {} is the input file; give the {} another path", option, path, noun);
-    }
     if (exists && S_ISDIR(st.st_mode)) {
         std::string in = path;
         while (in.size() > 1 && in.back() == '/') {
@@ -270,7 +258,7 @@ std::string check_report_path(const std::string& path, const OutputOptions& outp
         if (::access(path.c_str(), W_OK) != 0) {
             throw fail(std::strerror(errno));
         }
-        return {};
+        return;
     }
     // A regular file (through any links) or a new one: its directory must
     // take the temporary file that is renamed over it.
@@ -288,29 +276,9 @@ std::string check_report_path(const std::string& path, const OutputOptions& outp
     if (::stat(dir.c_str(), &dir_st) != 0) {
         throw fail(fmt::format("directory {}: {}", dir.string(), std::strerror(errno)));
     }
-    if (is_run_file(outputs, target)) {
-        return fmt::format("{} {} is a file this run writes; give the {} another path", option,
-                           path, noun);
-    }
     if (const std::string why = cannot_create_in(dir); !why.empty()) {
         throw fail(why);
     }
-    return {};
-}
-
-bool is_run_file(const OutputOptions& outputs, const std::filesystem::path& path) {
-    if (outputs.formats.empty()) {
-        return false;
-    }
-    const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
-    struct stat dir_st {};
-    struct stat out_st {};
-    if (::stat(dir.c_str(), &dir_st) != 0 || ::stat(outputs.output_dir.c_str(), &out_st) != 0 ||
-        !same_file(dir_st, out_st)) {
-        return false;
-    }
-    const std::string name = path.filename().string();
-    return name == kOutputLockName || is_output_name(outputs, name);
 }
 
 std::string cannot_create_in(const std::filesystem::path& dir) {

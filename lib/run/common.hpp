@@ -78,21 +78,18 @@ std::vector<std::string> existing_outputs(const OutputOptions& options);
 void claim_outputs(const OutputOptions& options, const std::string& input_file,
                    bool direct_io = false);
 
-// --report PATH, checked before the run starts. Returns a usage problem (the
-// path is the input file, or a file this run writes: exit 2) or an empty
-// string; throws std::runtime_error (exit 1) when the path cannot be written
-// (a directory, a missing or unwritable directory). `-` is stdout.
-// `option`: the option that named the path ("--report", "--html": the run
-// page is checked as the report is).
-std::string check_report_path(const std::string& path, const OutputOptions& outputs,
-                              const std::string& input_file, std::string_view option = "--report");
+// --report PATH, checked before the run starts, once run_path_collision
+// (lib/run/run_paths.hpp) has found it none of the run's other files: throws
+// std::runtime_error (exit 1) when the path cannot be written (a directory, a
+// missing or unwritable directory). `-` is stdout. `option`: the option that
+// named the path ("--report", "--html": the run page is checked as the
+// report is).
+void check_report_path(const std::string& path, std::string_view option = "--report");
 
 // For a file the run writes besides its outputs (--report, --metrics-file),
-// checked before the run: whether `path` is one of the files this run writes
-// in its output directory (the lock or an output's name), and whether a new
-// file can be made in `dir` (one is made and removed: empty when it can, else
-// "cannot create a file in DIR: REASON").
-bool is_run_file(const OutputOptions& outputs, const std::filesystem::path& path);
+// checked before the run: whether a new file can be made in `dir` (one is
+// made and removed: empty when it can, else "cannot create a file in DIR:
+// REASON").
 std::string cannot_create_in(const std::filesystem::path& dir);
 
 // --direct-io: check that files in `dir` can be opened with O_DIRECT. Throws

@@ -14,6 +14,7 @@
 #include "lib/run/merge.hpp"
 #include "lib/run/merge_detail.hpp"
 #include "lib/run/run_page.hpp"
+#include "lib/run/run_paths.hpp"
 #include "lib/usage_error.hpp"
 
 namespace ibvcap {
@@ -36,52 +37,45 @@ std::string text_of(const json& object, const char* key) {
     return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// --report PATH before anything is read: not one of the inputs (usage, exit
-// 2), not an existing file unless --overwrite (exit 1: the file may be a
-// host's report left off the list), and writable (exit 1).
-void check_merge_report_path(const MergeRequest& request) {
-    const std::string& path = request.report_path;
-    if (path.empty() || path == "-") {
-        return;
-    }
-    std::error_code ec;
+// The merge's files before anything is read: no output is an input (a host's
+// report, the site's manifest) or the other output, --overwrite or not
+// (run_path_collision: usage, exit 2); the --report not an existing file
+// unless --overwrite (exit 1: the file may be a host's report left off the
+// list); each writable (exit 1).
+void check_merge_paths(const MergeRequest& request) {
+    std::vector<RunPath> paths;
     for (const auto& in : request.inputs) {
-        if (in == path || std::filesystem::equivalent(in, path, ec)) {
-            throw UsageError(fmt::format(
-                "--report {} is one of the reports to merge; give the merged report another path",
+        paths.push_back({"", in, PathRole::input, "one of the reports to merge", "report"});
+    }
+    if (!request.expect_path.empty()) {
+        paths.push_back({"--expect", request.expect_path, PathRole::input, "the --expect manifest",
+                         "manifest"});
+    }
+    if (!request.report_path.empty()) {
+        paths.push_back(
+            {"--report", request.report_path, PathRole::output, "the --report file", "report"});
+    }
+    if (!request.html_path.empty()) {
+        paths.push_back({"--html", request.html_path, PathRole::output, "the --html page", "page"});
+    }
+    if (const std::string usage = run_path_collision(paths); !usage.empty()) {
+        throw UsageError(usage);
+    }
+    const std::string& path = request.report_path;
+    if (!path.empty() && path != "-") {
+        struct stat st {};
+        if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && !request.overwrite) {
+            throw std::runtime_error(fmt::format(
+                "--report {} exists (a host's report left off the list?): give another path, or "
+                "--overwrite to replace it",
                 path));
         }
+        check_report_path(path);
     }
-    struct stat st {};
-    if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && !request.overwrite) {
-        throw std::runtime_error(fmt::format(
-            "--report {} exists (a host's report left off the list?): give another path, or "
-            "--overwrite to replace it",
-            path));
-    }
-    if (const std::string usage = check_report_path(path, OutputOptions{}, std::string());
-        !usage.empty()) {
-        throw UsageError(usage);
-    }
-}
-
-// --html PAGE: as capture's (check_run_page_path), and not one of the inputs.
-void check_merge_html_path(const MergeRequest& request) {
-    const std::string& page = request.html_path;
-    if (page.empty()) {
-        return;
-    }
-    std::error_code ec;
-    for (const auto& other : request.inputs) {
-        if (other == page || std::filesystem::equivalent(other, page, ec)) {
-            throw UsageError(fmt::format(
-                "--html {} is one of the reports to merge; give the page another path", page));
+    if (!request.html_path.empty()) {
+        if (const std::string usage = check_run_page_path(request.html_path); !usage.empty()) {
+            throw UsageError(usage);
         }
-    }
-    if (const std::string usage =
-            check_run_page_path(page, OutputOptions{}, std::string(), request.report_path);
-        !usage.empty()) {
-        throw UsageError(usage);
     }
 }
 
@@ -208,8 +202,7 @@ int run_merge(const MergeRequest& request) {
             }
         }
     }
-    check_merge_report_path(request);
-    check_merge_html_path(request);
+    check_merge_paths(request);
     std::optional<ExpectManifest> expect;
     if (!request.expect_path.empty()) {
         try {

@@ -70,13 +70,12 @@ std::string run_label(const std::string& metrics_path);
 // A label value escaped per the exposition format: \ → \\, " → \", newline → \n.
 std::string escape_label_value(std::string_view value);
 
-// --metrics-file PATH, checked before the run starts: throws
+// --metrics-file PATH, checked before the run starts, once run_path_collision
+// (lib/run/run_paths.hpp) has found it none of the run's other files: throws
 // std::runtime_error (exit 1) with one line naming the fix when PATH's
-// directory does not exist or takes no new file, when PATH is there and is
-// not a regular file (a directory, FIFO, device or socket is never replaced),
-// or when it is the input file, the report or a file this run writes in -o.
-void check_metrics_path(const std::string& path, const OutputOptions& outputs,
-                        const std::string& input_file, const std::string& report_path);
+// directory does not exist or takes no new file, or when PATH is there and is
+// not a regular file (a directory, FIFO, device or socket is never replaced).
+void check_metrics_path(const std::string& path);
 
 // The file: written when due, never waited for by the run beyond the write
 // itself (no fsync: a reader sees the old file or the new one either way,

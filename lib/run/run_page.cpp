@@ -128,18 +128,11 @@ bool may_write_run_page(const std::string& path) {
     return head.find("<!-- The ibvcap run page") != std::string::npos;
 }
 
-std::string check_run_page_path(const std::string& page, const OutputOptions& outputs,
-                                const std::string& input_file, const std::string& report_path) {
+std::string check_run_page_path(const std::string& page) {
     if (page.empty() || page == "-") {
         return "--html needs a file name, e.g. run.html (the page is written there)";
     }
-    if (page == report_path) {
-        return fmt::format("--html {} is the --report file; give the page another name", page);
-    }
-    if (std::string problem = check_report_path(page, outputs, input_file, "--html");
-        !problem.empty()) {
-        return problem;  // the input, or an output of the run
-    }
+    check_report_path(page, "--html");
     if (!may_write_run_page(page)) {
         return fmt::format(
             "--html {}: the file is there and is not an ibvcap run page; give the "

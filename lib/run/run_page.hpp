@@ -30,11 +30,11 @@ void write_run_page(const std::string& path, const nlohmann::json& report,
 bool may_write_run_page(const std::string& path);
 
 // --html PAGE, checked before the run as the report's path is
-// (check_report_path): returns a usage problem (exit 2) for an empty name or
-// "-", the --report file, a file there that is not a run page, the input or
-// an output; throws std::runtime_error (exit 1) when it cannot be written.
-std::string check_run_page_path(const std::string& page, const OutputOptions& outputs,
-                                const std::string& input_file, const std::string& report_path);
+// (check_report_path), once run_path_collision (lib/run/run_paths.hpp) has
+// found it none of the run's other files: returns a usage problem (exit 2)
+// for an empty name or "-", or a file there that is not a run page; throws
+// std::runtime_error (exit 1) when it cannot be written.
+std::string check_run_page_path(const std::string& page);
 
 // The per-bin series the page draws, from the report's timeline and its
 // presence bins (windows_per_bin windows to a bin; one bin per window
