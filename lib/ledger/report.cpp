@@ -271,6 +271,7 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
                             {"first", position(s.first)},
                             {"last", position(s.last)}};
         e["rate"] = rate_json(s);
+        e["unwritten"] = ledger.unwritten(s);
         if (s.psn_packets != 0) {
             // The VTP sequence numbers' own count of the packets lost.
             e["psn"] = {{"packets", s.psn_packets},

@@ -1,0 +1,97 @@
+// Outputs in each stream's own format (issue 40): a format that can take
+// none of a run's streams is refused before the run. Runs the real binary.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "frames.hpp"
+
+namespace ibvcap {
+namespace {
+
+using test::ibvcap;
+using test::Result;
+
+bool has(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
+
+nlohmann::json read_json(const std::string& path) {
+    return nlohmann::json::parse(test::slurp(path));
+}
+
+// Two pcaps' records in one file (the first's header): a run of both.
+void concatenate(const std::string& a, const std::string& b, const std::string& out) {
+    const std::string second = test::slurp(b);
+    std::ofstream o(out, std::ios::binary);
+    o << test::slurp(a) << second.substr(24);  // (pcap's file header: 24 bytes)
+}
+
+// -F codif on VDIF streams, -F vdif on CODIF streams: the run wrote no file
+// at all, said nothing and exited 0. Each group's format is known before the
+// run (GROUP:PORT/FORMAT, --stream-format), so such a format is a usage
+// error: one line naming the format, the group and the fix, and nothing made.
+TEST(CliOutputs, AFormatThatTakesNoStreamIsRefusedBeforeTheRun) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w v.pcap --vdif --antennas 1 --threads 1 -c 50").code, 0);
+    ASSERT_EQ(ibvcap(dir, "gen -q -w c.pcap --antennas 1 --threads 1 -c 50").code, 0);
+    struct Case {
+        std::string args;
+        std::string says;
+    };
+    const std::string vdif_fix = "use -F vdif, raw, pcap or pcapng for vdif groups";
+    const std::vector<Case> cases = {
+        {"read -r v.pcap -F codif -o o 239.17.0.1:36001/vdif",
+         "-F codif writes no file of group 239.17.0.1:36001 (read as vdif): its vdif frames would "
+         "be captured and written nowhere; " +
+             vdif_fix},
+        {"read -r v.pcap -F codif,codifhdr --ordered -o o 239.17.0.1:36001/vdif",
+         "-F codif,codifhdr writes no file of group 239.17.0.1:36001 (read as vdif)"},
+        {"read -r v.pcap -F codif -o o --stream-format vtp",
+         "-F codif writes no file of any stream (every group is read as vtp)"},
+        {"read -r c.pcap -F vdif -o o",
+         "-F vdif writes no file of any stream (every group is read as codif): its codif frames "
+         "would be captured and written nowhere; use -F codif, codifhdr, raw, pcap or pcapng for "
+         "codif groups"},
+        {"read -r c.pcap -F vdif --ordered -o o 239.17.0.1:36001",
+         "-F vdif writes no file of group 239.17.0.1:36001 (read as codif)"},
+        {"read -r c.pcap -F vdif,pcap -o o",
+         "-F vdif holds VDIF and VTP streams only, and no group of this run is read as vdif or "
+         "vtp (they are read as codif): its files would never be made"},
+        {"read -r v.pcap -F codif,raw -o o 239.17.0.1:36001/vdif",
+         "-F codif holds CODIF streams only, and no group of this run is read as codif"},
+        {"read -r c.pcap -F codif -o o 239.17.0.1:36001 239.17.0.2:36001/vtp",
+         "-F codif writes no file of group 239.17.0.2:36001 (read as vtp)"},
+        {"capture -i lo -F codif -o o 239.17.0.1:36001/vdif",
+         "-F codif writes no file of group 239.17.0.1:36001 (read as vdif)"},
+        {"capture -i lo -F vdif,pcap -o o 239.17.0.1:36001",
+         "-F vdif holds VDIF and VTP streams only"},
+    };
+    for (const auto& c : cases) {
+        const Result r = ibvcap(dir, c.args);
+        EXPECT_EQ(r.code, 2) << c.args << ": " << r.err << r.out;
+        EXPECT_EQ(test::lines(r.err), 1u) << c.args << ": " << r.err;
+        EXPECT_TRUE(has(r.err, c.says)) << c.args << ": " << r.err;
+        EXPECT_FALSE(std::filesystem::exists(dir / "o")) << c.args;
+    }
+    // A format that takes the streams beside one that does not, or one per
+    // group's format: the run writes them.
+    ASSERT_EQ(ibvcap(dir, "gen -q -w c2.pcap --antennas 1 --threads 1 -c 50 239.17.0.2:36001").code,
+              0);
+    concatenate(dir / "c2.pcap", dir / "v.pcap", dir / "mixed.pcap");
+    Result r = ibvcap(
+        dir, "read -q -r mixed.pcap -F codif,vdif -o a 239.17.0.2:36001 239.17.0.1:36001/vdif");
+    EXPECT_EQ(r.code, 0) << r.err << r.out;
+    EXPECT_TRUE(std::filesystem::exists(dir / "a/ibvcap_239.17.0.2_36001_10.0.0.11.codif"));
+    r = ibvcap(dir, "read -q -r v.pcap -F vdif,pcap -o b --stream-format vdif");
+    EXPECT_EQ(r.code, 0) << r.err << r.out;
+    EXPECT_TRUE(std::filesystem::exists(dir / "b/ibvcap.pcap"));
+}
+
+}  // namespace
+}  // namespace ibvcap
