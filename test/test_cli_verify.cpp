@@ -1,5 +1,7 @@
-// Outputs in each stream's own format (issue 40): a format that can take
-// none of a run's streams is refused before the run. Runs the real binary.
+// Outputs in each stream's own format, and `ibvcap verify` of what was
+// written (issue 40): a format that can take none of a run's streams is
+// refused before the run; verify reads a pcap of VDIF or VTP streams as
+// them. Runs the real binary.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -91,6 +93,59 @@ TEST(CliOutputs, AFormatThatTakesNoStreamIsRefusedBeforeTheRun) {
     r = ibvcap(dir, "read -q -r v.pcap -F vdif,pcap -o b --stream-format vdif");
     EXPECT_EQ(r.code, 0) << r.err << r.out;
     EXPECT_TRUE(std::filesystem::exists(dir / "b/ibvcap.pcap"));
+}
+
+// verify walked a pcap or pcapng output as CODIF: every VDIF or VTP stream
+// of a clean run was "in the report but not in ibvcap.pcap". Each stream is
+// read in its own format, a mixed run's too.
+TEST(CliVerify, PcapOutputsAreReadInEachStreamsOwnFormat) {
+    test::TempDir dir;
+    ASSERT_EQ(
+        ibvcap(dir, "gen -q -w v.pcap --vdif --antennas 2 --threads 2 -c 300 --payload 1024").code,
+        0);
+    ASSERT_EQ(
+        ibvcap(dir, "gen -q -w t.pcap --vtp --antennas 2 --threads 1 -c 300 --payload 1024").code,
+        0);
+    ASSERT_EQ(ibvcap(dir,
+                     "gen -q -w c.pcap --antennas 2 --threads 2 -c 300 --payload 1024 "
+                     "239.17.0.2:36001")
+                  .code,
+              0);
+    concatenate(dir / "c.pcap", dir / "v.pcap", dir / "mixed.pcap");
+    struct Case {
+        std::string name;
+        std::string read;  // the input and the groups
+        std::uint64_t streams;
+    };
+    const std::vector<Case> cases = {
+        {"vdif", "-r v.pcap 239.17.0.1:36001/vdif", 4},
+        {"vdif-any", "-r v.pcap --stream-format vdif", 4},
+        {"vtp", "-r t.pcap 239.17.0.1:36001/vtp", 2},
+        {"mixed", "-r mixed.pcap 239.17.0.2:36001 239.17.0.1:36001/vdif", 8},
+    };
+    for (const auto& c : cases) {
+        const std::string report = c.name + "/r.json";
+        Result r = ibvcap(
+            dir, "read -q " + c.read + " -F pcap,pcapng,raw -o " + c.name + " --report " + report);
+        ASSERT_EQ(r.code, 0) << c.name << ": " << r.err << r.out;
+        ASSERT_EQ(read_json(dir / report)["streams"].size(), c.streams) << c.name;
+        r = ibvcap(dir, "verify --report " + report);
+        EXPECT_EQ(r.code, 0) << c.name << ": " << r.out << r.err;
+        EXPECT_FALSE(has(r.out, "FAIL")) << c.name << ": " << r.out;
+        EXPECT_TRUE(has(r.out, "OK " + c.name + "/ibvcap.pcap: ")) << c.name << ": " << r.out;
+        EXPECT_TRUE(has(r.out, "OK " + c.name + "/ibvcap.pcapng: ")) << c.name << ": " << r.out;
+        // pcap and pcapng hold every stream; each raw file its antenna's.
+        EXPECT_TRUE(has(
+            r.out, fmt::format("{} streams checked against the report", c.streams * 2 + c.streams)))
+            << c.name << ": " << r.out;
+    }
+    // Still a check: a report that claims a frame more of a VDIF stream fails.
+    nlohmann::json report = read_json(dir / "vdif/r.json");
+    report["streams"][0]["packets"] = report["streams"][0]["packets"].get<std::uint64_t>() + 1;
+    std::ofstream(dir / "vdif/edited.json") << report.dump(1);
+    const Result r = ibvcap(dir, "verify --report vdif/edited.json");
+    EXPECT_EQ(r.code, 3) << r.out;
+    EXPECT_TRUE(has(r.out, "FAIL vdif/ibvcap.pcap: stream 239.17.0.1:36001")) << r.out;
 }
 
 }  // namespace

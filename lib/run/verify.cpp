@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -457,6 +458,39 @@ void compare_streams(const ReportOutput& out, const Ledger& ledger, const Report
     }
 }
 
+// A run-wide output (pcap, pcapng) holds every stream as captured, each in
+// its group's format: its groups are named as the report's streams give
+// them, each read in its stream's format (a VDIF or VTP group as VDIF or
+// VTP, not as CODIF), and a rate every VDIF stream shares is given (streams
+// of different rates learn theirs from the file, as the run did).
+void run_wide_demux_options(const Report& report, DemuxOptions& o) {
+    std::optional<std::uint64_t> rate;
+    bool one_rate = true;
+    for (const ReportStream& rs : report.streams) {
+        const auto f = parse_stream_format(rs.format);
+        Endpoint g;
+        try {
+            g = parse_group(rs.group, false);
+        } catch (const std::exception&) {
+            continue;  // (not a group this demux can name: left to the report's check)
+        }
+        if (!f) {
+            continue;
+        }
+        if (std::find(o.groups.begin(), o.groups.end(), g) == o.groups.end()) {
+            o.groups.push_back(g);
+            o.group_formats.push_back(*f);
+        }
+        if (*f != StreamFormat::codif) {
+            one_rate = one_rate && (!rate || *rate == rs.frames_per_period);
+            rate = rs.frames_per_period;
+        }
+    }
+    if (one_rate && rate) {
+        o.vdif_frames_per_second = *rate;
+    }
+}
+
 // How the demux that rebuilds a per-antenna output's ledger reads its frames:
 // as the report's streams of the output were read (their format and rate:
 // a VDIF file is read as VDIF at its stream's rate), or, with no report, as
@@ -467,7 +501,11 @@ DemuxOptions demux_options(const std::string& format, const ReportOutput* out,
     if (format == "vdif") {
         o.any_group_format = StreamFormat::vdif;
     }
-    if (out == nullptr || report == nullptr || out->group.empty()) {
+    if (out == nullptr || report == nullptr) {
+        return o;
+    }
+    if (out->group.empty()) {
+        run_wide_demux_options(*report, o);
         return o;
     }
     for (const ReportStream& rs : report->streams) {
