@@ -1,7 +1,7 @@
 // Outputs in each stream's own format, and `ibvcap verify` of what was
 // written (issue 40): a format that can take none of a run's streams is
 // refused before the run; verify reads a pcap of VDIF or VTP streams as
-// them. Runs the real binary.
+// them, and finds a run's files from any directory. Runs the real binary.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -146,6 +146,50 @@ TEST(CliVerify, PcapOutputsAreReadInEachStreamsOwnFormat) {
     const Result r = ibvcap(dir, "verify --report vdif/edited.json");
     EXPECT_EQ(r.code, 3) << r.out;
     EXPECT_TRUE(has(r.out, "FAIL vdif/ibvcap.pcap: stream 239.17.0.1:36001")) << r.out;
+}
+
+// `report R.json --verify` and `verify --report R.json` from another
+// directory than the run's: every file was "missing". A relative output
+// path is relative to the run's directory, which the report gives (cwd).
+TEST(CliVerify, ARunsFilesAreFoundFromAnyDirectory) {
+    test::TempDir run;
+    test::TempDir elsewhere;
+    ASSERT_EQ(ibvcap(run, "gen -q -w c.pcap --antennas 2 --threads 1 -c 100 --payload 1024").code,
+              0);
+    // (The report in a directory of its own: not the run's, nor the files'.)
+    std::filesystem::create_directory(run / "reports");
+    ASSERT_EQ(ibvcap(run, "read -q -r c.pcap -F codif,pcap -o out --report reports/r.json").code,
+              0);
+    const std::string report = run / "reports/r.json";
+    EXPECT_EQ(read_json(report)["cwd"], std::filesystem::canonical(run.path()).string());
+    Result r = ibvcap(elsewhere, "verify --report " + report);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 4) << r.out;  // 3 files and the sum
+    r = ibvcap(elsewhere, "report " + report + " --html page.html --verify");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_TRUE(has(r.out, "every file holds what was claimed")) << r.out;
+    // From the run's directory, as before: the paths as the report names them.
+    r = ibvcap(run, "verify --report reports/r.json");
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(has(r.out, "OK out/ibvcap.pcap: ")) << r.out;
+    // A file gone is missing at the run's path.
+    std::filesystem::remove(run / "out/ibvcap.pcap");
+    r = ibvcap(elsewhere, "verify --report " + report);
+    EXPECT_EQ(r.code, 3) << r.out;
+    EXPECT_TRUE(has(r.out, "FAIL " + run / "out/ibvcap.pcap" + ": missing\n")) << r.out;
+    // A report without cwd (an older ibvcap's): a relative path that cannot
+    // be found says why, and how to verify it.
+    nlohmann::json old = read_json(report);
+    old.erase("cwd");
+    std::ofstream(elsewhere / "old.json") << old.dump(1);
+    r = ibvcap(elsewhere, "verify --report old.json");
+    EXPECT_EQ(r.code, 3) << r.out;
+    EXPECT_TRUE(has(r.out,
+                    "FAIL out/ibvcap_239.17.0.1_36001_10.0.0.11.codif: missing: "
+                    "out/ibvcap_239.17.0.1_36001_10.0.0.11.codif is relative to the run's "
+                    "directory, which the report (of an older ibvcap) does not give: verify "
+                    "from that directory"))
+        << r.out;
 }
 
 }  // namespace

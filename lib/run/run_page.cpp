@@ -70,7 +70,9 @@ std::string run_page_html(const nlohmann::json& report, const VerifyOutcome* ver
         std::size_t passed = 0;
         for (const VerifiedFile& f : verify->files) {
             passed += f.ok() ? std::size_t{1} : std::size_t{0};
-            files.push_back({{"path", f.path},
+            // (By the path the report lists: the page finds its outputs' files by it.)
+            files.push_back({{"path", f.listed_as.empty() ? f.path : f.listed_as},
+                             {"read_at", f.path},
                              {"format", f.format},
                              {"ok", f.ok()},
                              {"frames", f.frames},

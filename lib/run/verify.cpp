@@ -149,6 +149,9 @@ struct ReportStream {
 struct Report {
     fs::path dir;
     std::string run_id;  // (empty: a report older than it)
+    // The run's working directory, which the outputs' relative paths are
+    // relative to (empty: a report older than it).
+    fs::path cwd;
     std::vector<ReportOutput> outputs;
     std::vector<ReportStream> streams;
 };
@@ -181,6 +184,8 @@ Report load_report(const std::string& path) {
                 path));
         }
         r.run_id = j.value("run_id", std::string());
+        where = "cwd";
+        r.cwd = j.value("cwd", std::string());
         where = "outputs";
         for (const auto& o : j.at("outputs")) {
             ReportOutput out;
@@ -239,17 +244,30 @@ Report load_report(const std::string& path) {
     return r;
 }
 
+// Where the run wrote a file the report names: a relative path is relative
+// to the run's working directory (the report's cwd), wherever verify runs.
+// Named as the report names it when that is the same file from here.
+std::string run_path(const Report& report, const std::string& named) {
+    const fs::path p(named);
+    if (p.is_absolute() || report.cwd.empty()) {
+        return named;
+    }
+    const fs::path there = report.cwd / p;
+    std::error_code ec;
+    return fs::equivalent(p, there, ec) ? named : there.string();
+}
+
 // Where a file the report names is now. A capture shipped with its report
 // (the report among the files, or beside them) is read beside the report:
 // when any file the report names is there, they all are looked for there
 // only, so that one deleted after shipping is missing, not found again at
-// the run's path. Otherwise at the paths the report names.
+// the run's path. Otherwise where the run wrote them (run_path).
 bool shipped(const Report& report) {
     std::error_code ec;
     for (const ReportOutput& out : report.outputs) {
         for (const ReportFile& f : out.on_disk) {
             const fs::path beside = report.dir / fs::path(f.path).filename();
-            if (fs::exists(beside, ec) && !fs::equivalent(beside, f.path, ec)) {
+            if (fs::exists(beside, ec) && !fs::equivalent(beside, run_path(report, f.path), ec)) {
                 return true;
             }
         }
@@ -259,7 +277,7 @@ bool shipped(const Report& report) {
 
 std::string locate(const Report& report, bool beside, const std::string& named) {
     if (!beside) {
-        return named;
+        return run_path(report, named);
     }
     return (report.dir / fs::path(named).filename()).string();
 }
@@ -574,7 +592,16 @@ VerifyOutcome run_verify(const VerifyRequest& request) {
                 }
                 VerifiedFile v;
                 v.path = path;
+                v.listed_as = f.path;
                 whole = check_file(v, f, group, antenna, demux, report->run_id) && whole;
+                if (!v.differences.empty() && v.differences.front() == "missing" && !beside &&
+                    report->cwd.empty() && fs::path(f.path).is_relative()) {
+                    // (A report of an ibvcap before the report's cwd.)
+                    v.differences.front() = fmt::format(
+                        "missing: {} is relative to the run's directory, which the report (of "
+                        "an older ibvcap) does not give: verify from that directory",
+                        f.path);
+                }
                 outcome.files.push_back(std::move(v));
             }
             if (whole && out.dropped == 0 && out.overwritten == 0 &&

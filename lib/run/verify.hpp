@@ -22,7 +22,9 @@ struct VerifyRequest {
 };
 
 struct VerifiedFile {
-    std::string path;
+    std::string path;  // where it was read (beside the report, or where the run wrote it)
+    // The path as the report lists it; empty for a file the report does not list.
+    std::string listed_as;
     std::string format;  // "raw", "codif", "codifhdr", "pcap", "pcapng"; empty when unknown
     std::uint64_t bytes = 0;
     std::uint64_t frames = 0;
