@@ -1,7 +1,8 @@
 // Outputs in each stream's own format, and `ibvcap verify` of what was
 // written (issue 40): a format that can take none of a run's streams is
 // refused before the run; verify reads a pcap of VDIF or VTP streams as
-// them, and finds a run's files from any directory. Runs the real binary.
+// them, finds a run's files from any directory, and fails a file of
+// another run. Runs the real binary.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -190,6 +191,43 @@ TEST(CliVerify, ARunsFilesAreFoundFromAnyDirectory) {
                     "directory, which the report (of an older ibvcap) does not give: verify "
                     "from that directory"))
         << r.out;
+}
+
+// A file the report does not list (another run's, of the same input: the
+// same name, frames and bytes) is not this run's: verify fails it, saying
+// so, whatever else is right or wrong with it.
+TEST(CliVerify, AFileOfAnotherRunFails) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w c.pcap --antennas 1 --threads 1 -c 100 --payload 1024").code,
+              0);
+    for (const char* run : {"one", "two"}) {
+        ASSERT_EQ(ibvcap(dir, fmt::format("read -q -r c.pcap -F codif,pcap -o {0} --report "
+                                          "{0}/r.json",
+                                          run))
+                      .code,
+                  0);
+    }
+    const std::string codif = "ibvcap_239.17.0.1_36001_10.0.0.11.codif";
+    // Its own: passes.
+    Result r = ibvcap(dir, "verify one/" + codif + " --report one/r.json");
+    ASSERT_EQ(r.code, 0) << r.out;
+    r = ibvcap(dir, "verify two/" + codif + " --report one/r.json");
+    EXPECT_EQ(r.code, 3) << r.out;
+    EXPECT_TRUE(has(r.out, "FAIL two/" + codif +
+                               ": not an output of the report's run: one/r.json lists no such "
+                               "file\n"))
+        << r.out;
+    EXPECT_TRUE(has(r.out, "verify: 0 of 1 files hold what was claimed")) << r.out;
+    // With the report's own files beside it, the other run's still fails.
+    r = ibvcap(dir, "verify one/" + codif + " two/ibvcap.pcap --report one/r.json");
+    EXPECT_EQ(r.code, 3) << r.out;
+    EXPECT_TRUE(has(r.out, "OK one/" + codif)) << r.out;
+    EXPECT_TRUE(has(r.out, "FAIL two/ibvcap.pcap: not an output of the report's run")) << r.out;
+    // Without its index, the first line still says whose it is not.
+    std::filesystem::remove(dir / ("two/" + codif + ".idx.json"));
+    r = ibvcap(dir, "verify two/" + codif + " --report one/r.json");
+    EXPECT_EQ(r.code, 3) << r.out;
+    EXPECT_TRUE(has(r.out, "FAIL two/" + codif + ": not an output of the report's run")) << r.out;
 }
 
 }  // namespace

@@ -623,8 +623,12 @@ VerifyOutcome run_verify(const VerifyRequest& request) {
         VerifiedFile v;
         v.path = request.files[i];
         check_file(v, std::nullopt, Endpoint{}, 0, demux);
-        if (report && v.differences.empty()) {
-            v.differences.push_back("not an output of the report's run");
+        if (report) {
+            // Whatever else is wrong with it, first: it is not this run's.
+            v.differences.insert(
+                v.differences.begin(),
+                fmt::format("not an output of the report's run: {} lists no such file",
+                            request.report_path));
         }
         outcome.files.push_back(std::move(v));
     }
