@@ -1,9 +1,10 @@
 // Outputs in each stream's own format, and `ibvcap verify` of what was
 // written (issue 40): a format that can take none of a run's streams is
 // refused before the run; verify reads a pcap of VDIF or VTP streams as
-// them, finds a run's files from any directory, and fails a file of
-// another run. Runs the real binary.
+// them, finds a run's files from any directory, never opens a FIFO output,
+// and fails a file of another run. Runs the real binary.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -191,6 +192,40 @@ TEST(CliVerify, ARunsFilesAreFoundFromAnyDirectory) {
                     "directory, which the report (of an older ibvcap) does not give: verify "
                     "from that directory"))
         << r.out;
+}
+
+// verify of a run whose pcap output was a FIFO blocked for ever opening it.
+// A FIFO (device, socket) output is never opened: a line says it was written
+// as a stream, it is counted as not verifiable (neither a pass nor a
+// failure), and the run's files verify.
+TEST(CliVerify, AFifoOutputIsNotOpenedAndNotVerifiable) {
+    test::TempDir dir;
+    ASSERT_EQ(ibvcap(dir, "gen -q -w c.pcap --antennas 1 --threads 2 -c 100 --payload 1024").code,
+              0);
+    ASSERT_EQ(ibvcap(dir, "read -q -r c.pcap -F codif,pcap -o run --report run/r.json").code, 0);
+    // The run's pcap as it is when the run wrote into a FIFO: a FIFO.
+    std::filesystem::remove(dir / "run/ibvcap.pcap");
+    ASSERT_EQ(::mkfifo((dir / "run/ibvcap.pcap").c_str(), 0600), 0);
+    Result r =
+        test::sh(dir, "timeout 20 " + std::string(IBVCAP_BINARY) + " verify --report run/r.json");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;  // (124: it blocked)
+    EXPECT_TRUE(has(r.out,
+                    "SKIP run/ibvcap.pcap is a FIFO: written as a stream, nothing to "
+                    "verify on disk\n"))
+        << r.out;
+    EXPECT_TRUE(has(r.out, "OK run/ibvcap_239.17.0.1_36001_10.0.0.11.codif: ")) << r.out;
+    EXPECT_TRUE(has(r.out,
+                    "verify: 1 of 1 files hold what was claimed, 2 streams checked against "
+                    "the report, 1 not verifiable (written as a stream, not a file)"))
+        << r.out;
+    // Named on the command line too; and the run page says so.
+    r = test::sh(dir, "timeout 20 " + std::string(IBVCAP_BINARY) + " verify run/ibvcap.pcap");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_TRUE(has(r.out, "SKIP run/ibvcap.pcap is a FIFO")) << r.out;
+    r = test::sh(dir, "timeout 20 " + std::string(IBVCAP_BINARY) +
+                          " report run/r.json --html page.html --verify");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_TRUE(has(test::slurp(dir / "page.html"), "is a FIFO: written as a stream"));
 }
 
 // A file the report does not list (another run's, of the same input: the

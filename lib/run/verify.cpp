@@ -43,6 +43,12 @@ bool VerifyOutcome::ok() const {
     return true;
 }
 
+std::size_t VerifyOutcome::not_verifiable() const {
+    return static_cast<std::size_t>(
+        std::count_if(files.begin(), files.end(),
+                      [](const VerifiedFile& f) { return !f.not_verifiable.empty() && f.ok(); }));
+}
+
 namespace {
 
 // A file mapped read-only (nothing mapped for an empty file).
@@ -292,6 +298,25 @@ std::string stream_name(const std::string& group, const std::string& antenna,
     return fmt::format("stream {} {} thread {}", group, antenna, thread);
 }
 
+// "a FIFO", "a device", "a socket": what `path` is when it is none of a
+// regular file, a directory or nothing; else empty.
+std::string stream_kind(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        return {};
+    }
+    if (S_ISFIFO(st.st_mode)) {
+        return "a FIFO";
+    }
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+        return "a device";
+    }
+    if (S_ISSOCK(st.st_mode)) {
+        return "a socket";
+    }
+    return {};
+}
+
 // One file: its index, its walk, its ledger (into `demux`). Returns whether
 // the walk read every byte of the file as whole records (so that `demux`
 // has all of them).
@@ -300,6 +325,14 @@ bool check_file(VerifiedFile& v, const std::optional<ReportFile>& claimed, Endpo
     std::error_code ec;
     if (!fs::exists(v.path, ec)) {
         v.differences.push_back("missing");
+        return false;
+    }
+    // A FIFO, device or socket output was written as a stream to whoever
+    // read it: nothing of it is on disk, and opening it would wait for a
+    // writer (a FIFO) or read something else (a device).
+    if (const std::string kind = stream_kind(v.path); !kind.empty()) {
+        v.not_verifiable =
+            fmt::format("{} is {}: written as a stream, nothing to verify on disk", v.path, kind);
         return false;
     }
     const Mapped map(v.path);
