@@ -226,6 +226,15 @@ TEST(CliVerify, AFifoOutputIsNotOpenedAndNotVerifiable) {
                           " report run/r.json --html page.html --verify");
     EXPECT_EQ(r.code, 0) << r.out << r.err;
     EXPECT_TRUE(has(test::slurp(dir / "page.html"), "is a FIFO: written as a stream"));
+    // An index that is a FIFO is not opened either: the file fails, at once.
+    const std::string codif = "run/ibvcap_239.17.0.1_36001_10.0.0.11.codif";
+    std::filesystem::remove(dir / (codif + ".idx.json"));
+    ASSERT_EQ(::mkfifo((dir / (codif + ".idx.json")).c_str(), 0600), 0);
+    r = test::sh(dir, "timeout 20 " + std::string(IBVCAP_BINARY) + " verify " + codif);
+    EXPECT_EQ(r.code, 3) << r.out << r.err;  // (124: it blocked)
+    EXPECT_TRUE(
+        has(r.out, "FAIL " + codif + ": index " + codif + ".idx.json: not a regular file\n"))
+        << r.out;
 }
 
 // A file the report does not list (another run's, of the same input: the
