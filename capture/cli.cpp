@@ -641,6 +641,9 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
     }
     c.outputs.pcap_headers_only = snaplen == "headers";
     read_stream_file_options(args, c);
+    if (const std::string problem = output_format_problem(c.outputs); !problem.empty()) {
+        throw UsageError(problem);  // (-F codif for a /vdif group: files of no stream)
+    }
     c.writer.direct_io = args.count("direct-io") > 0;
     c.writer.threads = args["disk-threads"].as<unsigned>();
     if (c.writer.threads == 0 || c.writer.threads > 64) {

@@ -60,6 +60,11 @@ constexpr bool holds_stream(OutputFormat format, StreamFormat frames) {
     }
     return false;
 }
+// Whether an output of `format` gets a stream's frames at all: pcap and
+// pcapng every frame, a per-antenna output the streams it holds.
+constexpr bool takes_stream(OutputFormat format, StreamFormat frames) {
+    return !per_antenna(format) || holds_stream(format, frames);
+}
 
 std::string_view to_string(OutputFormat format);
 std::optional<OutputFormat> parse_output_format(std::string_view name);

@@ -470,7 +470,7 @@ TEST_F(Merge, PresenceIsMergedWhenTheReportsHaveIt) {
 }
 
 // The merged report has every key a run's report has (but those of one run
-// alone: its run_id, host and stopped_by, which `hosts` lists), so that
+// alone: its run_id, host, cwd and stopped_by, which `hosts` lists), so that
 // whatever reads a report reads it.
 TEST_F(Merge, TheMergedReportHasTheKeysOfARunsReport) {
     const Result r = merge("z_g1.json z_g2.json --report m.json");
@@ -479,7 +479,7 @@ TEST_F(Merge, TheMergedReportHasTheKeysOfARunsReport) {
     const json merged = load(path("m.json"));
     const json run = load(path("z_all.json"));
     for (const auto& [key, value] : run.items()) {
-        if (key == "run_id" || key == "host" || key == "stopped_by") {
+        if (key == "run_id" || key == "host" || key == "cwd" || key == "stopped_by") {
             continue;
         }
         ASSERT_TRUE(merged.contains(key)) << key;

@@ -530,5 +530,70 @@ TEST(VdifFiles, EachFormatsFilesHoldOnlyItsStreams) {
     }
 }
 
+// A stream that no format asked for takes (-F codif for VDIF, -F vdif for
+// CODIF: the CLI refuses them before the run, output_format_problem; a
+// library caller is not stopped) is counted: its frames are `unwritten`,
+// a note says so, the verdict is loss and names the option.
+TEST(VdifFiles, AStreamNoFormatTakesIsCountedUnwrittenAndTheVerdictIsLoss) {
+    for (const StreamFormat format : {StreamFormat::codif, StreamFormat::vdif}) {
+        GeneratorConfig config = faulty_traffic();
+        config.loss = config.duplicate = config.reorder = config.invalid = 0;
+        config.format = format;
+        if (config.is_vdif()) {
+            config.period = 1;
+            config.frames_per_period = 1000;
+            config.vdif.frames_per_second = 250;
+        }
+        OrderedRun run;
+        Generator gen(config);
+        run.request.file = run.dir / "in.pcap";
+        write_generated_pcap(gen, run.request.file);
+        run.request.demux.any_group_format = format;
+        run.request.outputs.output_dir = run.dir / "out";
+        run.request.outputs.any_group_format = format;
+        const OutputFormat other =
+            format == StreamFormat::codif ? OutputFormat::vdif : OutputFormat::codif;
+        run.request.outputs.formats = {other};
+        const std::string option = format == StreamFormat::codif ? "-F vdif" : "-F codif";
+        ASSERT_NE(output_format_problem(run.request.outputs).find(std::string(option)),
+                  std::string::npos);
+        run.outcome = run_read(run.request, run.stop);
+        const Ledger& ledger = run.outcome.ledger;
+        EXPECT_TRUE(ledger.outputs().empty());
+        const Totals t = ledger.totals();
+        ASSERT_GT(t.codif, 0u);
+        EXPECT_EQ(t.missing, 0u);
+        for (const StreamStats& s : ledger.streams()) {
+            EXPECT_EQ(ledger.unwritten(s), s.packets()) << option;
+        }
+        EXPECT_FALSE(ledger.zero_loss()) << option;
+        EXPECT_EQ(run.outcome.exit_code, kExitLoss) << option;
+        bool said = false;
+        for (const std::string& why : ledger.loss_reasons()) {
+            said = said || (why.find("are in no file: " + option + " takes none of them") !=
+                            std::string::npos);
+        }
+        EXPECT_TRUE(said) << option;
+        const auto& notes = ledger.notes();
+        EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+            return n.find("captured but written to no file") != std::string::npos;
+        }));
+        const nlohmann::json report = report_json(ledger, RunInfo{});
+        EXPECT_EQ(report["streams"][0]["unwritten"], ledger.streams()[0].packets());
+        EXPECT_EQ(report["verdict"], "loss");
+
+        // With a format that takes them (and one that does not), nothing is unwritten.
+        OrderedRun both;
+        both.request = run.request;
+        both.request.outputs.output_dir = both.dir / "out";
+        both.request.outputs.formats = {other, OutputFormat::raw};
+        both.outcome = run_read(both.request, both.stop);
+        for (const StreamStats& s : both.outcome.ledger.streams()) {
+            EXPECT_EQ(both.outcome.ledger.unwritten(s), 0u);
+        }
+        EXPECT_TRUE(both.outcome.ledger.zero_loss()) << both.outcome.ledger.loss_reasons().front();
+    }
+}
+
 }  // namespace
 }  // namespace ibvcap

@@ -1003,11 +1003,12 @@ TEST(ReportEqualsLedger, EveryStreamKeyIsTheLedgersOwnFigure) {
     auto j = report_json(ledger, RunInfo{});
     ASSERT_EQ(j["streams"].size(), ledger.streams().size());
     ASSERT_EQ(ledger.streams().size(), 3u);
-    const std::set<std::string> keys = {
+    std::set<std::string> keys = {
         "group",   "antenna",     "thread",       "station",           "layout",           "format",
         "epoch",   "rate",        "period",       "frames_per_period", "packets",          "bytes",
         "missing", "duplicates",  "out_of_order", "too_late",          "invalid",          "first",
         "last",    "implausible", "restarts",     "payload_absent",    "last_restart_jump"};
+    keys.insert("unwritten");
     for (std::size_t i = 0; i < ledger.streams().size(); ++i) {
         const StreamStats& s = ledger.streams()[i];
         auto& e = j["streams"][i];
@@ -1032,6 +1033,7 @@ TEST(ReportEqualsLedger, EveryStreamKeyIsTheLedgersOwnFigure) {
         EXPECT_EQ(e["last_restart_jump"].get<std::int64_t>(), s.sequence.last_restart_jump());
         EXPECT_EQ(e["invalid"].get<std::uint64_t>(), s.invalid);
         EXPECT_EQ(e["payload_absent"].get<std::uint64_t>(), s.payload_absent);
+        EXPECT_EQ(e["unwritten"].get<std::uint64_t>(), ledger.unwritten(s));
         EXPECT_EQ(e["first"]["seconds"].get<std::uint64_t>(), s.first.seconds);
         EXPECT_EQ(e["first"]["frame"].get<std::uint64_t>(), s.first.frame);
         EXPECT_EQ(e["last"]["seconds"].get<std::uint64_t>(), s.last.seconds);

@@ -190,6 +190,9 @@ void Ledger::merge(const Ledger& other) {
     }
     streams_.insert(streams_.end(), other.streams_.begin(), other.streams_.end());
     outputs_.insert(outputs_.end(), other.outputs_.begin(), other.outputs_.end());
+    if (output_formats_.empty()) {
+        output_formats_ = other.output_formats_;
+    }
     source_counters_.insert(source_counters_.end(), other.source_counters_.begin(),
                             other.source_counters_.end());
     notes_.insert(notes_.end(), other.notes_.begin(), other.notes_.end());
@@ -211,6 +214,29 @@ void Ledger::note_group_arrival(const Endpoint& group, std::uint64_t ns) {
         }
     }
     group_arrivals_.push_back({group, ns});
+}
+
+void Ledger::set_output_formats(std::vector<OutputFormat> formats) {
+    output_formats_ = std::move(formats);
+    std::uint64_t streams = 0;
+    for (const auto& s : streams_) {
+        streams += unwritten(s) > 0 ? std::uint64_t{1} : std::uint64_t{0};
+    }
+    if (streams > 0) {
+        add_note(fmt::format(
+            "{} stream{} captured but written to no file: no format asked for takes {} (the "
+            "report's \"unwritten\" per stream)",
+            streams, streams == 1 ? "" : "s", streams == 1 ? "it" : "them"));
+    }
+}
+
+std::uint64_t Ledger::unwritten(const StreamStats& s) const {
+    if (output_formats_.empty() ||
+        std::any_of(output_formats_.begin(), output_formats_.end(),
+                    [&](OutputFormat f) { return takes_stream(f, s.format); })) {
+        return 0;
+    }
+    return s.packets();
 }
 
 Totals Ledger::totals() const {
@@ -413,6 +439,32 @@ std::vector<std::string> Ledger::loss_reasons() const {
     if (t.write_drops > 0) {
         why.push_back(fmt::format("{} records not written{}{}", t.write_drops,
                                   write_drops_why_.empty() ? "" : ": ", write_drops_why_));
+    }
+    if (!output_formats_.empty()) {
+        // Streams no format asked for takes, per stream format: how many
+        // frames, and what would have taken them.
+        for (const StreamFormat f : {StreamFormat::codif, StreamFormat::vdif, StreamFormat::vtp}) {
+            std::uint64_t frames = 0;
+            std::uint64_t streams = 0;
+            for (const auto& s : streams_) {
+                if (s.format == f && unwritten(s) > 0) {
+                    frames += unwritten(s);
+                    ++streams;
+                }
+            }
+            if (frames == 0) {
+                continue;
+            }
+            std::string asked;
+            for (const OutputFormat o : output_formats_) {
+                asked += (asked.empty() ? "-F " : ",") + std::string(to_string(o));
+            }
+            why.push_back(fmt::format(
+                "{} frames of {} {} stream{} are in no file: {} takes none of them (add {})",
+                frames, streams, to_string(f), streams == 1 ? "" : "s", asked,
+                f == StreamFormat::codif ? "-F codif, raw, pcap or pcapng"
+                                         : "-F vdif, raw, pcap or pcapng"));
+        }
     }
     if (t.ordered_too_late > 0) {
         why.push_back(fmt::format(

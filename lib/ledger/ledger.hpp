@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "formats/codif.hpp"
+#include "formats/output.hpp"
 #include "formats/packet.hpp"
 #include "lib/ledger/expected.hpp"
 #include "lib/ledger/sequence.hpp"
@@ -309,6 +310,16 @@ class Ledger {
 
     // End-of-run inputs.
     void set_outputs(std::vector<OutputStats> outputs) { outputs_ = std::move(outputs); }
+    // The formats the run wrote (-F; empty: no files asked for), once its
+    // streams are all in. A stream that none of them takes (takes_stream) is
+    // captured and written nowhere: its frames are `unwritten`, a note says
+    // so, and the verdict is loss (the CLI refuses such formats before the
+    // run: lib/sinks/file_sinks.hpp, output_format_problem).
+    void set_output_formats(std::vector<OutputFormat> formats);
+    const std::vector<OutputFormat>& output_formats() const { return output_formats_; }
+    // A stream's frames in no file because no format asked for takes it
+    // (0 when one does, or no files were asked for).
+    std::uint64_t unwritten(const StreamStats& s) const;
     void add_source_counter(SourceCounter counter) {
         source_counters_.push_back(std::move(counter));
     }
@@ -371,6 +382,7 @@ class Ledger {
     std::array<std::uint64_t, kReasonCount> reasons_{};
     std::vector<StreamStats> streams_;
     std::vector<OutputStats> outputs_;
+    std::vector<OutputFormat> output_formats_;
     std::vector<SourceCounter> source_counters_;
     std::vector<std::string> notes_;
     std::string write_drops_why_;

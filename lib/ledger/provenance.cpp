@@ -1,11 +1,13 @@
 // The report's provenance (lib/ledger/report.hpp, add_provenance): which
 // host and version wrote it, when the run started and the span of its
 // frames' times, so that `ibvcap merge` can tell runs apart and see whether
-// they overlap (docs/formats.md, "The report").
+// they overlap (docs/formats.md, "The report"); and the directory it ran in,
+// against which `ibvcap verify` resolves the outputs' relative paths.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +20,12 @@ void add_provenance(nlohmann::json& j, const Ledger& ledger, const RunInfo& run)
     char host[256] = {};
     if (::gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') {
         j["host"] = host;
+    }
+    // The outputs' paths are as the run was given them (-o out: out/...):
+    // relative to this directory.
+    std::error_code ec;
+    if (const auto cwd = std::filesystem::current_path(ec); !ec) {
+        j["cwd"] = cwd.string();
     }
     const auto at = [](std::uint64_t ns) {
         return ns == 0 || ns > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())

@@ -233,6 +233,7 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
         if (s.rate_outliers > 0) {
             e["rate_outliers"] = s.rate_outliers;
         }
+        e["unwritten"] = ledger.unwritten(s);
         if (s.psn_packets != 0) {
             // The VTP sequence numbers' own count of the packets lost.
             e["psn"] = {{"packets", s.psn_packets},

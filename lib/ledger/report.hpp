@@ -196,9 +196,10 @@ struct RunInfo {
 };
 
 nlohmann::json report_json(const Ledger& ledger, const RunInfo& run);
-// The report's version, host (gethostname), started_at (run.started_ns) and
-// first_frame_at / last_frame_at (the earliest and latest frame timestamps of
-// the ledger's streams): lib/ledger/provenance.cpp.
+// The report's version, host (gethostname), cwd (the working directory, which
+// the outputs' relative paths are relative to), started_at (run.started_ns)
+// and first_frame_at / last_frame_at (the earliest and latest frame
+// timestamps of the ledger's streams): lib/ledger/provenance.cpp.
 void add_provenance(nlohmann::json& report, const Ledger& ledger, const RunInfo& run);
 // The report's "expected" (docs/formats.md, "Expected streams"):
 // lib/ledger/expect.cpp.

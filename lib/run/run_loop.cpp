@@ -650,6 +650,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             outcome.ledger.merge(l->ledger);
         }
     }
+    outcome.ledger.set_output_formats(settings.outputs.formats);  // (streams in no file)
     if (outcome.info.writer_memory) {
         WriterMemory& m = *outcome.info.writer_memory;
         if (m.bound_bytes > 0) {

@@ -69,16 +69,21 @@ std::string run_page_html(const nlohmann::json& report, const VerifyOutcome* ver
         nlohmann::json files = nlohmann::json::array();
         std::size_t passed = 0;
         for (const VerifiedFile& f : verify->files) {
-            passed += f.ok() ? std::size_t{1} : std::size_t{0};
-            files.push_back({{"path", f.path},
+            // (A FIFO's is neither a pass nor a failure: as verify counts them.)
+            passed += f.ok() && f.not_verifiable.empty() ? std::size_t{1} : std::size_t{0};
+            // (By the path the report lists: the page finds its outputs' files by it.)
+            files.push_back({{"path", f.listed_as.empty() ? f.path : f.listed_as},
+                             {"read_at", f.path},
                              {"format", f.format},
                              {"ok", f.ok()},
+                             {"not_verifiable", f.not_verifiable},
                              {"frames", f.frames},
                              {"bytes", f.bytes},
                              {"differences", f.differences}});
         }
         data["page_verify"] = {{"files", std::move(files)},
-                               {"checked", verify->files.size()},
+                               {"checked", verify->files.size() - verify->not_verifiable()},
+                               {"not_verifiable", verify->not_verifiable()},
                                {"passed", passed},
                                {"differences", verify->differences},
                                {"streams_checked", verify->streams_checked},

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -40,6 +41,12 @@ bool VerifyOutcome::ok() const {
         }
     }
     return true;
+}
+
+std::size_t VerifyOutcome::not_verifiable() const {
+    return static_cast<std::size_t>(
+        std::count_if(files.begin(), files.end(),
+                      [](const VerifiedFile& f) { return !f.not_verifiable.empty() && f.ok(); }));
 }
 
 namespace {
@@ -148,6 +155,9 @@ struct ReportStream {
 struct Report {
     fs::path dir;
     std::string run_id;  // (empty: a report older than it)
+    // The run's working directory, which the outputs' relative paths are
+    // relative to (empty: a report older than it).
+    fs::path cwd;
     std::vector<ReportOutput> outputs;
     std::vector<ReportStream> streams;
 };
@@ -180,6 +190,8 @@ Report load_report(const std::string& path) {
                 path));
         }
         r.run_id = j.value("run_id", std::string());
+        where = "cwd";
+        r.cwd = j.value("cwd", std::string());
         where = "outputs";
         for (const auto& o : j.at("outputs")) {
             ReportOutput out;
@@ -238,17 +250,30 @@ Report load_report(const std::string& path) {
     return r;
 }
 
+// Where the run wrote a file the report names: a relative path is relative
+// to the run's working directory (the report's cwd), wherever verify runs.
+// Named as the report names it when that is the same file from here.
+std::string run_path(const Report& report, const std::string& named) {
+    const fs::path p(named);
+    if (p.is_absolute() || report.cwd.empty()) {
+        return named;
+    }
+    const fs::path there = report.cwd / p;
+    std::error_code ec;
+    return fs::equivalent(p, there, ec) ? named : there.string();
+}
+
 // Where a file the report names is now. A capture shipped with its report
 // (the report among the files, or beside them) is read beside the report:
 // when any file the report names is there, they all are looked for there
 // only, so that one deleted after shipping is missing, not found again at
-// the run's path. Otherwise at the paths the report names.
+// the run's path. Otherwise where the run wrote them (run_path).
 bool shipped(const Report& report) {
     std::error_code ec;
     for (const ReportOutput& out : report.outputs) {
         for (const ReportFile& f : out.on_disk) {
             const fs::path beside = report.dir / fs::path(f.path).filename();
-            if (fs::exists(beside, ec) && !fs::equivalent(beside, f.path, ec)) {
+            if (fs::exists(beside, ec) && !fs::equivalent(beside, run_path(report, f.path), ec)) {
                 return true;
             }
         }
@@ -258,7 +283,7 @@ bool shipped(const Report& report) {
 
 std::string locate(const Report& report, bool beside, const std::string& named) {
     if (!beside) {
-        return named;
+        return run_path(report, named);
     }
     return (report.dir / fs::path(named).filename()).string();
 }
@@ -273,6 +298,25 @@ std::string stream_name(const std::string& group, const std::string& antenna,
     return fmt::format("stream {} {} thread {}", group, antenna, thread);
 }
 
+// "a FIFO", "a device", "a socket": what `path` is when it is none of a
+// regular file, a directory or nothing; else empty.
+std::string stream_kind(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        return {};
+    }
+    if (S_ISFIFO(st.st_mode)) {
+        return "a FIFO";
+    }
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+        return "a device";
+    }
+    if (S_ISSOCK(st.st_mode)) {
+        return "a socket";
+    }
+    return {};
+}
+
 // One file: its index, its walk, its ledger (into `demux`). Returns whether
 // the walk read every byte of the file as whole records (so that `demux`
 // has all of them).
@@ -281,6 +325,14 @@ bool check_file(VerifiedFile& v, const std::optional<ReportFile>& claimed, Endpo
     std::error_code ec;
     if (!fs::exists(v.path, ec)) {
         v.differences.push_back("missing");
+        return false;
+    }
+    // A FIFO, device or socket output was written as a stream to whoever
+    // read it: nothing of it is on disk, and opening it would wait for a
+    // writer (a FIFO) or read something else (a device).
+    if (const std::string kind = stream_kind(v.path); !kind.empty()) {
+        v.not_verifiable =
+            fmt::format("{} is {}: written as a stream, nothing to verify on disk", v.path, kind);
         return false;
     }
     const Mapped map(v.path);
@@ -457,6 +509,39 @@ void compare_streams(const ReportOutput& out, const Ledger& ledger, const Report
     }
 }
 
+// A run-wide output (pcap, pcapng) holds every stream as captured, each in
+// its group's format: its groups are named as the report's streams give
+// them, each read in its stream's format (a VDIF or VTP group as VDIF or
+// VTP, not as CODIF), and a rate every VDIF stream shares is given (streams
+// of different rates learn theirs from the file, as the run did).
+void run_wide_demux_options(const Report& report, DemuxOptions& o) {
+    std::optional<std::uint64_t> rate;
+    bool one_rate = true;
+    for (const ReportStream& rs : report.streams) {
+        const auto f = parse_stream_format(rs.format);
+        Endpoint g;
+        try {
+            g = parse_group(rs.group, false);
+        } catch (const std::exception&) {
+            continue;  // (not a group this demux can name: left to the report's check)
+        }
+        if (!f) {
+            continue;
+        }
+        if (std::find(o.groups.begin(), o.groups.end(), g) == o.groups.end()) {
+            o.groups.push_back(g);
+            o.group_formats.push_back(*f);
+        }
+        if (*f != StreamFormat::codif) {
+            one_rate = one_rate && (!rate || *rate == rs.frames_per_period);
+            rate = rs.frames_per_period;
+        }
+    }
+    if (one_rate && rate) {
+        o.vdif_frames_per_second = *rate;
+    }
+}
+
 // How the demux that rebuilds a per-antenna output's ledger reads its frames:
 // as the report's streams of the output were read (their format and rate:
 // a VDIF file is read as VDIF at its stream's rate), or, with no report, as
@@ -467,7 +552,11 @@ DemuxOptions demux_options(const std::string& format, const ReportOutput* out,
     if (format == "vdif") {
         o.any_group_format = StreamFormat::vdif;
     }
-    if (out == nullptr || report == nullptr || out->group.empty()) {
+    if (out == nullptr || report == nullptr) {
+        return o;
+    }
+    if (out->group.empty()) {
+        run_wide_demux_options(*report, o);
         return o;
     }
     for (const ReportStream& rs : report->streams) {
@@ -536,7 +625,16 @@ VerifyOutcome run_verify(const VerifyRequest& request) {
                 }
                 VerifiedFile v;
                 v.path = path;
+                v.listed_as = f.path;
                 whole = check_file(v, f, group, antenna, demux, report->run_id) && whole;
+                if (!v.differences.empty() && v.differences.front() == "missing" && !beside &&
+                    report->cwd.empty() && fs::path(f.path).is_relative()) {
+                    // (A report of an ibvcap before the report's cwd.)
+                    v.differences.front() = fmt::format(
+                        "missing: {} is relative to the run's directory, which the report (of "
+                        "an older ibvcap) does not give: verify from that directory",
+                        f.path);
+                }
                 outcome.files.push_back(std::move(v));
             }
             if (whole && out.dropped == 0 && out.overwritten == 0 &&
@@ -558,8 +656,12 @@ VerifyOutcome run_verify(const VerifyRequest& request) {
         VerifiedFile v;
         v.path = request.files[i];
         check_file(v, std::nullopt, Endpoint{}, 0, demux);
-        if (report && v.differences.empty()) {
-            v.differences.push_back("not an output of the report's run");
+        if (report) {
+            // Whatever else is wrong with it, first: it is not this run's.
+            v.differences.insert(
+                v.differences.begin(),
+                fmt::format("not an output of the report's run: {} lists no such file",
+                            request.report_path));
         }
         outcome.files.push_back(std::move(v));
     }

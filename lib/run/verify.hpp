@@ -22,7 +22,9 @@ struct VerifyRequest {
 };
 
 struct VerifiedFile {
-    std::string path;
+    std::string path;  // where it was read (beside the report, or where the run wrote it)
+    // The path as the report lists it; empty for a file the report does not list.
+    std::string listed_as;
     std::string format;  // "raw", "codif", "codifhdr", "pcap", "pcapng"; empty when unknown
     std::uint64_t bytes = 0;
     std::uint64_t frames = 0;
@@ -33,6 +35,10 @@ struct VerifiedFile {
     // found, the first first ("truncated: 12345 bytes, index says 20000",
     // "missing", "edited after the run: checksum differs ...").
     std::vector<std::string> differences;
+    // Not empty: the output is a FIFO, device or socket, written as a stream
+    // ("PATH is a FIFO: written as a stream, nothing to verify on disk"):
+    // never opened, neither a pass nor a failure (ok() is true).
+    std::string not_verifiable;
     bool ok() const { return differences.empty(); }
 };
 
@@ -42,6 +48,8 @@ struct VerifyOutcome {
     std::vector<std::string> differences;
     std::uint64_t streams_checked = 0;
     bool ok() const;
+    // Files not verifiable (VerifiedFile::not_verifiable) and not failed.
+    std::size_t not_verifiable() const;
 };
 
 // Throws std::runtime_error (one line naming the file and the cause) when

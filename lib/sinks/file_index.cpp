@@ -52,6 +52,11 @@ std::optional<FileIndex> read_file_index(const std::string& file, std::string& e
         error = errno == ENOENT ? "missing" : fmt::format("unreadable: {}", std::strerror(errno));
         return std::nullopt;
     }
+    if (!S_ISREG(st.st_mode)) {
+        // (A FIFO would wait for a writer; a device is no index.)
+        error = "not a regular file";
+        return std::nullopt;
+    }
     std::ifstream in(path);
     if (!in) {
         error = "unreadable";

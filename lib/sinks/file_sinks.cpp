@@ -24,6 +24,75 @@ bool wants(const OutputOptions& options, OutputFormat f) {
 }
 }  // namespace
 
+namespace {
+// "-F codif,codifhdr": the formats asked for, as given.
+std::string formats_text(const OutputOptions& options) {
+    std::string text;
+    for (const OutputFormat f : options.formats) {
+        text += (text.empty() ? "-F " : ",") + std::string(to_string(f));
+    }
+    return text;
+}
+
+// The formats that would take streams of `frames`, for the fix.
+std::string takers_text(StreamFormat frames) {
+    return frames == StreamFormat::codif ? "-F codif, codifhdr, raw, pcap or pcapng"
+                                         : "-F vdif, raw, pcap or pcapng";
+}
+}  // namespace
+
+std::string output_format_problem(const OutputOptions& options) {
+    if (options.formats.empty()) {
+        return {};
+    }
+    // How the run's groups are read: each format with the first group read
+    // in it (empty: no group named, every destination is read so).
+    std::vector<std::pair<StreamFormat, std::string>> read;
+    const auto note = [&](StreamFormat f, std::string group) {
+        if (std::none_of(read.begin(), read.end(), [&](const auto& r) { return r.first == f; })) {
+            read.emplace_back(f, std::move(group));
+        }
+    };
+    if (options.groups.empty()) {
+        note(options.any_group_format, {});
+    }
+    for (std::size_t i = 0; i < options.groups.size(); ++i) {
+        note(i < options.group_formats.size() ? options.group_formats[i] : StreamFormat::codif,
+             options.groups[i].to_string());
+    }
+    for (const auto& [frames, group] : read) {
+        const bool taken = std::any_of(options.formats.begin(), options.formats.end(),
+                                       [&](OutputFormat f) { return takes_stream(f, frames); });
+        if (!taken) {
+            const std::string_view name = to_string(frames);
+            return fmt::format(
+                "{} writes no file of {}: its {} frames would be captured and written nowhere; use "
+                "{} for {} groups",
+                formats_text(options),
+                group.empty() ? fmt::format("any stream (every group is read as {})", name)
+                              : fmt::format("group {} (read as {})", group, name),
+                name, takers_text(frames), name);
+        }
+    }
+    for (const OutputFormat f : options.formats) {
+        if (std::none_of(read.begin(), read.end(),
+                         [&](const auto& r) { return takes_stream(f, r.first); })) {
+            const bool codif = holds_stream(f, StreamFormat::codif);
+            std::string as;
+            for (const auto& r : read) {
+                as += (as.empty() ? "" : " and ") + std::string(to_string(r.first));
+            }
+            return fmt::format(
+                "-F {} holds {} streams only, and no group of this run is read as {} (they are "
+                "read as {}): its files would never be made; leave it out, or give the groups' "
+                "format (GROUP:PORT/{}, --stream-format)",
+                to_string(f), codif ? "CODIF" : "VDIF and VTP", codif ? "codif" : "vdif or vtp", as,
+                codif ? "codif" : "vdif");
+        }
+    }
+    return {};
+}
+
 std::string output_path(const OutputOptions& options, OutputFormat format, const Endpoint& group,
                         std::uint32_t antenna) {
     return fmt::format("{}/{}_{}_{}_{}.{}", options.output_dir, options.prefix,

@@ -102,6 +102,15 @@ class InterfaceCountsBox {
     InterfaceCounts counts_;
 };
 
+// Before the run: a format asked for that can take none of the run's
+// streams (-F vdif when every group is read as CODIF), or a group whose
+// streams no format asked for takes (-F codif for a /vdif group: its frames
+// would be captured and written nowhere). Each group's format is known from
+// the options (group_formats; with no groups, any_group_format for every
+// destination). One line naming the format, the group and the fix; empty
+// when every stream has a file and every format a stream, or no -F.
+std::string output_format_problem(const OutputOptions& options);
+
 // The file a per-antenna output gets, and the run's own (pcap) file.
 std::string output_path(const OutputOptions& options, OutputFormat format, const Endpoint& group,
                         std::uint32_t antenna);
