@@ -24,6 +24,7 @@
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
 #include "formats/vdif.hpp"
+#include "lib/frame.hpp"
 #include "lib/traffic/pattern.hpp"
 
 namespace ibvcap::test {
@@ -115,6 +116,15 @@ inline std::vector<std::uint8_t> make_vdif_frame(std::uint32_t src, std::uint32_
         fill_pattern(pattern_key(src, h.thread, std::uint64_t{h.seconds} << 24 | h.frame),
                      MutableBytes(f).subspan(off + prefix + h.header_bytes()));
     }
+    return f;
+}
+
+// A frame captured whole, at time `ts` (ns).
+inline Frame whole(const std::vector<std::uint8_t>& bytes, std::uint64_t ts = 1) {
+    Frame f;
+    f.head = bytes;
+    f.wire_bytes = static_cast<std::uint32_t>(bytes.size());
+    f.timestamp_ns = ts;
     return f;
 }
 

@@ -23,13 +23,7 @@ using test::kGroup2;
 using test::make_frame;
 using test::make_header;
 
-Frame whole(const std::vector<std::uint8_t>& bytes, std::uint64_t ts = 1) {
-    Frame f;
-    f.head = bytes;
-    f.wire_bytes = static_cast<std::uint32_t>(bytes.size());
-    f.timestamp_ns = ts;
-    return f;
-}
+using test::whole;
 
 void expect_partition(const Ledger& ledger) {
     const Totals t = ledger.totals();

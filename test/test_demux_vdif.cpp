@@ -24,13 +24,7 @@ using test::make_vdif_header;
 
 constexpr std::uint16_t kPort = 36001;
 
-Frame whole(const std::vector<std::uint8_t>& bytes) {
-    Frame f;
-    f.head = bytes;
-    f.wire_bytes = static_cast<std::uint32_t>(bytes.size());
-    f.timestamp_ns = 1;
-    return f;
-}
+using test::whole;
 
 DemuxOptions vdif_options(std::uint64_t fps, StreamFormat format = StreamFormat::vdif) {
     DemuxOptions o;

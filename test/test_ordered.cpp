@@ -483,18 +483,23 @@ TEST(VdifFiles, NamedByStationAndThreadAndFoundAsTheRunsOwn) {
     EXPECT_TRUE(std::filesystem::exists(out + "/ibvcap_239.17.0.9_36001_10.0.0.11_1_2.vdif"));
 }
 
+// `config` in `format`; a VDIF one at 250 frames a second.
+void set_format(GeneratorConfig& config, StreamFormat format) {
+    config.format = format;
+    if (config.is_vdif()) {
+        config.period = 1;
+        config.frames_per_period = 1000;
+        config.vdif.frames_per_second = 250;
+    }
+}
+
 // -F codif and codifhdr hold CODIF streams only, -F vdif VDIF streams only:
 // a VDIF capture asked for all three writes vdif files alone, a CODIF one
 // codif and codifhdr files alone.
 TEST(VdifFiles, EachFormatsFilesHoldOnlyItsStreams) {
     for (const StreamFormat format : {StreamFormat::codif, StreamFormat::vtp}) {
         GeneratorConfig config = faulty_traffic();
-        config.format = format;
-        if (config.is_vdif()) {
-            config.period = 1;
-            config.frames_per_period = 1000;
-            config.vdif.frames_per_second = 250;
-        }
+        set_format(config, format);
         OrderedRun run;
         run_ordered(run, config, 0, 250);
         std::set<std::string> formats;
@@ -538,12 +543,7 @@ TEST(VdifFiles, AStreamNoFormatTakesIsCountedUnwrittenAndTheVerdictIsLoss) {
     for (const StreamFormat format : {StreamFormat::codif, StreamFormat::vdif}) {
         GeneratorConfig config = faulty_traffic();
         config.loss = config.duplicate = config.reorder = config.invalid = 0;
-        config.format = format;
-        if (config.is_vdif()) {
-            config.period = 1;
-            config.frames_per_period = 1000;
-            config.vdif.frames_per_second = 250;
-        }
+        set_format(config, format);
         OrderedRun run;
         Generator gen(config);
         run.request.file = run.dir / "in.pcap";

@@ -33,13 +33,7 @@ using test::kGroup1;
 
 constexpr std::uint16_t kPort = 36001;
 
-Frame whole(const std::vector<std::uint8_t>& bytes) {
-    Frame f;
-    f.head = bytes;
-    f.wire_bytes = static_cast<std::uint32_t>(bytes.size());
-    f.timestamp_ns = 1;
-    return f;
-}
+using test::whole;
 
 std::vector<std::uint8_t> codif(std::uint32_t frame, std::uint16_t station) {
     CodifHeader h = test::make_header(100, frame, 0);
@@ -52,11 +46,9 @@ std::vector<std::uint8_t> vdif(std::uint32_t seconds, std::uint32_t frame) {
 }
 
 DemuxOptions vdif_options(std::uint64_t fps = 0) {
-    DemuxOptions o;
-    o.groups = {Endpoint{kGroup1, kPort}};
-    o.group_formats = {StreamFormat::vdif};
-    o.vdif_frames_per_second = fps;
-    return o;
+    return {.groups = {Endpoint{kGroup1, kPort}},
+            .group_formats = {StreamFormat::vdif},
+            .vdif_frames_per_second = fps};
 }
 
 // Seconds [first, first + seconds) of a `rate` frames/s stream, frame by

@@ -123,15 +123,11 @@ SequenceTracker::Kind SequenceTracker::place(std::uint64_t index) {
     return Kind::late;
 }
 
-void SequenceTracker::rescale(std::uint64_t from, std::uint64_t to) {
-    if (!started_ || from == 0 || to <= from) {
-        return;
-    }
-    const auto moved = [from, to](std::uint64_t i) { return i / from * to + i % from; };
-    // Each period boundary the segment spans opens (to - from) new slots.
-    missing_ += (newest_ / from - lowest_ / from) * (to - from);
-    // Moved indices only spread out: whatever lands in the new window was in
-    // the old one.
+// Every held index i to moved(i): the window's bits (by index modulo
+// kWindow) rebuilt at the new indices, those that fall out of the new
+// window forgotten.
+template <typename Moved>
+void SequenceTracker::move_indices(const Moved& moved) {
     std::array<std::uint64_t, kWindow / 64> seen{};
     const std::uint64_t oldest = newest_ - lowest_ >= kWindow ? newest_ - kWindow + 1 : lowest_;
     const std::uint64_t newest = moved(newest_);
@@ -153,6 +149,18 @@ void SequenceTracker::rescale(std::uint64_t from, std::uint64_t to) {
     repeat_first_ = moved(repeat_first_);
 }
 
+void SequenceTracker::rescale(std::uint64_t from, std::uint64_t to) {
+    if (!started_ || from == 0 || to <= from) {
+        return;
+    }
+    const auto moved = [from, to](std::uint64_t i) { return i / from * to + i % from; };
+    // Each period boundary the segment spans opens (to - from) new slots.
+    missing_ += (newest_ / from - lowest_ / from) * (to - from);
+    // Moved indices only spread out: whatever lands in the new window was in
+    // the old one.
+    move_indices(moved);
+}
+
 void SequenceTracker::shift(std::int64_t delta) {
     if (!started_ || delta == 0) {
         return;
@@ -160,26 +168,7 @@ void SequenceTracker::shift(std::int64_t delta) {
     const auto moved = [delta](std::uint64_t i) {
         return static_cast<std::uint64_t>(static_cast<std::int64_t>(i) + delta);
     };
-    // The window's bits are by index modulo kWindow: rebuilt at the new
-    // indices (those older than the window are not held).
-    std::array<std::uint64_t, kWindow / 64> seen{};
-    const std::uint64_t oldest = newest_ - lowest_ >= kWindow ? newest_ - kWindow + 1 : lowest_;
-    for (std::uint64_t i = oldest;; ++i) {
-        if (test(i)) {
-            const std::uint64_t bit = moved(i) % kWindow;
-            seen[bit / 64] |= std::uint64_t{1} << (bit % 64);
-        }
-        if (i == newest_) {
-            break;
-        }
-    }
-    seen_ = seen;
-    lowest_ = moved(lowest_);
-    newest_ = moved(newest_);
-    for (std::size_t i = 0; i < run_length_; ++i) {
-        run_[i] = moved(run_[i]);
-    }
-    repeat_first_ = moved(repeat_first_);
+    move_indices(moved);
 }
 
 }  // namespace ibvcap

@@ -110,6 +110,8 @@ class SequenceTracker {
     }
     Kind candidate(std::uint64_t index);
     Kind repeated(std::uint64_t index);
+    template <typename Moved>
+    void move_indices(const Moved& moved);  // sequence.cpp: shift and rescale
 
     bool test(std::uint64_t index) const {
         const std::uint64_t bit = index % kWindow;
