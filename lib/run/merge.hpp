@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "lib/fifo.hpp"
 #include "lib/ledger/expect.hpp"
 #include "lib/ledger/json_input.hpp"
 
@@ -90,6 +91,7 @@ struct MergeRequest {
     std::string html_path;            // --html: the run page of the merged report (empty: none)
     bool overwrite = false;           // --overwrite: replace an existing --report file
     bool quiet = false;               // -q: no per-host lines
+    ReaderWait reader_wait;           // a FIFO's reader, for --report and --html
 };
 
 // The whole command: checks the request (UsageError for a mistake on the
