@@ -766,12 +766,13 @@ void summary(const RunOutcome& outcome, bool quiet, bool to_stderr) {
 }
 
 // The report and the run page, from one JSON; a failure is one line each.
-// Returns whether both were written.
-bool write_run_files(const RunOutcome& outcome, const CommonOptions& common) {
+// Returns 0 when both were written, 130 when a signal ended the wait for a
+// FIFO's reader (reader_wait), else 1.
+int write_run_files(const RunOutcome& outcome, const CommonOptions& common) {
     if (common.report_path.empty() && common.html_path.empty()) {
-        return true;
+        return 0;
     }
-    bool ok = true;
+    int code = 0;
     const nlohmann::json report = report_json(outcome.ledger, outcome.info);
     for (const auto& [path, page] :
          {std::pair{common.report_path, false}, std::pair{common.html_path, true}}) {
@@ -779,26 +780,34 @@ bool write_run_files(const RunOutcome& outcome, const CommonOptions& common) {
             continue;
         }
         try {
+            const ReaderWait wait = reader_wait(outcome.info.command);
             if (page) {
-                write_run_page(path, report);
+                write_run_page(path, report, nullptr, wait);
             } else {
-                write_report(path, report);
+                write_report(path, report, wait);
             }
+        } catch (const ReaderWaitGivenUp& e) {
+            say(fmt::format("ibvcap {}: {}\n", outcome.info.command, e.what()));
+            code = 130;
         } catch (const std::exception& e) {
             say(fmt::format("ibvcap {}: {}\n", outcome.info.command, e.what()));
-            ok = false;
+            code = code == 0 ? 1 : code;
         }
     }
-    return ok;
+    return code;
 }
 
 }  // namespace
 
-int finish_run(const RunOutcome& outcome, const CommonOptions& common) {
+int finish_run(RunOutcome& outcome, const CommonOptions& common) {
     const bool quiet = common.quiet;
     // With --report - stdout is the JSON alone; the summary goes to stderr.
     const bool to_stderr = common.report_path == "-";
-    if (urgent_flag().load()) {
+    // A signal after the loop ended (while the writers drained) is the
+    // run's too: the report says it as the exit code does.
+    const bool urgent = urgent_flag().load();
+    note_late_stop(outcome.info, stop_flag().load(), stop_signal().load());
+    if (urgent) {
         // Stopped at once: the counts are true, the queued records are
         // counted as not written, and 130 says how the run ended.
         summary(outcome, quiet, to_stderr);
@@ -813,8 +822,8 @@ int finish_run(const RunOutcome& outcome, const CommonOptions& common) {
     // on the terminal.
     summary(outcome, quiet, to_stderr);
     int code = outcome.exit_code;
-    if (!write_run_files(outcome, common)) {
-        code = kExitError;
+    if (const int written = write_run_files(outcome, common); written != 0) {
+        code = written == 130 ? 130 : kExitError;
     }
     if (!outcome.info.error.empty()) {
         say(fmt::format("ibvcap {}: {}\n", outcome.info.command, outcome.info.error));
@@ -845,7 +854,12 @@ int finish_run(const RunOutcome& outcome, const CommonOptions& common) {
                                                     c.others == 1 ? "" : "s"),
                         c.first->error));
     }
-    return code;
+    // Ctrl-C ended the wait for a FIFO output's reader: what was meant for
+    // it was not written, as after a second Ctrl-C.
+    const auto& outs = outcome.ledger.outputs();
+    return std::any_of(outs.begin(), outs.end(), [](const auto& o) { return o.stopped_waiting; })
+               ? 130
+               : code;
 }
 
 namespace {
@@ -859,6 +873,8 @@ void note_stop_signal(int sig) {
 }
 
 std::atomic<bool> g_urgent{false};
+// Every stop signal so far: a wait for a FIFO's reader ends at the next one.
+std::atomic<unsigned> g_signals{0};
 
 // First interrupt: finish cleanly. Second: stop at once; the writers drop
 // what is queued but finish the write in progress, so files hold whole
@@ -866,6 +882,7 @@ std::atomic<bool> g_urgent{false};
 // end the process on the spot.
 extern "C" void on_stop_signal(int sig) {
     note_stop_signal(sig);
+    g_signals.fetch_add(1);
     if (!g_stop.exchange(true)) {
         return;
     }
@@ -881,6 +898,7 @@ extern "C" void on_stop_signal(int sig) {
 // SIGPIPE again, and that must not abandon the queued records.
 extern "C" void on_end_signal(int sig) {
     note_stop_signal(sig);
+    g_signals.fetch_add(1);
     g_stop.store(true);
 }
 
@@ -939,6 +957,16 @@ const std::atomic<bool>& stop_flag() {
 
 const std::atomic<int>& stop_signal() {
     return g_stop_signal;
+}
+
+ReaderWait reader_wait(const std::string& command) {
+    ReaderWait wait;
+    wait.give_up = [seen = g_signals.load()] { return g_signals.load() != seen; };
+    wait.notice = [command](const std::string& path) {
+        stderr_console().write_within(
+            fmt::format("ibvcap {}: {}\n", command, reader_wait_text(path)), kEndPatience);
+    };
+    return wait;
 }
 
 const std::atomic<bool>& urgent_flag() {

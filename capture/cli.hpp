@@ -93,6 +93,10 @@ const std::atomic<int>& stop_signal();
 const std::atomic<bool>& urgent_flag();
 // Set by SIGUSR1: print the counts so far (RunSettings::counts_request).
 std::atomic<bool>& counts_flag();
+// A wait for a FIFO's reader at the end of a run (the report, the run page):
+// said once on stderr, given up at the next signal (install_stop_handler's),
+// so that Ctrl-C ends it.
+ReaderWait reader_wait(const std::string& command);
 
 // Options every capturing subcommand shares (docs/formats.md, "Command line"): --antenna, -o, -F,
 // --prefix, --overwrite, -c, --report, --metrics-file, --metrics-interval, -q, -v, --expect,
@@ -123,7 +127,7 @@ void print_frame(const Frame& frame, const UdpPacket& packet, const StreamHeader
                  const StreamStats& stream);
 // End of a run: the report and the run page (when asked), the summary, one
 // stderr line per error; returns the exit code.
-int finish_run(const RunOutcome& outcome, const CommonOptions& common);
+int finish_run(RunOutcome& outcome, const CommonOptions& common);
 
 int cmd_read(int argc, char** argv);
 int cmd_gen(int argc, char** argv);

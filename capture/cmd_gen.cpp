@@ -309,6 +309,7 @@ int cmd_gen(int argc, char** argv) {
     Generator generator(config);
     std::string path;
     std::uint64_t packets = 0;
+    bool no_reader = false;  // Ctrl-C while -w FIFO waited for its reader
     SendResult sent;
     if (send) {
         // A one-line error when the interface is missing, down or has no IPv4.
@@ -322,7 +323,7 @@ int cmd_gen(int argc, char** argv) {
         // Ctrl-C or SIGTERM: stop at the next slot boundary, the file whole,
         // its index and the truth of what was written.
         install_stop_handler();
-        packets = write_generated_pcap(generator, path, &stop_flag());
+        packets = write_generated_pcap(generator, path, &stop_flag(), &no_reader);
     }
     // After an early stop the truth covers the slots actually sent.
     const auto truth = generator.truth_json();
@@ -369,6 +370,13 @@ int cmd_gen(int argc, char** argv) {
                                      : fmt::format("; stopped early after {} of {} frame slots",
                                                    frames, config.frames));
         }
+    }
+    if (no_reader) {
+        fmt::print(stderr,
+                   "ibvcap gen: stopped while waiting for a reader of {}: nothing was written to "
+                   "it{}\n",
+                   path, args.count("truth") ? " (the --truth file says so: no frames)" : "");
+        return 130;
     }
     return kExitZeroLoss;
 }

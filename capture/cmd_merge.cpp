@@ -56,6 +56,7 @@ int cmd_merge(int argc, char** argv) {
     if (request.overwrite && request.report_path.empty()) {
         throw UsageError("--overwrite replaces the --report file: give --report FILE");
     }
+    request.reader_wait = reader_wait("merge");
     return run_merge(request);
 }
 

@@ -61,7 +61,7 @@ int cmd_report(int argc, char** argv) {
     if (verify) {
         verified = run_verify(VerifyRequest{{}, report_path});
     }
-    write_run_page(page, report, verify ? &verified : nullptr);
+    write_run_page(page, report, verify ? &verified : nullptr, reader_wait("report"));
     fmt::print("ibvcap report: the run page of {} is {}{}\n", report_path, page,
                verify ? fmt::format(" (verify: {})", verified.ok() ? "every file holds what was "
                                                                      "claimed"

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "lib/ledger/expect.hpp"
+#include "lib/ledger/json_input.hpp"
 #include "lib/ledger/json_text.hpp"
 
 namespace ibvcap {
@@ -255,7 +256,11 @@ ExpectManifest parse_expect_manifest(std::string_view text, const std::string& n
     }
     json doc;
     try {
-        doc = json::parse(text);
+        doc = parse_json(text);  // nesting bounded (lib/ledger/json_input.hpp)
+    } catch (const JsonTooDeep& e) {
+        throw ExpectManifestError(fmt::format(
+            "{}: {}: not a manifest (a JSON object with \"groups\", docs/operations.md)", name,
+            e.what()));
     } catch (const json::parse_error& e) {
         // "parse error at line 3, column 5: ...": the line and column are given as ours.
         std::string what = json_error_text(e);

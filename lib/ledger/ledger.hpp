@@ -200,6 +200,9 @@ struct OutputStats {
     std::vector<OutputFile> on_disk;
     std::uint64_t overwritten = 0;  // records written, then overwritten by the -W ring
     std::string error;              // empty unless the output failed
+    // A FIFO that no process opened for reading before the run was stopped
+    // (Ctrl-C ended the wait for its reader): nothing was written to it.
+    bool stopped_waiting = false;
 };
 
 // Where frames were lost, as a witness outside the sequence counts tells it

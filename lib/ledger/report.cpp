@@ -344,6 +344,12 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
 namespace {
 
 [[noreturn]] void report_error(int err, const std::string& path) {
+    if (err == ECANCELED) {
+        throw ReaderWaitGivenUp(fmt::format(
+            "cannot write report {}: no reader took it before the stop (Ctrl-C while it waited "
+            "for one); the summary above has the counts",
+            path));
+    }
     throw std::system_error(err, std::generic_category(), "cannot write report " + path);
 }
 
@@ -365,7 +371,7 @@ int write_all(int fd, std::string_view text) {
 
 }  // namespace
 
-void write_report(const std::string& path, const nlohmann::json& report) {
+void write_report(const std::string& path, const nlohmann::json& report, const ReaderWait& wait) {
     const std::string text = report.dump(2) + "\n";
     if (path == "-") {
         if (const int err = write_all(STDOUT_FILENO, text)) {
@@ -378,13 +384,7 @@ void write_report(const std::string& path, const nlohmann::json& report) {
     if (exists && !S_ISREG(st.st_mode)) {
         // A device, FIFO or socket (/dev/stdout, a pipe to a collector):
         // written into, never replaced.
-        const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0) {
-            report_error(errno, path);
-        }
-        const int err = write_all(fd, text);
-        ::close(fd);
-        if (err != 0) {
+        if (const int err = write_into(path, text, wait)) {
             report_error(err, path);
         }
         return;

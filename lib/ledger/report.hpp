@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "lib/fifo.hpp"
 #include "lib/ledger/ledger.hpp"
 #include "lib/ledger/mcast_path.hpp"
 #include "lib/ledger/timeline.hpp"
@@ -208,11 +209,13 @@ nlohmann::json expected_json(const ExpectResults& e);
 // a device's clock.
 nlohmann::json clocks_json(const std::vector<ClockFigures>& clocks);
 std::string clock_summary(const ClockFigures& clock);
-// Writes the JSON: `-` to stdout; into a device, FIFO or socket in place;
-// over a regular file (or a new one) atomically: a uniquely named temporary
-// file in the same directory, fsync, rename. Throws std::system_error naming
-// the path on failure.
-void write_report(const std::string& path, const nlohmann::json& report);
+// Writes the JSON: `-` to stdout; into a device, FIFO or socket in place
+// (write_into: a FIFO's reader is waited for as `wait` says); over a regular
+// file (or a new one) atomically: a uniquely named temporary file in the same
+// directory, fsync, rename. Throws std::system_error naming the path on
+// failure (ReaderWaitGivenUp: the wait for a reader was given up).
+void write_report(const std::string& path, const nlohmann::json& report,
+                  const ReaderWait& wait = {});
 // Replaces the regular file `path` (or makes it) with `text` in one step: a
 // uniquely named temporary file in the same directory (".NAME.XXXXXX"),
 // fsync'ed when `durable`, renamed over the target (a symbolic link's target,

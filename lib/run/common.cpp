@@ -386,6 +386,29 @@ std::unique_ptr<Writer> make_run_writer(const OutputOptions& outputs, Writer::Op
     return std::make_unique<Writer>(options);
 }
 
+void wait_for_readers(ReaderWait& wait, const std::atomic<bool>& stop, Console* notices,
+                      const std::string& command) {
+    if (!wait.give_up) {
+        wait.give_up = [&stop] { return stop.load(std::memory_order_relaxed); };
+    }
+    if (!wait.notice && notices != nullptr) {
+        wait.notice = [notices, command](const std::string& path) {
+            notices->write_within(fmt::format("ibvcap {}: {}\n", command, reader_wait_text(path)),
+                                  std::chrono::seconds(1));
+        };
+    }
+}
+
+void note_late_stop(RunInfo& info, bool stopped, int sig) {
+    if (!stopped || info.interrupted) {
+        return;
+    }
+    info.interrupted = true;
+    if (info.stopped_by != "error") {
+        info.stopped_by = signal_name(sig);
+    }
+}
+
 int exit_code_for(const Ledger& ledger, const RunInfo& info) {
     if (!info.error.empty()) {
         return kExitError;

@@ -12,6 +12,7 @@
 #include "lib/fault.hpp"
 #include "lib/ledger/ledger.hpp"
 #include "lib/ledger/report.hpp"
+#include "lib/run/console.hpp"
 #include "lib/sinks/file_sinks.hpp"
 #include "lib/sinks/writer.hpp"
 
@@ -121,6 +122,18 @@ void add_writer_memory(WriterMemory& total, const Writer::Memory& m);
 
 std::unique_ptr<Writer> make_run_writer(const OutputOptions& outputs, Writer::Options options,
                                         bool live);
+
+// A run's outputs that are FIFOs with no reader yet (Writer::Options::
+// reader_wait), unless already set: the wait is said on `notices` ("ibvcap
+// COMMAND: waiting for a reader of PATH ..."), and ends when `stop` is set.
+void wait_for_readers(ReaderWait& wait, const std::atomic<bool>& stop, Console* notices,
+                      const std::string& command);
+
+// A stop signal `sig` (0: none) that came after the run's loop had ended (as
+// the writers drained, or the summary was written): the run is recorded as
+// interrupted by it, as the exit code (130 after a second one) says; an
+// earlier stopped_by "error" stays.
+void note_late_stop(RunInfo& info, bool stopped, int sig);
 
 // 0 zero-loss, 3 loss, 1 when the run or an output failed.
 int exit_code_for(const Ledger& ledger, const RunInfo& info);

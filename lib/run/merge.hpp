@@ -19,7 +19,9 @@
 #include <utility>
 #include <vector>
 
+#include "lib/fifo.hpp"
 #include "lib/ledger/expect.hpp"
+#include "lib/ledger/json_input.hpp"
 
 namespace ibvcap {
 
@@ -32,7 +34,7 @@ struct MergeInput {
 // The largest report file merge reads, and the largest count it takes (2^53:
 // a run at 10^7 frames a second takes 28 years to count that far; anything
 // larger is a damaged number).
-inline constexpr std::uint64_t kMaxMergeReportBytes = std::uint64_t{1} << 30;
+inline constexpr std::uint64_t kMaxMergeReportBytes = kMaxReportBytes;
 inline constexpr std::uint64_t kMaxMergeCount = std::uint64_t{1} << 53;
 inline constexpr std::size_t kMaxMergeInputs = 4096;
 
@@ -42,9 +44,12 @@ inline constexpr std::size_t kMaxMergeInputs = 4096;
 MergeInput load_merge_input(const std::string& path);
 // The JSON of a report file, read with the checks every reader of one needs:
 // not missing, not a directory, not larger than a report can be
-// (kMaxMergeReportBytes), JSON. Throws std::runtime_error, one line naming
-// `path` and ending with `fix`. (ibvcap merge, and ibvcap report.)
-nlohmann::json read_report_file(const std::string& path, const std::string& fix);
+// (kMaxMergeReportBytes: a file, a pipe or a FIFO alike, counted as it is
+// read), JSON nested no deeper than kMaxJsonDepth (lib/ledger/json_input.hpp).
+// Throws std::runtime_error, one line naming `path` and ending with `fix`.
+// (ibvcap merge, and ibvcap report.) `limit`: tests reach it with less.
+nlohmann::json read_report_file(const std::string& path, const std::string& fix,
+                                std::uint64_t limit = kMaxMergeReportBytes);
 
 // Throws std::runtime_error when `report` is not a run's report as ibvcap
 // writes it: a missing key of the contract, a key of the wrong type, a count
@@ -86,6 +91,7 @@ struct MergeRequest {
     std::string html_path;            // --html: the run page of the merged report (empty: none)
     bool overwrite = false;           // --overwrite: replace an existing --report file
     bool quiet = false;               // -q: no per-host lines
+    ReaderWait reader_wait;           // a FIFO's reader, for --report and --html
 };
 
 // The whole command: checks the request (UsageError for a mistake on the

@@ -12,10 +12,10 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <stdexcept>
 
+#include "lib/ledger/json_input.hpp"
 #include "lib/ledger/json_text.hpp"
 #include "lib/run/merge.hpp"
 #include "lib/run/merge_detail.hpp"
@@ -481,7 +481,7 @@ void check_run_report(const json& report, const std::string& path) {
     }
 }
 
-json read_report_file(const std::string& path, const std::string& fix) {
+json read_report_file(const std::string& path, const std::string& fix, std::uint64_t limit) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
         throw std::runtime_error(fmt::format("cannot read report {}: {}; check the path ({})", path,
@@ -491,26 +491,40 @@ json read_report_file(const std::string& path, const std::string& fix) {
         throw std::runtime_error(
             fmt::format("cannot read report {}: it is a directory; {}", path, fix));
     }
-    if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > kMaxMergeReportBytes) {
+    if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > limit) {
         throw std::runtime_error(
             fmt::format("report {} is {} bytes, more than the {} a run's report can be: {}", path,
-                        st.st_size, kMaxMergeReportBytes, fix));
+                        st.st_size, limit, fix));
     }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
+    // Counted as it is read: a pipe, a FIFO or /dev/stdin has the same limit
+    // as a file, and one that never ends is cut there.
+    BoundedInput in(path, limit);
+    if (in.error() != 0) {
         throw std::runtime_error(fmt::format("cannot read report {}: {}; check its permissions",
-                                             path, std::strerror(errno)));
+                                             path, std::strerror(in.error())));
     }
+    const auto cut_short = [&] {
+        if (in.over_limit()) {
+            throw std::runtime_error(fmt::format(
+                "report {} is more than the {} bytes a run's report can be: {}", path, limit, fix));
+        }
+        if (in.read_error() != 0) {
+            throw std::runtime_error(
+                fmt::format("cannot read report {}: {}", path, std::strerror(in.read_error())));
+        }
+    };
     json report;
     try {
-        report = json::parse(in);
+        report = parse_json(in.stream());
     } catch (const json::parse_error& e) {
+        cut_short();
         throw std::runtime_error(
             fmt::format("{} is not JSON ({}): {}", path, json_error_text(e), fix));
+    } catch (const JsonTooDeep& e) {
+        throw std::runtime_error(
+            fmt::format("{}: {}: not an ibvcap report; {}", path, e.what(), fix));
     }
-    if (in.bad()) {
-        throw std::runtime_error(fmt::format("cannot read report {}: read error", path));
-    }
+    cut_short();  // (a value, then whitespace past the limit)
     return report;
 }
 

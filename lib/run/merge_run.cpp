@@ -219,10 +219,10 @@ int run_merge(const MergeRequest& request) {
     check_distinct_inputs(inputs);
     const json merged = merge_reports(inputs, expect);
     if (!request.report_path.empty()) {
-        write_report(request.report_path, merged);
+        write_report(request.report_path, merged, request.reader_wait);
     }
     if (!request.html_path.empty()) {
-        write_run_page(request.html_path, merged);
+        write_run_page(request.html_path, merged, nullptr, request.reader_wait);
     }
     print_merge_summary(request.report_path == "-" ? stderr : stdout, merged, !request.quiet);
     return merge_exit_code(merged);

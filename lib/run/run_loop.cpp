@@ -301,6 +301,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     if (writer_options.faults == nullptr) {
         writer_options.faults = &local_faults;
     }
+    wait_for_readers(writer_options.reader_wait, stop, settings.notices, settings.command);
     Faults& faults = *writer_options.faults;
 
     std::vector<std::unique_ptr<Lane>> lanes;

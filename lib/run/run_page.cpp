@@ -1,10 +1,13 @@
 #include "lib/run/run_page.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
+#include <cerrno>
+#include <stdexcept>
 #include <string_view>
 #include <system_error>
 
@@ -123,13 +126,33 @@ std::string run_page_html(const nlohmann::json& report, const VerifyOutcome* ver
 }
 
 bool may_write_run_page(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        return !std::filesystem::exists(path);
+    // Opened without blocking and looked at before it is read: a FIFO's
+    // open for reading would wait for a writer, and a FIFO or device is
+    // written into, never replaced (as the report is).
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        struct stat st {};
+        return errno == ENOENT || (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode));
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return true;
     }
     std::string head(200, '\0');
-    in.read(head.data(), static_cast<std::streamsize>(head.size()));
-    head.resize(static_cast<std::size_t>(in.gcount()));
+    std::size_t got = 0;
+    while (got < head.size()) {
+        const ssize_t n = ::read(fd, head.data() + got, head.size() - got);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            break;
+        }
+        got += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+    head.resize(got);
     return head.find("<!-- The ibvcap run page") != std::string::npos;
 }
 
@@ -148,8 +171,22 @@ std::string check_run_page_path(const std::string& page) {
 }
 
 void write_run_page(const std::string& path, const nlohmann::json& report,
-                    const VerifyOutcome* verify) {
+                    const VerifyOutcome* verify, const ReaderWait& wait) {
     const std::string html = run_page_html(report, verify);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        // A FIFO or device: written into, never replaced (as the report).
+        if (const int err = write_into(path, html, wait); err == ECANCELED) {
+            throw ReaderWaitGivenUp(
+                fmt::format("cannot write the run page {}: no reader took it before the stop "
+                            "(Ctrl-C while it waited for one)",
+                            path));
+        } else if (err != 0) {
+            throw std::system_error(err, std::generic_category(),
+                                    fmt::format("cannot write the run page {}", path));
+        }
+        return;
+    }
     if (const int err = replace_file(path, html, true); err != 0) {
         throw std::system_error(err, std::generic_category(),
                                 fmt::format("cannot write the run page {}", path));

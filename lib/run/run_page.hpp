@@ -20,13 +20,16 @@ namespace ibvcap {
 std::string run_page_html(const nlohmann::json& report, const VerifyOutcome* verify = nullptr);
 
 // Writes the page to `path` as the report is written (replace_file: a
-// temporary file renamed over it). Throws std::system_error naming the path.
+// temporary file renamed over it; a FIFO or device written into, its reader
+// waited for as `wait` says). Throws std::system_error naming the path
+// (ReaderWaitGivenUp when the wait was given up).
 void write_run_page(const std::string& path, const nlohmann::json& report,
-                    const VerifyOutcome* verify = nullptr);
+                    const VerifyOutcome* verify = nullptr, const ReaderWait& wait = {});
 
-// Whether `path` is missing, or a page this function wrote (its first 200
-// bytes name it): a run page may be replaced, any other file is the
-// operator's and is never overwritten by surprise.
+// Whether `path` is missing, a FIFO or device (written into), or a page this
+// function wrote (its first 200 bytes name it): a run page may be replaced,
+// any other file is the operator's and is never overwritten by surprise.
+// Never blocks: nothing but a regular file is read.
 bool may_write_run_page(const std::string& path);
 
 // --html PAGE, checked before the run as the report's path is

@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -19,6 +18,7 @@
 #include "formats/codif.hpp"
 #include "formats/output.hpp"
 #include "lib/demux/demux.hpp"
+#include "lib/ledger/json_input.hpp"
 #include "lib/ledger/json_text.hpp"
 #include "lib/ledger/ledger.hpp"
 #include "lib/netaddr.hpp"
@@ -166,6 +166,21 @@ FramePosition position_of(const nlohmann::json& j) {
     return {j.at("seconds").get<std::uint32_t>(), j.at("frame").get<std::uint32_t>()};
 }
 
+// A report that ended at the size limit, or at a read error: said so
+// rather than as JSON that stops short.
+void cut_short(const BoundedInput& in, const std::string& path) {
+    if (in.over_limit()) {
+        throw std::runtime_error(
+            fmt::format("report {} is more than the {} bytes a run's report can be (give the "
+                        "--report JSON of the run)",
+                        path, kMaxReportBytes));
+    }
+    if (in.read_error() != 0) {
+        throw std::runtime_error(
+            fmt::format("cannot read report {}: {}", path, std::strerror(in.read_error())));
+    }
+}
+
 Report load_report(const std::string& path) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
@@ -173,16 +188,29 @@ Report load_report(const std::string& path) {
             "cannot read report {}: it is a directory (give the --report JSON file of the run)",
             path));
     }
-    std::ifstream in(path);
-    if (!in) {
+    // Counted as it is read (a pipe or FIFO too) and bounded in depth
+    // (lib/ledger/json_input.hpp).
+    BoundedInput in(path, kMaxReportBytes);
+    if (in.error() != 0) {
         throw std::runtime_error(
-            fmt::format("cannot read report {}: {}", path, std::strerror(errno)));
+            fmt::format("cannot read report {}: {}", path, std::strerror(in.error())));
     }
     Report r;
     r.dir = fs::path(path).parent_path();
     const char* where = "run_id";  // the part being read, for the error
     try {
-        const nlohmann::json j = nlohmann::json::parse(in);
+        nlohmann::json j;
+        try {
+            j = parse_json(in.stream());
+        } catch (const JsonTooDeep& e) {
+            throw std::runtime_error(
+                fmt::format("{}: {}: not an ibvcap report (give the --report JSON of the run)",
+                            path, e.what()));
+        } catch (const nlohmann::json::parse_error&) {
+            cut_short(in, path);
+            throw;
+        }
+        cut_short(in, path);
         if (!j.is_object()) {
             throw std::runtime_error(fmt::format(
                 "{} is not an ibvcap report (give the --report JSON of the run): it is not a "

@@ -6,10 +6,10 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <fstream>
 #include <new>
 #include <nlohmann/json.hpp>
 
+#include "lib/ledger/json_input.hpp"
 #include "lib/ledger/json_text.hpp"
 #include "lib/ledger/report.hpp"
 
@@ -57,13 +57,19 @@ std::optional<FileIndex> read_file_index(const std::string& file, std::string& e
         error = "not a regular file";
         return std::nullopt;
     }
-    std::ifstream in(path);
-    if (!in) {
+    // An index is a few hundred bytes: at most 1 MiB is read, and its
+    // nesting is bounded (lib/ledger/json_input.hpp).
+    BoundedInput in(path, std::uint64_t{1} << 20);
+    if (in.error() != 0) {
         error = "unreadable";
         return std::nullopt;
     }
     try {
-        const nlohmann::json j = nlohmann::json::parse(in);
+        const nlohmann::json j = parse_json(in.stream());
+        if (in.over_limit()) {
+            error = "not a valid index: more than 1 MiB";
+            return std::nullopt;
+        }
         if (j.value("ibvcap_index", 0) != kFileIndexVersion) {
             error = "not an ibvcap index of version 1";
             return std::nullopt;

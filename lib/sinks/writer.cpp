@@ -666,6 +666,7 @@ std::vector<OutputStats> Writer::stats() const {
         s.overwritten = out.overwritten;
         s.dropped = out.dropped_by_producer + out.dropped_by_writer;
         s.error = out.error;
+        s.stopped_waiting = out.stopped_waiting;
         if (out.index_failures > 0) {
             s.error += fmt::format("{}{}{}", s.error.empty() ? "" : "; ", out.index_error,
                                    out.index_failures > 1

@@ -96,6 +96,7 @@
 #include "formats/bytes.hpp"
 #include "formats/output.hpp"
 #include "lib/fault.hpp"
+#include "lib/fifo.hpp"
 #include "lib/frame.hpp"
 #include "lib/ledger/ledger.hpp"
 
@@ -149,6 +150,13 @@ class Writer {
         // not written but counted as dropped; the write in progress finishes,
         // so every file still holds whole records. Null: never.
         const std::atomic<bool>* abandon = nullptr;
+        // An output that is a FIFO with no reader yet: its disk thread waits
+        // for one without blocking (lib/fifo.hpp), says so once through
+        // reader_wait.notice, and gives the wait up when reader_wait.give_up()
+        // or `abandon` says so (the first Ctrl-C: records for a FIFO nobody
+        // reads can never be written): the output fails, its records are
+        // counted as dropped, and its stats say stopped_waiting.
+        ReaderWait reader_wait;
         bool direct_io = false;  // O_DIRECT (--direct-io)
         // FILE.idx.json beside every regular file at its close, with its
         // size, record count and checksum (lib/sinks/file_index.hpp). An

@@ -16,10 +16,10 @@
 
 namespace ibvcap::writer_detail {
 
-int create_output_file(const std::string& path, int flags, bool index) {
-    const int fd = ::open(path.c_str(), flags, 0644);
+int create_output_file(const std::string& path, int flags, bool index, const ReaderWait& wait) {
+    const int fd = open_for_writing(path, flags, wait);
     if (fd < 0) {
-        return -errno;
+        return fd;
     }
     if (index) {
         const std::string idx = file_index_path(path);

@@ -43,8 +43,10 @@ namespace writer_detail {
 // Creates `path` for writing with `flags` (O_CREAT | O_TRUNC among them) and,
 // with `index`, removes the index a file of that name had (a -W ring reuses a
 // name; before the run, claim_outputs kept or removed an earlier run's
-// indexes: lib/run/common.hpp). The descriptor, or -errno.
-int create_output_file(const std::string& path, int flags, bool index);
+// indexes: lib/run/common.hpp). A FIFO's reader is waited for as `wait`
+// says (lib/fifo.hpp). The descriptor, or -errno (-ECANCELED: the wait for a
+// reader was given up).
+int create_output_file(const std::string& path, int flags, bool index, const ReaderWait& wait = {});
 
 class FileAhead;
 

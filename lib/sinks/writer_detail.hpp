@@ -399,6 +399,7 @@ struct Writer::Output {
     std::uint64_t overwritten = 0;
     std::string current_path;
     std::string error;
+    bool stopped_waiting = false;     // a FIFO whose reader never came before the stop
     writer_detail::PageBuffer carry;  // O_DIRECT: the bytes of the last, partial page
     std::size_t carry_len = 0;
     // The sidecar index (lib/sinks/file_index.hpp): the running checksum of

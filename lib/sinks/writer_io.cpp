@@ -330,8 +330,24 @@ void WriterIo::open_file(Writer::Output& out) {
     int open_err = 0;
     if (out.files > 0 || out.ahead.helper == nullptr ||
         !out.ahead.helper->take(out, out.fd, open_err)) {
-        out.fd = writer_detail::create_output_file(out.current_path, flags, options_.index);
+        // A FIFO with no reader: waited for, said once, given up at a stop.
+        ReaderWait wait = options_.reader_wait;
+        wait.give_up = [this] {
+            return (options_.reader_wait.give_up && options_.reader_wait.give_up()) ||
+                   (options_.abandon != nullptr &&
+                    options_.abandon->load(std::memory_order_relaxed));
+        };
+        out.fd = writer_detail::create_output_file(out.current_path, flags, options_.index, wait);
         open_err = out.fd < 0 ? -out.fd : 0;
+    }
+    if (out.fd < 0 && open_err == ECANCELED) {
+        out.fd = -1;
+        out.failed = true;
+        out.stopped_waiting = true;
+        out.error =
+            "no process opened this FIFO for reading before the run was stopped: nothing was "
+            "written to it";
+        return;
     }
     if (out.fd < 0) {
         out.fd = -1;
