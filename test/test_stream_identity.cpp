@@ -46,11 +46,12 @@ std::vector<std::uint8_t> vdif(std::uint32_t seconds, std::uint32_t frame) {
 }
 
 DemuxOptions vdif_options(std::uint64_t fps = 0) {
-    return {.groups = {Endpoint{kGroup1, kPort}},
-            .group_formats = {StreamFormat::vdif},
-            .vdif_frames_per_second = fps};
+    DemuxOptions o;
+    o.groups = {Endpoint{kGroup1, kPort}};
+    o.group_formats = {StreamFormat::vdif};
+    o.vdif_frames_per_second = fps;  // 0: learned
+    return o;
 }
-
 // Seconds [first, first + seconds) of a `rate` frames/s stream, frame by
 // frame, less the (seconds, frame) pairs `skip` says.
 template <typename Skip>

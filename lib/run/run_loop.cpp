@@ -298,9 +298,8 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         writer_options.max_pieces = 1;  // every record copied: no held frames to list
     }
     writer_options.device_payload = source.lends_device_memory();
-    if (writer_options.faults == nullptr) {
-        writer_options.faults = &local_faults;
-    }
+    writer_options.faults =
+        writer_options.faults != nullptr ? writer_options.faults : &local_faults;
     wait_for_readers(writer_options.reader_wait, stop, settings.notices, settings.command);
     Faults& faults = *writer_options.faults;
 
