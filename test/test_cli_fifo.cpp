@@ -195,6 +195,26 @@ TEST(CliFifo, ARunPageOntoAFifoNeverHangsTheRun) {
     }
 }
 
+// A run waiting for a FIFO's reader: `line` said (within 4 s), then the
+// first Ctrl-C; what it said on stderr once it ended, with exit 130 (a
+// failure of the test otherwise).
+std::string interrupt_the_wait(Child& run, const test::TempDir& dir, const std::string& line) {
+    if (!wait_for_handler(run.pid(), SIGINT)) {
+        ADD_FAILURE() << "no SIGINT handler";
+        return {};
+    }
+    const auto took = said_within(dir, line, std::chrono::seconds(10));
+    EXPECT_TRUE(took.has_value()) << slurp(dir / "err");
+    if (took) {
+        EXPECT_LT(*took, std::chrono::seconds(4));
+    }
+    ::kill(run.pid(), SIGINT);
+    const int status = run.wait(std::chrono::seconds(20));
+    const std::string said = slurp(dir / "err");
+    EXPECT_TRUE(exited(status, 130)) << describe(status) << said;
+    return said;
+}
+
 // A FIFO output (or gen -w FIFO) that nobody reads used to block with no
 // word; the first two Ctrl-C did nothing, the third killed it without a
 // report or a truth file. Now the wait is said within about a second, and
@@ -209,16 +229,9 @@ TEST(CliFifo, AFifoNobodyReadsIsSaidAndCtrlCEndsTheWait) {
         SCOPED_TRACE("read -F pcap -o DIR, the output a FIFO");
         Child run(dir, {"read", "-q", "-r", "x.pcap", "-F", "pcap", "-F", "codif", "-o", "o",
                         "--report", "r.json"});
-        ASSERT_TRUE(wait_for_handler(run.pid(), SIGINT));
-        const auto took = said_within(
-            dir, "ibvcap read: waiting for a reader of o/ibvcap.pcap (a FIFO): start one",
-            std::chrono::seconds(10));
-        ASSERT_TRUE(took.has_value()) << slurp(dir / "err");
-        EXPECT_LT(*took, std::chrono::seconds(4));
-        ::kill(run.pid(), SIGINT);
-        const int status = run.wait(std::chrono::seconds(20));
-        const std::string said = slurp(dir / "err");
-        ASSERT_TRUE(exited(status, 130)) << describe(status) << said;
+        const std::string said = interrupt_the_wait(
+            run, dir, "ibvcap read: waiting for a reader of o/ibvcap.pcap (a FIFO): start one");
+        ASSERT_FALSE(HasFailure());
         EXPECT_NE(said.find("o/ibvcap.pcap: no process opened this FIFO for reading before the "
                             "run was stopped"),
                   std::string::npos)
@@ -241,15 +254,9 @@ TEST(CliFifo, AFifoNobodyReadsIsSaidAndCtrlCEndsTheWait) {
         ASSERT_EQ(::mkfifo((dir / "g.fifo").c_str(), 0600), 0);
         Child run(dir,
                   {"gen", "-w", "g.fifo", "--truth", "t.json", "-c", "1000", "--antennas", "1"});
-        ASSERT_TRUE(wait_for_handler(run.pid(), SIGINT));
-        const auto took = said_within(dir, "ibvcap gen: waiting for a reader of g.fifo (a FIFO)",
-                                      std::chrono::seconds(10));
-        ASSERT_TRUE(took.has_value()) << slurp(dir / "err");
-        EXPECT_LT(*took, std::chrono::seconds(4));
-        ::kill(run.pid(), SIGINT);
-        const int status = run.wait(std::chrono::seconds(20));
-        const std::string said = slurp(dir / "err");
-        ASSERT_TRUE(exited(status, 130)) << describe(status) << said;
+        const std::string said =
+            interrupt_the_wait(run, dir, "ibvcap gen: waiting for a reader of g.fifo (a FIFO)");
+        ASSERT_FALSE(HasFailure());
         EXPECT_NE(said.find("ibvcap gen: stopped while waiting for a reader of g.fifo: nothing "
                             "was written to it"),
                   std::string::npos)
