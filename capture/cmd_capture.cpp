@@ -129,7 +129,7 @@ int cmd_capture(int argc, char** argv) {
         ("max-frame", "largest Ethernet frame expected, bytes (MTU 9000 + header + two VLAN tags)", cxxopts::value<std::uint32_t>()->default_value("9022"), "BYTES")
         ("cpu", "pin the poll thread of the i-th -i interface to the i-th CPU (repeatable)", cxxopts::value<std::vector<int>>(), "CPU")
         ("no-flow-counters", "create the flow rules without a count action (for devices that refuse it)")
-        ("timestamps", "frame times: utc (the NIC clock measured against CLOCK_REALTIME each second and converted, slewed) or nic (the NIC's own clock as it gives it)", cxxopts::value<std::string>()->default_value("utc"), "utc|nic")
+        ("timestamps", "frame times: utc (the NIC clock measured against CLOCK_REALTIME each second and converted, slewed), nic (the NIC's own clock as it gives it) or host (no NIC timestamps: CLOCK_REALTIME when each batch is polled)", cxxopts::value<std::string>()->default_value("utc"), "utc|nic|host")
         ("num-devices", "prototype alias: the number of -i interfaces given", cxxopts::value<unsigned>(), "N")
         ("num-multicast-groups", "prototype alias: the number of GROUP:PORT given", cxxopts::value<unsigned>(), "N")
         ("num-antennas", "prototype alias: the most antennas to expect", cxxopts::value<unsigned>(), "N")
@@ -235,8 +235,8 @@ int cmd_capture(int argc, char** argv) {
         request.demux.max_antennas = n;
     }
     const std::string timestamps = args["timestamps"].as<std::string>();
-    if (timestamps != "utc" && timestamps != "nic") {
-        throw UsageError(fmt::format("--timestamps {}: give utc or nic", timestamps));
+    if (timestamps != "utc" && timestamps != "nic" && timestamps != "host") {
+        throw UsageError(fmt::format("--timestamps {}: give utc, nic or host", timestamps));
     }
     if (source == "pcap") {
         request.source = LiveCaptureRequest::Source::pcap;
@@ -264,7 +264,9 @@ int cmd_capture(int argc, char** argv) {
         }
         engine.flow_counters = args.count("no-flow-counters") == 0;
         engine.split = args.count("no-split") == 0;
-        engine.frame_time = timestamps == "nic" ? FrameTime::nic : FrameTime::utc;
+        engine.frame_time = timestamps == "nic"    ? FrameTime::nic
+                            : timestamps == "host" ? FrameTime::host
+                                                   : FrameTime::utc;
         if (args.count("cpu")) {
             request.cpus = args["cpu"].as<std::vector<int>>();
             if (request.cpus.size() > interfaces.size()) {

@@ -344,7 +344,73 @@ TEST(ClockConverter, AJumpOfTheNicClockStepsTheMap) {
         static_cast<std::uint64_t>(base + 4'000'000'000LL + 37'000'000'000LL);
     conv.update(point(jumped, base + 4'000'000'000LL));
     EXPECT_EQ(conv.steps(), 1u);
+    EXPECT_EQ(conv.host_steps(), 0u);
     EXPECT_EQ(conv.convert(jumped + 500), base + 4'000'000'000LL + 500);
+    // A frame stamped before the jump, converted after it, keeps the old map
+    // (verbs-mlx5-3.md R7: it was extrapolated from the new anchor, 37 s off).
+    EXPECT_EQ(conv.convert(static_cast<std::uint64_t>(base + 3'500'000'000LL)),
+              base + 3'500'000'000LL);
+}
+
+// A measurement with the host's CLOCK_REALTIME − CLOCK_MONOTONIC (s seconds
+// since the start; `host_offset` the host clock's steps so far).
+ClockPoint host_point(std::uint64_t x, std::int64_t u, int s, std::int64_t host_offset) {
+    ClockPoint p = point(x, u);
+    p.monotonic_ns = 1'000'000'000LL * (s + 1);
+    p.realtime_minus_monotonic_ns = 1'700'000'000'000'000'000LL + host_offset;
+    return p;
+}
+
+// The host clock stepped back 1 s (an NTP step, a leap second): CLOCK_MONOTONIC
+// says it was the host's, so frame time does not go back: the map slews onto
+// the host's new line, at most 500 ppm (2000 s for 1 s), and says so.
+TEST(ClockConverter, AHostClockSteppedBackIsSlewedNeverFollowedBack) {
+    ClockConverter conv(std::uint64_t{1} << ClockConverter::kShift, 1'000'000'000);
+    const std::int64_t base = 1'700'000'000'000'000'000;
+    constexpr std::int64_t kS = 1'000'000'000;
+    for (int s = 0; s <= 3; ++s) {
+        conv.update(host_point(static_cast<std::uint64_t>(base + s * kS), base + s * kS, s, 0));
+    }
+    const auto x4 = static_cast<std::uint64_t>(base + 4 * kS);
+    const std::int64_t before = conv.convert(x4 - 1);
+    conv.update(host_point(x4, base + 3 * kS, 4, -kS));
+    EXPECT_EQ(conv.steps(), 0u) << "the NIC clock did not step";
+    EXPECT_EQ(conv.host_steps(), 1u);
+    EXPECT_EQ(conv.host_step_max_ns(), kS);
+    EXPECT_GE(conv.convert(x4), before);
+    std::int64_t last = conv.convert(x4);
+    for (std::uint64_t dx = 1'000'000'000; dx <= 2'100'000'000'000ull; dx += 1'000'000'000) {
+        const std::int64_t y = conv.convert(x4 + dx);
+        ASSERT_GE(y - last, kS - 500'000) << dx;  // per second: at most 500 ppm slower
+        ASSERT_LE(y - last, kS) << dx;
+        last = y;
+    }
+    // Caught up with the host's line after 2000 s (within the Q32.32 slope's
+    // rounding over 2·10^12 ns: 2^-32 ns per ns, about 500 ns).
+    EXPECT_LE(
+        std::abs(conv.convert(x4 + 2'100'000'000'000ull) - (base + 3 * kS + 2'100'000'000'000LL)),
+        1'000);
+}
+
+// Stepped forward, the host is followed at once (time goes forward), and it
+// is the host's step, not the NIC's.
+TEST(ClockConverter, AHostClockSteppedForwardIsFollowed) {
+    ClockConverter conv(std::uint64_t{1} << ClockConverter::kShift, 1'000'000'000);
+    const std::int64_t base = 1'700'000'000'000'000'000;
+    constexpr std::int64_t kS = 1'000'000'000;
+    for (int s = 0; s <= 3; ++s) {
+        conv.update(host_point(static_cast<std::uint64_t>(base + s * kS), base + s * kS, s, 0));
+    }
+    const auto x4 = static_cast<std::uint64_t>(base + 4 * kS);
+    conv.update(host_point(x4, base + 5 * kS, 4, kS));
+    EXPECT_EQ(conv.steps(), 0u);
+    EXPECT_EQ(conv.host_steps(), 1u);
+    EXPECT_EQ(conv.convert(x4 + 500), base + 5 * kS + 500);
+    // The PHC stepped (a daemon set it), the host not: the NIC's step.
+    const auto x5 = static_cast<std::uint64_t>(base + 5 * kS + 37 * kS);
+    conv.update(host_point(x5, base + 6 * kS, 5, kS));
+    EXPECT_EQ(conv.steps(), 1u);
+    EXPECT_EQ(conv.host_steps(), 1u);
 }
 
 // A residual under the step threshold is slewed at most 500 ppm: the map

@@ -42,7 +42,10 @@ nlohmann::json clocks_json(const std::vector<ClockFigures>& clocks) {
                        {"converted_by", c.converted_by.empty() ? nlohmann::json(nullptr)
                                                                : nlohmann::json(c.converted_by)},
                        {"measurements", c.measurements},
+                       {"real_time_format", c.real_time_format},
                        {"steps", c.steps},
+                       {"host_steps", c.host_steps},
+                       {"host_step_max_ns", c.host_step_max_ns},
                        {"error_bound_ns", or_null(c.error_bound_ns)},
                        {"residual_max_ns", c.residual_max_ns},
                        {"bracket_max_ns", c.bracket_max_ns},
@@ -63,6 +66,10 @@ std::string clock_summary(const ClockFigures& c) {
         }
         if (c.rate_ppm) {
             line += fmt::format(", rate {:+.3f} ppm", *c.rate_ppm);
+        }
+        if (c.host_steps > 0) {
+            line += fmt::format(", host clock stepped {} times, at most {} ns", c.host_steps,
+                                c.host_step_max_ns);
         }
         line += c.steps > 0 ? fmt::format(", {} steps)", c.steps) : std::string(")");
     }

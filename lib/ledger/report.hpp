@@ -39,6 +39,12 @@ struct ClockFigures {
     std::string converted_by;        // "phc", "clock_pairs", "" (not converted)
     std::uint64_t measurements = 0;  // conversion updates (once a second)
     std::uint64_t steps = 0;         // updates that stepped (the NIC clock jumped > 128 ms)
+    // Steps of the host's CLOCK_REALTIME (an NTP step, a leap second) seen
+    // by the conversion: a forward one is followed at once, a backward one
+    // slewed, so frame times never go back (verbs-mlx5-3.md R7).
+    std::uint64_t host_steps = 0;
+    std::int64_t host_step_max_ns = 0;  // the largest |step|
+    bool real_time_format = false;      // stamps were seconds << 32 | ns, decoded
     // Converted frame times are within this of CLOCK_REALTIME (nullopt: not
     // converted, or fewer than two measurements): the worst of the closed
     // intervals, each the larger of |residual| + bracket/2 at its two ends.

@@ -92,6 +92,15 @@ struct SimHardware::State {
         std::size_t head = 0;
         std::size_t count = 0;
         std::size_t flows = 0;  // rules steering to this QP
+        // rdma-core before v55 (SimConfig::provider_release): after a
+        // completion the provider consumed without parsing, the receive
+        // queue's tail is one behind, and each later completion of the QP
+        // carries the wr_id of the WR before it (providers/mlx5/cq.c
+        // handle_responder_lazy: wq->wrid[wq->tail & (wqe_cnt - 1)]; fixed by
+        // commit 7e8db6fbd, which takes the CQE's wqe_counter). RESET puts
+        // the indices back (verbs.c mlx5_modify_qp → mlx5_init_qp_indices).
+        bool tail_behind = false;
+        std::uint64_t behind_wr_id = 0;
 
         void push(const RecvRequest& wr) {
             ring[(head + count) % ring.size()] = wr;
@@ -106,6 +115,7 @@ struct SimHardware::State {
         void discard() {
             head = 0;
             count = 0;
+            tail_behind = false;
         }
     };
 
@@ -317,6 +327,13 @@ struct SimHardware::State {
         return static_cast<std::uint64_t>(static_cast<std::int64_t>(config.host_time_base_ns) +
                                           config.phc_offset_ns + nominal_ns(ticks));
     }
+    // The PHC as the real-time CQE field: seconds << 32 | nanoseconds (the
+    // kernel's mlx5/core/lib/clock.h REAL_TIME_TO_NS decodes it back).
+    std::uint64_t real_time_stamp(std::uint64_t ticks) const {
+        const std::uint64_t ns = wallclock_ns(ticks);
+        return (ns / 1'000'000'000u) << 32 | (ns % 1'000'000'000u);
+    }
+    std::uint64_t shifted_wr_ids = 0;  // completions given a previous WR's wr_id (pre-v55)
     // Where inside a read's bracket the clock was latched, 0..1 in 1/1024:
     // spread over the bracket, reproducibly (a counter through a hash).
     std::uint32_t latch_fraction() {
@@ -426,6 +443,12 @@ class SimCompletionQueue final : public verbs::CompletionQueue {
             // clock_info_page). The engine's CQ wrapper (lib/sources/verbs/
             // ibv_queues.cpp) then polls with ibv_poll_cq, which reads no
             // clock, and says so through timestamps() and lost_completions().
+            if (s.config.provider_release < 55) {
+                if (State::Qp* qp = qp_of(rec_->from[rec_->head])) {
+                    qp->tail_behind = true;
+                    qp->behind_wr_id = rec_->ring[rec_->head].wr_id;
+                }
+            }
             rec_->head = (rec_->head + 1) % rec_->ring.size();
             --rec_->count;
             ++lost_;
@@ -435,10 +458,17 @@ class SimCompletionQueue final : public verbs::CompletionQueue {
                 rec_->ring[at].has_timestamp = false;  // ibv_wc has no timestamp
                 rec_->ring[at].hw_timestamp = 0;
             }
+            rec_->ready.store(rec_->count, std::memory_order_release);
+            return 0;  // as lib/sources/verbs/ibv_queues.cpp: nothing more in this poll
         }
         const std::size_t n = std::min(out.size(), rec_->count);
         for (std::size_t i = 0; i < n; ++i) {
             out[i] = rec_->ring[rec_->head];
+            State::Qp* qp = qp_of(rec_->from[rec_->head]);
+            if (qp != nullptr && qp->tail_behind && out[i].status == WcStatus::success) {
+                std::swap(out[i].wr_id, qp->behind_wr_id);  // the previous WR's
+                ++s.shifted_wr_ids;
+            }
             rec_->head = (rec_->head + 1) % rec_->ring.size();
         }
         rec_->count -= n;
@@ -462,6 +492,10 @@ class SimCompletionQueue final : public verbs::CompletionQueue {
     std::shared_ptr<SimHardware> hw_;
     State::Cq* rec_;
     std::uint64_t lost_ = 0;  // completions consumed by a failed start_poll
+    // The QP a CQ entry completes, writable (the provider's per-QP state).
+    State::Qp* qp_of(const State::Qp* qp) {
+        return const_cast<State::Qp*>(qp);  // NOLINT: the entries point into State's own QPs
+    }
 };
 
 class SimFlow final : public verbs::Flow {
@@ -701,6 +735,13 @@ class SimDevice final : public verbs::Device {
         caps_.flow_steering = c.flow_steering;
         caps_.completion_timestamps = c.completion_timestamps;
         caps_.hca_core_clock_khz = c.completion_timestamps ? c.clock_khz : 0;
+        // mlx5dv_query_device's MLX5DV_CONTEXT_FLAGS_REAL_TIME_TS: the kernel
+        // sets it where the queues take the real-time format (drivers/
+        // infiniband/hw/mlx5/main.c set_ucontext_resp, rt_supported on the
+        // SQ, RQ and QP formats: real-time only or both).
+        caps_.real_time_ts =
+            c.reports_real_time_ts.value_or(c.completion_timestamps && c.ts_real_time);
+        caps_.provider_release = c.provider_release;
         caps_.flow_counters = c.flow_counters;
         State& s = hw_->state();
         const std::lock_guard lock(s.mu);
@@ -1018,7 +1059,13 @@ void SimHardware::deliver(Bytes frame, std::uint64_t ticks) {
                 c.has_timestamp = true;
                 break;
             case verbs::TimestampFormat::wallclock_ns:
-                c.hw_timestamp = s.wallclock_ns(s.clock);
+                // A real-time CQ gives the raw CQE field, seconds << 32 | ns
+                // (rdma-core providers/mlx5/cq.c mlx5_cq_fill_pfns: its
+                // read_completion_wallclock_ns is mlx5_cq_read_wc_completion_ts,
+                // be64toh(cqe64->timestamp)); a free-running one the PHC's ns
+                // through the clock-info page (mlx5dv_ts_to_ns).
+                c.hw_timestamp =
+                    qp->cq->real_time ? s.real_time_stamp(s.clock) : s.wallclock_ns(s.clock);
                 c.has_timestamp = true;
                 break;
             case verbs::TimestampFormat::none:
@@ -1201,6 +1248,11 @@ std::size_t SimHardware::min_posted_wrs() const {
         any = true;
     }
     return least;
+}
+
+std::uint64_t SimHardware::shifted_wr_ids() const {
+    const std::lock_guard lock(state_->mu);
+    return state_->shifted_wr_ids;
 }
 
 std::size_t SimHardware::ordering_violations() const {

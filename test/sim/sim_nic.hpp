@@ -66,6 +66,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -116,6 +117,17 @@ struct SimConfig {
     // clock_update; mlx5.c _mlx5dv_get_clock_info: `if (!ci) return EINVAL`;
     // cons_index is given back for EBUSY only). verbs-mlx5-2.md N3.
     bool clock_info_page = true;
+    // The rdma-core release the simulated provider behaves as
+    // (DeviceCaps::provider_release): before 55 a completion consumed by the
+    // failed start_poll above leaves its QP's receive tail behind, and every
+    // later completion of that QP carries the previous WR's wr_id until the
+    // QP is reset (verbs-mlx5-3.md R5; Debian 12 ships 44).
+    std::uint32_t provider_release = 56;
+    // What mlx5dv_query_device says of the real-time format, where it is not
+    // what the queues do (a driver that reports one format and a NIC that
+    // writes another): tests of the engine's check of the first stamp. By
+    // default the truth: completion_timestamps && ts_real_time.
+    std::optional<bool> reports_real_time_ts;
     bool flow_counters = true;  // counters can be created and attached (the probe)
     // How many counted flow rules the device grants before it refuses one at
     // ibv_create_flow (EOPNOTSUPP); 0 refuses every counted rule.
@@ -270,6 +282,9 @@ class SimHardware {
     // with flows still attached, a CQ with QPs still attached, a device
     // handle with memory regions, CQs or QPs still alive.
     std::size_t ordering_violations() const;
+    // Completions polled with a previous WR's wr_id (SimConfig::
+    // provider_release before 55, after a clock-page failure).
+    std::uint64_t shifted_wr_ids() const;
 
     // Write hw_counters files the way mlx5 lays them out:
     // root/<name>/ports/<port>/hw_counters/{out_of_buffer,...} and

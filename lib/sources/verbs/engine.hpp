@@ -225,7 +225,8 @@ class VerbsEngine {
     // The end of a poll for one QP: publish, recover or re-post. True while
     // it awaits recovery (it is looked at again after the next poll).
     bool finish_poll(Qp& qp, bool idle);
-    void poll_until(const std::atomic<bool>& stop);  // run() without its error handling
+    void poll_until(const std::atomic<bool>& stop);      // run() without its error handling
+    void check_first_stamp(const verbs::Completion& c);  // throws: an implausible stamp
     void recover(Qp& qp);
     // The CQ and a QP per plan entry, with the first timestamp format the
     // device takes (device ticks, wall clock, none).
@@ -298,6 +299,10 @@ class VerbsEngine {
     verbs::TimestampFormat timestamps_ = verbs::TimestampFormat::none;
     NicClock clock_;
     std::uint64_t batch_realtime_ns_ = 0;
+    bool first_stamp_checked_ = false;
+    // The device went fatal (its event, or a counter read's EIO): the
+    // watchdog reads no more counters (main thread; verbs-mlx5-3.md R8).
+    std::atomic<bool> fatal_seen_{false};
     std::chrono::steady_clock::time_point last_clock_sync_{};
 };
 

@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "formats/codif.hpp"
@@ -238,11 +240,49 @@ void VerbsEngine::clock_unreadable() {
     timestamps_ = verbs::TimestampFormat::none;
     clock_.stamps_from_host();
     stats_.clock_lost_completions = cq_->lost_completions();
+    const std::uint32_t release = device_.caps().provider_release;
+    const bool tail_behind = release < 55;
+    if (tail_behind) {
+        // Before rdma-core v55 the consumed completion left its QP's receive
+        // tail one behind: every later completion of that QP would name the
+        // WR before its own, each slot delivered with the next frame's
+        // length (verbs-mlx5-3.md R5). Which QP it was is unknown, so every
+        // QP of the CQ is reset now, before anything more is polled: RESET
+        // puts rdma-core's indices back (verbs.c mlx5_init_qp_indices) and
+        // removes the QPs' completions still in the CQ, whose frames become
+        // gaps, counted by the sequences.
+        const auto now = std::chrono::steady_clock::now();
+        for (auto& q : qps_) {
+            if (!q->needs_recovery) {
+                q->needs_recovery = true;
+                q->error_since = now - options_.drain_timeout;
+                IBVCAP_PROBE2(recovery_start, q->index, std::uint8_t{0xfe});
+            }
+        }
+    }
     ledger_.add_note(fmt::format(
         "timestamps: {} could not read its clock while polling (ibv_start_poll: EINVAL, the "
         "clock-info page is not mapped); after frame {} frames are stamped with CLOCK_REALTIME "
-        "when each batch is polled, and {} completion(s) the failed poll consumed are lost",
-        device_.caps().name, stats_.frames, stats_.clock_lost_completions));
+        "when each batch is polled, and {} completion(s) the failed poll consumed are lost{}",
+        device_.caps().name, stats_.frames, stats_.clock_lost_completions,
+        tail_behind
+            ? fmt::format(
+                  "; rdma-core {} (before v55) would then name each slot one completion "
+                  "late, so every QP of the CQ was reset and the completions still in it "
+                  "dropped (their frames are gaps)",
+                  release == 0 ? std::string("of unknown release") : std::to_string(release))
+            : std::string()));
+}
+
+void VerbsEngine::check_first_stamp(const verbs::Completion& c) {
+    // Once (verbs-mlx5-3.md R1): a stamp decoded in a format the NIC does
+    // not write makes every frame time wrong; the run stops before the
+    // first frame is handed on.
+    first_stamp_checked_ = true;
+    std::string why = clock_.implausible(c.hw_timestamp);
+    if (!why.empty()) {
+        throw std::runtime_error(std::move(why));
+    }
 }
 
 ClockFigures VerbsEngine::clock_figures() const {
@@ -332,6 +372,9 @@ void VerbsEngine::handle(const verbs::Completion& c) {
             f.head = Bytes(q.payload.host_view + payload_offset(slot), c.byte_len);
         }
         f.wire_bytes = c.byte_len;
+        if (c.has_timestamp && !first_stamp_checked_) [[unlikely]] {
+            check_first_stamp(c);
+        }
         f.timestamp_ns = timestamp_ns(c);
         ++stats_.frames;
         bytes_ += c.byte_len;

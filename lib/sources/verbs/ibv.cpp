@@ -47,6 +47,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
 
@@ -324,6 +325,43 @@ bool probe_flow_counters(ibv_context* context) {
 
 // ibv_get_device_list(3), its failure thrown, except on a kernel without
 // RDMA support (ENOSYS): no devices, so a null list and `count` 0.
+// What only mlx5's direct-verbs interface tells (verbs-mlx5-3.md R1, R5):
+// whether wall-clock completion timestamps are the real-time clock's raw
+// seconds << 32 | nanoseconds (mlx5dv_query_device(3),
+// MLX5DV_CONTEXT_FLAGS_REAL_TIME_TS), and which rdma-core release the
+// provider is (its real file name). libmlx5 is looked up among the libraries
+// already loaded (RTLD_NOLOAD: libibverbs loaded it for an mlx5 device, as
+// libibverbs/libmlx5-rdmav34.so, soname libmlx5.so.1), not linked: ibvcap
+// then needs no mlx5 library where there is no mlx5 device, and asks the very
+// copy that drives the device.
+void query_mlx5(ibv_context* context, DeviceCaps& caps) {
+    using IsSupported = bool (*)(ibv_device*);
+    using QueryDevice = int (*)(ibv_context*, mlx5dv_context*);
+    void* const lib =
+        context == nullptr ? nullptr : dlopen("libmlx5.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (lib == nullptr) {
+        return;  // not an mlx5 device (its provider is another library)
+    }
+    const auto is_supported = reinterpret_cast<IsSupported>(dlsym(lib, "mlx5dv_is_supported"));
+    void* const query_symbol = dlsym(lib, "mlx5dv_query_device");
+    const auto query = reinterpret_cast<QueryDevice>(query_symbol);
+    if (is_supported != nullptr && query != nullptr && is_supported(context->device)) {
+        mlx5dv_context dv{};
+        dv.comp_mask = 0;
+        if (query(context, &dv) == 0) {
+            caps.real_time_ts = (dv.flags & MLX5DV_CONTEXT_FLAGS_REAL_TIME_TS) != 0;
+        }
+        Dl_info info{};
+        if (dladdr(query_symbol, &info) != 0 && info.dli_fname != nullptr) {
+            std::error_code ec;
+            const auto real = std::filesystem::canonical(info.dli_fname, ec);
+            caps.provider_release =
+                provider_release_of(ec ? std::string(info.dli_fname) : real.string());
+        }
+    }
+    dlclose(lib);  // the NOLOAD reference only; libibverbs keeps its own
+}
+
 DeviceListPtr device_list(int& count) {
     count = 0;
     errno = 0;
@@ -435,6 +473,7 @@ class IbvProvider final : public Provider {
         caps.completion_timestamps = attr.completion_timestamp_mask != 0;
         caps.hca_core_clock_khz = attr.hca_core_clock;
         caps.flow_counters = probe_flow_counters(context->get());
+        query_mlx5(context->get(), caps);
         return std::make_unique<IbvDevice>(std::move(context), std::move(caps));
     }
 };

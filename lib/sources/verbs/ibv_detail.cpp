@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -279,6 +280,36 @@ PollStart classify_start_poll(int rc, TimestampFormat timestamps) {
         default:
             return PollStart::error;
     }
+}
+
+std::uint32_t provider_release_of(std::string_view real_path) {
+    // The last path component, then the fourth and fifth dot-separated
+    // fields after ".so.": 1 . ABI . MAJOR . MINOR.
+    const std::size_t slash = real_path.rfind('/');
+    std::string_view name =
+        slash == std::string_view::npos ? real_path : real_path.substr(slash + 1);
+    const std::size_t so = name.find(".so.");
+    if (so == std::string_view::npos) {
+        return 0;
+    }
+    std::string_view rest = name.substr(so + 4);
+    std::vector<std::uint32_t> fields;
+    while (!rest.empty() && fields.size() < 5) {
+        const std::size_t dot = rest.find('.');
+        const std::string_view field = rest.substr(0, dot);
+        std::uint32_t v = 0;
+        if (field.empty() || field.size() > 6 ||
+            !std::all_of(field.begin(), field.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+            return 0;
+        }
+        for (const char c : field) {
+            v = v * 10 + static_cast<std::uint32_t>(c - '0');
+        }
+        fields.push_back(v);
+        rest = dot == std::string_view::npos ? std::string_view{} : rest.substr(dot + 1);
+    }
+    // 1.ABI.MAJOR[.MINOR]: the release is the third field.
+    return fields.size() >= 3 && fields[0] == 1 ? fields[2] : 0;
 }
 
 RegDmabufMrFn reg_dmabuf_mr_symbol() {

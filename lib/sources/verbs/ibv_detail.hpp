@@ -126,6 +126,14 @@ ibv_qp_init_attr raw_qp_init_attr(ibv_cq* cq, std::uint32_t depth, std::uint32_t
 enum class PollStart : std::uint8_t { ready, empty, retry, no_clock, error };
 PollStart classify_start_poll(int rc, TimestampFormat timestamps);
 
+// The rdma-core release a provider library file belongs to, from its real
+// file name: rdma-core names each provider libNAME.so.1.<ABI>.<PACKAGE_VERSION>
+// (providers/mlx5/CMakeLists.txt rdma_shared_provider(mlx5 ... 1
+// 1.24.${PACKAGE_VERSION}); Debian 12's is libmlx5.so.1.24.44.0), so
+// "…/libmlx5.so.1.24.44.0" is 44. 0 when the name does not say (a library
+// built another way): the caller then assumes the oldest behaviour.
+std::uint32_t provider_release_of(std::string_view real_path);
+
 // ibv_reg_dmabuf_mr, looked up at run time (dlvsym, version IBVERBS_1.12):
 // it first shipped in rdma-core 34 (libibverbs/libibverbs.map.in), and a
 // direct call would stop the binary from loading on older hosts. nullptr

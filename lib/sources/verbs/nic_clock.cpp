@@ -4,6 +4,7 @@
 #include "lib/sources/verbs/nic_clock.hpp"
 
 #include <fmt/format.h>
+#include <time.h>
 
 #include <algorithm>
 #include <span>
@@ -17,10 +18,35 @@ std::int64_t abs64(std::int64_t v) {
     return v < 0 ? -v : v;
 }
 
+std::int64_t read_ns(clockid_t id) {
+    timespec ts{};
+    ::clock_gettime(id, &ts);
+    return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// A measurement with the host's CLOCK_REALTIME − CLOCK_MONOTONIC read just
+// after it (ClockPoint; three vDSO reads, no system call).
+ClockPoint with_host_offset(ClockPoint p) {
+    const std::int64_t before = read_ns(CLOCK_REALTIME);
+    const std::int64_t mono = read_ns(CLOCK_MONOTONIC);
+    const std::int64_t after = read_ns(CLOCK_REALTIME);
+    p.realtime_minus_monotonic_ns = before + (after - before) / 2 - mono;
+    p.monotonic_ns = mono;
+    return p;
+}
+
 }  // namespace
 
 const char* to_string(FrameTime time) {
-    return time == FrameTime::utc ? "utc" : "nic";
+    switch (time) {
+        case FrameTime::utc:
+            return "utc";
+        case FrameTime::nic:
+            return "nic";
+        case FrameTime::host:
+            return "host";
+    }
+    return "?";
 }
 
 // --- ClockConverter -----------------------------------------------------------
@@ -39,7 +65,11 @@ void ClockConverter::push_piece(const Piece& p) {
 }
 
 void ClockConverter::anchor(const Point& p, std::int64_t slope) {
-    pieces_ = 0;
+    // The pieces before the anchor stay (a frame stamped before a forward
+    // step, converted after it); those at or after it are replaced.
+    while (pieces_ > 0 && static_cast<std::int64_t>(piece_[pieces_ - 1].x0 - p.x) >= 0) {
+        --pieces_;
+    }
     push_piece(Piece{p.x, p.u, slope});
     window_[0] = p;
     window_count_ = 1;
@@ -47,10 +77,33 @@ void ClockConverter::anchor(const Point& p, std::int64_t slope) {
     has_slew_end_ = false;
 }
 
+std::int64_t ClockConverter::host_step(const ClockPoint& m) {
+    if (m.monotonic_ns == 0) {
+        return 0;  // not read (tests of the converter alone)
+    }
+    std::int64_t step = 0;
+    if (last_mono_ != 0) {
+        const std::int64_t d = m.realtime_minus_monotonic_ns - last_rt_mono_;
+        // A daemon slews CLOCK_REALTIME at most 500 ppm (adjtimex MAXFREQ):
+        // more than 600 ppm of the time since, and over 1 ms, is a step.
+        const std::int64_t slewable =
+            std::max<std::int64_t>(1'000'000, (m.monotonic_ns - last_mono_) / 1'000'000 * 600);
+        if (abs64(d) > slewable) {
+            step = d;
+            ++host_steps_;
+            host_step_max_ = std::max(host_step_max_, abs64(d));
+        }
+    }
+    last_rt_mono_ = m.realtime_minus_monotonic_ns;
+    last_mono_ = m.monotonic_ns;
+    return step;
+}
+
 bool ClockConverter::update(const ClockPoint& m) {
     if (m.host_after_ns < m.host_before_ns) {
         return false;  // the host clock was stepped between the two reads
     }
+    const std::int64_t host_stepped = host_step(m);
     const Point pt{m.device, m.host_before_ns + (m.host_after_ns - m.host_before_ns) / 2,
                    m.host_after_ns - m.host_before_ns};
     ++updates_;
@@ -60,10 +113,19 @@ bool ClockConverter::update(const ClockPoint& m) {
         return true;
     }
     const std::int64_t e = convert(pt.x) - pt.u;  // the residual
-    if (abs64(e) > kStepNs) {
-        // The NIC clock jumped (a daemon stepped it): so does the map. The
-        // interval that ends here held the jump; no bound is claimed for it.
-        ++steps_;
+    // The host's own step explains the residual when removing it leaves
+    // less than the step threshold (a host step of s makes e ≈ −s).
+    const bool host_explains = host_stepped != 0 && abs64(e + host_stepped) <= kStepNs;
+    if (abs64(e) > kStepNs && host_explains && e > 0) {
+        // CLOCK_REALTIME went back (an NTP step, a leap second): frame
+        // time does not; the map slews onto the host's new line below.
+    } else if (abs64(e) > kStepNs) {
+        // The NIC clock jumped (a daemon stepped it), or the host's went
+        // forward: so does the map. The interval that ends here held the
+        // jump; no bound is claimed for it.
+        if (!host_explains) {
+            ++steps_;
+        }
         anchor(pt, rate_);
         return true;
     }
@@ -164,8 +226,12 @@ std::string NicClock::setup(verbs::Device& device, verbs::TimestampFormat format
     const verbs::DeviceCaps& caps = device.caps();
     const std::string dev = caps.name;
     raw_ = true;
+    real_time_ = format == verbs::TimestampFormat::wallclock_ns && caps.real_time_ts;
     convert_by_phc_ = false;
     convert_by_pairs_ = false;
+    // How the wall-clock stamps are written, for the notes.
+    const char* const written =
+        real_time_ ? "real-time format (seconds << 32 | ns, decoded)" : "wall-clock ns";
     switch (format) {
         case verbs::TimestampFormat::device_ticks: {
             const std::uint64_t khz = std::max<std::uint64_t>(caps.hca_core_clock_khz, 1);
@@ -177,7 +243,7 @@ std::string NicClock::setup(verbs::Device& device, verbs::TimestampFormat format
                 throw std::runtime_error(fmt::format(
                     "{}: the device clock cannot be read (ibv_query_rt_values_ex)", dev));
             }
-            converter_.update(ClockPoint{s->ticks, s->host_before_ns, s->host_after_ns});
+            converter_.update(with_host_offset({s->ticks, s->host_before_ns, s->host_after_ns}));
             raw_ = false;
             convert_by_pairs_ = mode == FrameTime::utc;
             if (phc_) {
@@ -199,10 +265,10 @@ std::string NicClock::setup(verbs::Device& device, verbs::TimestampFormat format
             converter_ = ClockConverter(std::uint64_t{1} << ClockConverter::kShift, 1'000'000'000);
             if (!phc_) {
                 return fmt::format(
-                    "timestamps: {} completion timestamps in wall-clock ns: the NIC's own clock "
-                    "(its PHC), not measured against CLOCK_REALTIME ({}); it drifts from UTC "
-                    "unless a PTP daemon disciplines it, and runs TAI (UTC + 37 s) under ptp4l",
-                    dev, phc_missing_);
+                    "timestamps: {} completion timestamps in {}: the NIC's own clock (its PHC), "
+                    "not measured against CLOCK_REALTIME ({}); it drifts from UTC unless a PTP "
+                    "daemon disciplines it, and runs TAI (UTC + 37 s) under ptp4l",
+                    dev, written, phc_missing_);
             }
             read_phc(mode == FrameTime::utc);
             const std::string offset =
@@ -214,15 +280,15 @@ std::string NicClock::setup(verbs::Device& device, verbs::TimestampFormat format
                 raw_ = false;
                 convert_by_phc_ = true;
                 return fmt::format(
-                    "timestamps: {} completion timestamps in wall-clock ns of its PHC "
-                    "(/dev/ptp{}), measured against CLOCK_REALTIME each second and converted to "
-                    "it, slewed; {}; the bound is in the report's clocks",
-                    dev, info_.index, offset);
+                    "timestamps: {} completion timestamps in {} of its PHC (/dev/ptp{}), "
+                    "measured against CLOCK_REALTIME each second and converted to it, slewed; {}; "
+                    "the bound is in the report's clocks",
+                    dev, written, info_.index, offset);
             }
             return fmt::format(
-                "timestamps: {} completion timestamps in wall-clock ns of its PHC (/dev/ptp{}) "
-                "as the NIC gives them{}; {}, measured each second (the report's clocks)",
-                dev, info_.index,
+                "timestamps: {} completion timestamps in {} of its PHC (/dev/ptp{}) as the NIC "
+                "gives them{}; {}, measured each second (the report's clocks)",
+                dev, written, info_.index,
                 mode == FrameTime::nic ? " (--timestamps nic)" : ", not converted", offset);
         }
         case verbs::TimestampFormat::none:
@@ -230,6 +296,44 @@ std::string NicClock::setup(verbs::Device& device, verbs::TimestampFormat format
                 read_phc(false);
             }
             return {};
+    }
+    return {};
+}
+
+std::string NicClock::implausible(std::uint64_t stamp) {
+    if (format_ != verbs::TimestampFormat::wallclock_ns || device_ == nullptr) {
+        return {};
+    }
+    const std::uint64_t ns = real_time_ ? real_time_to_ns(stamp) : stamp;
+    const std::string dev = device_->caps().name;
+    const std::string format =
+        real_time_ ? "decoded as the real-time format (seconds << 32 | ns)" : "read as ns";
+    const std::string fix =
+        "the NIC writes its timestamps in another format than its driver reports; capture with "
+        "--timestamps host (frame times from CLOCK_REALTIME at each poll) and report this with "
+        "the output of `ibvcap devices -v`";
+    if (phc_) {
+        const std::size_t n = phc_->sample(samples_);
+        const auto best =
+            narrowest(std::span<const PhcSample>(samples_.data(), std::min(n, samples_.size())));
+        if (best) {
+            const std::int64_t d =
+                static_cast<std::int64_t>(ns - static_cast<std::uint64_t>(best->phc_ns));
+            if (d > 1'000'000'000 || d < -1'000'000'000) {
+                return fmt::format(
+                    "{}: the first frame's completion timestamp {} ({}) is {:.3f} s from its PHC "
+                    "/dev/ptp{} read now ({} ns): {}",
+                    dev, stamp, format, static_cast<double>(d) / 1e9, info_.index, best->phc_ns,
+                    fix);
+            }
+            return {};
+        }
+    }
+    if (ns < kPlausibleFirstNs || ns >= kPlausibleLastNs) {
+        return fmt::format(
+            "{}: the first frame's completion timestamp {} ({}) is {} ns since 1970, not a time "
+            "of this century (no PHC to compare it with: {}): {}",
+            dev, stamp, format, ns, phc_ ? phc_->error() : phc_missing_, fix);
     }
     return {};
 }
@@ -250,8 +354,8 @@ void NicClock::read_phc(bool feed_converter) {
     offset_last_ = offset;
     ++phc_reads_;
     if (feed_converter) {
-        converter_.update(ClockPoint{static_cast<std::uint64_t>(best->phc_ns), best->host_before_ns,
-                                     best->host_after_ns});
+        converter_.update(with_host_offset(
+            {static_cast<std::uint64_t>(best->phc_ns), best->host_before_ns, best->host_after_ns}));
     }
 }
 
@@ -261,7 +365,7 @@ void NicClock::measure() {
     }
     if (convert_by_pairs_) {
         if (const auto s = device_->clock_sample()) {
-            converter_.update(ClockPoint{s->ticks, s->host_before_ns, s->host_after_ns});
+            converter_.update(with_host_offset({s->ticks, s->host_before_ns, s->host_after_ns}));
         }
     }
     if (phc_) {
@@ -277,11 +381,14 @@ ClockFigures NicClock::figures(const std::string& device) const {
         f.frame_times = "host";
     } else {
         f.frame_times = raw_ || mode_ == FrameTime::nic ? "nic" : "utc";
+        f.real_time_format = real_time_;
     }
     f.converted_by = convert_by_phc_ ? "phc" : convert_by_pairs_ ? "clock_pairs" : "";
     if (!f.converted_by.empty()) {
         f.measurements = converter_.updates();
         f.steps = converter_.steps();
+        f.host_steps = converter_.host_steps();
+        f.host_step_max_ns = converter_.host_step_max_ns();
         f.error_bound_ns = converter_.error_bound_ns();
         f.residual_max_ns = converter_.residual_max_ns();
         f.bracket_max_ns = converter_.bracket_max_ns();

@@ -18,8 +18,16 @@
 //     line u + r·(X − x) one second later (slewing at most 500 ppm, the
 //     kernel's limit for adjtimex, include/linux/timex.h MAXFREQ; a larger e
 //     takes longer), then follows that line;
-//   * |e| > 128 ms (ntpd's step threshold) means the NIC clock was stepped (a
-//     daemon set it): the map steps too, and `steps` counts it.
+//   * |e| > 128 ms (ntpd's step threshold) means a clock was stepped. Which
+//     one CLOCK_MONOTONIC tells (ClockPoint): where CLOCK_REALTIME moved
+//     against it by the step, the host was stepped (an NTP step, a leap
+//     second): forward, the map steps with it; backward, the map slews (at
+//     most 500 ppm, so a 1 s step takes 2000 s, and the error bound says
+//     so): frame time never goes back. Otherwise the NIC clock was stepped
+//     (a daemon set the PHC): the map steps too, and `steps` counts it. A
+//     step keeps the pieces before it, so a frame stamped before the step
+//     and converted after it still gets the old map (a forward NIC step; a
+//     backward one cannot be told from a later stamp).
 //
 // Error bound. Where the NIC clock's rate against CLOCK_REALTIME is constant
 // between two measurements (a free-running or a steadily disciplined clock),
@@ -49,16 +57,41 @@
 
 namespace ibvcap {
 
-// --timestamps: frame times in host UTC (measured and converted) or the NIC's
-// own clock (wall-clock ns as the NIC gives them; device ticks scaled by the
-// nominal hca_core_clock from one clock pair at setup).
-enum class FrameTime : std::uint8_t { utc, nic };
+// --timestamps: frame times in host UTC (measured and converted), the NIC's
+// own clock (wall-clock ns as the NIC gives them, decoded; device ticks scaled
+// by the nominal hca_core_clock from one clock pair at setup), or host: no
+// completion timestamps, CLOCK_REALTIME when each batch is polled (the way
+// out where the NIC's timestamps cannot be trusted).
+enum class FrameTime : std::uint8_t { utc, nic, host };
 const char* to_string(FrameTime time);
+
+// A real-time CQE timestamp (DeviceCaps::real_time_ts), seconds << 32 |
+// nanoseconds, in nanoseconds: the kernel decodes it so (drivers/net/
+// ethernet/mellanox/mlx5/core/lib/clock.h REAL_TIME_TO_NS, used by
+// mlx5_real_time_cyc2time), as does libxlio (time_converter_rtc.cpp). A
+// nanoseconds field of 10^9 or more (never written by a sane NIC) still
+// gives a value, never an overflow: 2^32 s · 10^9 < 2^63.
+constexpr std::uint64_t real_time_to_ns(std::uint64_t stamp) {
+    return (stamp >> 32) * 1'000'000'000ull + (stamp & 0xffffffffull);
+}
+
+// Wall-clock ns a frame of this century can carry: 2000-01-01 to 2100-01-01
+// UTC. A real-time stamp read as ns lands in the 23rd century, plain ns read
+// as a real-time stamp in 1982: both are outside.
+inline constexpr std::uint64_t kPlausibleFirstNs = 946'684'800ull * 1'000'000'000ull;
+inline constexpr std::uint64_t kPlausibleLastNs = 4'102'444'800ull * 1'000'000'000ull;
 
 struct ClockPoint {
     std::uint64_t device = 0;  // PHC ns, or device ticks
     std::int64_t host_before_ns = 0;
     std::int64_t host_after_ns = 0;
+    // CLOCK_REALTIME − CLOCK_MONOTONIC just after the measurement, and
+    // CLOCK_MONOTONIC then (0: not read). CLOCK_MONOTONIC is never stepped
+    // (clock_gettime(2)), so a change of the difference larger than any slew
+    // is a step of the host clock: the residual it causes is the host's,
+    // not the NIC's (verbs-mlx5-3.md R7).
+    std::int64_t realtime_minus_monotonic_ns = 0;
+    std::int64_t monotonic_ns = 0;
 };
 
 class ClockConverter {
@@ -96,6 +129,8 @@ class ClockConverter {
 
     std::uint64_t updates() const { return updates_; }
     std::uint64_t steps() const { return steps_; }
+    std::uint64_t host_steps() const { return host_steps_; }
+    std::int64_t host_step_max_ns() const { return host_step_max_; }
     std::optional<std::int64_t> error_bound_ns() const { return bound_; }
     std::int64_t residual_max_ns() const { return residual_max_; }
     std::int64_t bracket_max_ns() const { return bracket_max_; }
@@ -117,6 +152,8 @@ class ClockConverter {
     };
     void push_piece(const Piece& p);
     void anchor(const Point& p, std::int64_t slope);
+    // The host clock's step since the last measurement (0: none, or unknown).
+    std::int64_t host_step(const ClockPoint& m);
 
     std::int64_t nominal_ = std::int64_t{1} << kShift;
     std::uint64_t units_per_second_ = 1'000'000'000;
@@ -134,6 +171,10 @@ class ClockConverter {
     std::int64_t slew_end_bound_ = 0;
     std::uint64_t updates_ = 0;
     std::uint64_t steps_ = 0;
+    std::uint64_t host_steps_ = 0;
+    std::int64_t host_step_max_ = 0;
+    std::int64_t last_rt_mono_ = 0;
+    std::int64_t last_mono_ = 0;  // 0: no host reading yet
     std::optional<std::int64_t> bound_;
     std::int64_t residual_max_ = 0;
     std::int64_t bracket_max_ = 0;
@@ -150,13 +191,27 @@ class NicClock {
     std::string setup(verbs::Device& device, verbs::TimestampFormat format, FrameTime mode,
                       std::shared_ptr<PhcClock> phc, std::string_view phc_missing);
 
-    // Per frame: the host UTC ns of a completion timestamp.
+    // Per frame: the host UTC ns of a completion timestamp (a real-time one
+    // decoded first: a shift, a mask and a multiply).
     std::uint64_t to_host_ns(std::uint64_t stamp) const {
+        if (real_time_) {
+            stamp = real_time_to_ns(stamp);
+        }
         if (raw_) {
             return stamp;
         }
         return static_cast<std::uint64_t>(converter_.convert(stamp));
     }
+
+    // Once, for the first completion that carries a timestamp (poll thread;
+    // one PHC read): what is wrong with it, or empty. A wall-clock stamp,
+    // decoded, must be within a second of the PHC read now (the CQE's own
+    // clock; the completion was polled within milliseconds of its arrival),
+    // or, without a PHC, in this century. A stamp that fails says the
+    // timestamps are decoded in a format the NIC does not write
+    // (verbs-mlx5-3.md R1): every frame time would be wrong, so the run
+    // stops with this line.
+    std::string implausible(std::uint64_t stamp);
 
     // Once a second, on the poll thread: one measurement (an ioctl or a
     // clock pair), never an allocation unless a read fails.
@@ -167,6 +222,7 @@ class NicClock {
     void stamps_from_host() {
         format_ = verbs::TimestampFormat::none;
         raw_ = true;
+        real_time_ = false;
         convert_by_phc_ = false;
         convert_by_pairs_ = false;
     }
@@ -179,6 +235,7 @@ class NicClock {
     verbs::TimestampFormat format_ = verbs::TimestampFormat::none;
     FrameTime mode_ = FrameTime::utc;
     bool raw_ = true;
+    bool real_time_ = false;  // stamps are seconds << 32 | ns (DeviceCaps::real_time_ts)
     bool convert_by_phc_ = false;
     bool convert_by_pairs_ = false;
     std::shared_ptr<PhcClock> phc_;

@@ -54,9 +54,13 @@ bool qp_in_error(WcStatus status);
 // What a completion's timestamp means (the CQ's TimestampFormat):
 //   device_ticks — the NIC's free-running counter, converted by the engine
 //                  with hca_core_clock and a clock pair resynced each second;
-//   wallclock_ns — nanoseconds since the Unix epoch, converted by the
-//                  provider (mlx5: the NIC's real-time clock, or its
-//                  free-running one through the kernel's clock-info page);
+//   wallclock_ns — what ibv_wc_read_completion_wallclock_ns returns: on a
+//                  device without the real-time format, nanoseconds since
+//                  the Unix epoch, converted by the provider from
+//                  free-running ticks through the kernel's clock-info page;
+//                  on one with it (DeviceCaps::real_time_ts), the raw CQE
+//                  field, seconds << 32 | nanoseconds, which the engine
+//                  decodes (verbs-mlx5-3.md R1);
 //   none         — no hardware timestamp: the engine stamps CLOCK_REALTIME
 //                  when it polls.
 enum class TimestampFormat : std::uint8_t { none, device_ticks, wallclock_ns };
@@ -132,7 +136,22 @@ struct DeviceCaps {
     bool flow_steering = false;     // IBV_DEVICE_MANAGED_FLOW_STEERING
     bool completion_timestamps = false;
     std::uint64_t hca_core_clock_khz = 0;  // tick rate of completion timestamps
-    bool flow_counters = false;            // ibv_create_counters + count action
+    // Wall-clock completion timestamps are the real-time clock's raw CQE
+    // field, seconds << 32 | nanoseconds, not nanoseconds: mlx5dv_query_device
+    // reports MLX5DV_CONTEXT_FLAGS_REAL_TIME_TS (the kernel's
+    // set_ucontext_resp sets it where the SQ, RQ and QP take the real-time
+    // format), and then rdma-core's read_completion_wallclock_ns is the raw
+    // field (providers/mlx5/cq.c mlx5_cq_fill_pfns; commit 0c40d5351). The
+    // engine decodes it (lib/sources/verbs/nic_clock.hpp, real_time_to_ns).
+    bool real_time_ts = false;
+    // The rdma-core release of the provider library in use (55 for v55.0), 0
+    // when it cannot be told. Before v55 (commit 7e8db6fbd) a completion the
+    // provider consumed without parsing (ibv_start_poll: EINVAL on the
+    // clock-info page) leaves the receive queue's tail behind, and every later
+    // completion of that QP carries the previous WR's wr_id (mlx5/cq.c
+    // handle_responder_lazy: wq->wrid[wq->tail]); verbs-mlx5-3.md R5.
+    std::uint32_t provider_release = 0;
+    bool flow_counters = false;  // ibv_create_counters + count action
 };
 
 // The device's limits as (name, value), always in this order: max_qp,

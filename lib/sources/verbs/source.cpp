@@ -89,10 +89,12 @@ std::vector<std::string> device_capability_lines(verbs::Provider& provider,
                         yes(c.raw_packet_qp), yes(c.flow_steering), yes(c.flow_counters)),
             fmt::format("max_qp_wr: {}   max_cqe: {}   max_sge: {}", c.max_qp_wr, c.max_cqe,
                         c.max_sge),
-            fmt::format("completion timestamps: {}{}", yes(c.completion_timestamps),
-                        c.completion_timestamps
-                            ? fmt::format(" (clock {} kHz)", c.hca_core_clock_khz)
-                            : std::string())};
+            fmt::format(
+                "completion timestamps: {}{}", yes(c.completion_timestamps),
+                c.completion_timestamps
+                    ? fmt::format(" (clock {} kHz{})", c.hca_core_clock_khz,
+                                  c.real_time_ts ? "; real-time format: seconds<<32|ns" : "")
+                    : std::string())};
         if (limits) {
             for (const auto& [name, value] : verbs::device_limits(c)) {
                 lines.push_back(fmt::format("{}: {}", name, value));
