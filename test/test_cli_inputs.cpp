@@ -173,6 +173,23 @@ TEST(CliInputs, SourceSpecificGroups) {
     }
 }
 
+// --timestamps as typed (verbs-mlx5-3.md R1): host is taken by both
+// sources (the verbs capture then fails only for want of a device here);
+// nic only by verbs; any other word is one clear line naming the three.
+TEST(CliInputs, TimestampsTakesUtcNicOrHost) {
+    TempDir dir;
+    Result r = ibvcap(dir, "capture --source pcap -i lo -o o --timestamps bogus 239.1.1.1:4001");
+    EXPECT_EQ(r.code, 2);
+    expect_one_clear_line(r, "--timestamps bogus");
+    EXPECT_NE(r.err.find("give utc, nic or host"), std::string::npos) << r.err;
+    r = ibvcap(dir, "capture --source pcap -i lo -o o --timestamps nic 239.1.1.1:4001");
+    EXPECT_EQ(r.code, 2);
+    expect_one_clear_line(r, "--timestamps nic with pcap");
+    r = ibvcap(dir, "capture -i lo -o o --timestamps host 239.1.1.1:4001");
+    EXPECT_NE(r.code, 2) << "--timestamps host is not a usage error: " << r.err;
+    EXPECT_EQ(r.err.find("--timestamps"), std::string::npos) << r.err;
+}
+
 // GROUP:PORT@SOURCE,SOURCE as docs/operations.md writes it (issue 40): a
 // comma before an address continues the group's sources, one before
 // GROUP:PORT starts another group, in read and in capture; a list with an
