@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
@@ -33,6 +34,9 @@ std::string join_hint(int err, const std::string& interface, std::uint32_t addre
         case ENOBUFS:
             return "the kernel's membership limit was reached (sysctl "
                    "net.ipv4.igmp_max_memberships)";
+        case -ENOBUFS:  // from MCAST_JOIN_SOURCE_GROUP (source_hint)
+            return "the kernel's limit on sources per socket was reached (sysctl "
+                   "net.ipv4.igmp_max_msf; ibvcap joins at most that many per socket)";
         case EMFILE:
         case ENFILE:
             return "out of file descriptors (raise ulimit -n)";
@@ -105,7 +109,7 @@ MulticastMembership::MulticastMembership(MulticastMembership&& other) noexcept
       interface_address_(other.interface_address_),
       sources_(std::move(other.sources_)),
       ifindex_(other.ifindex_),
-      fd_(std::exchange(other.fd_, -1)) {}
+      fds_(std::exchange(other.fds_, {})) {}
 
 MulticastMembership& MulticastMembership::operator=(MulticastMembership&& other) noexcept {
     if (this != &other) {
@@ -115,7 +119,7 @@ MulticastMembership& MulticastMembership::operator=(MulticastMembership&& other)
         sources_ = std::move(other.sources_);
         interface_address_ = other.interface_address_;
         ifindex_ = other.ifindex_;
-        fd_ = std::exchange(other.fd_, -1);
+        fds_ = std::exchange(other.fds_, {});
     }
     return *this;
 }
@@ -133,50 +137,84 @@ void MulticastMembership::join() {
                         format_ipv4(group_), interface_, interface_));
     }
     ifindex_ = static_cast<int>(index);
-    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        throw_join_error(errno, group_, interface_, interface_address_);
-    }
+    const auto open_socket = [this] {
+        const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            const int err = errno;
+            leave();  // the sockets opened so far
+            throw_join_error(err, group_, interface_, interface_address_);
+        }
+        fds_.push_back(fd);
+        return fd;
+    };
     if (sources_.empty()) {
+        const int fd = open_socket();
         const ip_mreqn mreq = make_mreq(group_, interface_address_, ifindex_);
         if (::setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mreq, sizeof mreq) != 0) {
             const int err = errno;
-            ::close(fd);
+            leave();
             throw_join_error(err, group_, interface_, interface_address_);
         }
+        return;
     }
-    for (const std::uint32_t source : sources_) {
-        const group_source_req req = make_source_req(group_, source, ifindex_);
+    // At most igmp_max_msf sources per socket: read now, in the namespace
+    // the capture runs in (the sysctl is per network namespace).
+    const std::size_t per_socket = igmp_max_msf();
+    int fd = -1;
+    for (std::size_t i = 0; i < sources_.size(); ++i) {
+        if (i % per_socket == 0) {
+            fd = open_socket();
+        }
+        const group_source_req req = make_source_req(group_, sources_[i], ifindex_);
         if (::setsockopt(fd, IPPROTO_IP, MCAST_JOIN_SOURCE_GROUP, &req, sizeof req) != 0) {
             const int err = errno;
-            ::close(fd);  // drops the sources joined so far
+            leave();  // drops the sources joined so far
             throw std::system_error(
                 err, std::generic_category(),
-                fmt::format("cannot join {} from source {} on {}: {}", format_ipv4(group_),
-                            format_ipv4(source), interface_,
-                            join_hint(err, interface_, interface_address_)));
+                fmt::format(
+                    "cannot join {} from source {} on {}: {}", format_ipv4(group_),
+                    format_ipv4(sources_[i]), interface_,
+                    join_hint(err == ENOBUFS ? -ENOBUFS : err, interface_, interface_address_)));
         }
     }
-    fd_ = fd;
 }
 
 void MulticastMembership::leave() noexcept {
     if (!joined()) {
         return;
     }
-    // Closing the socket would drop the membership too; the explicit drop
+    // Closing the sockets would drop the membership too; the explicit drop
     // makes the kernel send the IGMP leave now. Its errors (the interface is
-    // gone, so the membership went with it) change nothing.
-    if (sources_.empty()) {
-        const ip_mreqn mreq = make_mreq(group_, interface_address_, ifindex_);
-        (void)::setsockopt(fd_, IPPROTO_IP, IP_DROP_MEMBERSHIP, &mreq, sizeof mreq);
+    // gone, so the membership went with it) change nothing. A join that
+    // failed part-way leaves here too: a drop of what was never joined only
+    // fails (EADDRNOTAVAIL).
+    const std::size_t per_socket = sources_.empty() ? 1 : igmp_max_msf();
+    for (std::size_t k = 0; k < fds_.size(); ++k) {
+        if (sources_.empty()) {
+            const ip_mreqn mreq = make_mreq(group_, interface_address_, ifindex_);
+            (void)::setsockopt(fds_[k], IPPROTO_IP, IP_DROP_MEMBERSHIP, &mreq, sizeof mreq);
+        }
+        for (std::size_t i = k * per_socket; i < sources_.size() && i < (k + 1) * per_socket; ++i) {
+            const group_source_req req = make_source_req(group_, sources_[i], ifindex_);
+            (void)::setsockopt(fds_[k], IPPROTO_IP, MCAST_LEAVE_SOURCE_GROUP, &req, sizeof req);
+        }
+        ::close(fds_[k]);
     }
-    for (const std::uint32_t source : sources_) {
-        const group_source_req req = make_source_req(group_, source, ifindex_);
-        (void)::setsockopt(fd_, IPPROTO_IP, MCAST_LEAVE_SOURCE_GROUP, &req, sizeof req);
+    fds_.clear();
+}
+
+std::size_t igmp_max_msf(const std::string& proc) {
+    // The kernel's own default when the file cannot be read (net/ipv4/
+    // igmp.c: sysctl_igmp_max_msf = IP_MAX_MSF, 10).
+    std::size_t value = 10;
+    if (FILE* f = std::fopen(proc.c_str(), "re")) {
+        long v = 0;
+        if (std::fscanf(f, "%ld", &v) == 1 && v >= 1) {
+            value = static_cast<std::size_t>(v);
+        }
+        std::fclose(f);
     }
-    ::close(fd_);
-    fd_ = -1;
+    return value;
 }
 
 void MulticastMembership::rejoin() {

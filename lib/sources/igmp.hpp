@@ -9,7 +9,13 @@
 // them, finds no socket for the port and drops them after libpcap has its copy.
 //
 // One socket per membership: the kernel's limit on memberships per socket
-// (net.ipv4.igmp_max_memberships, 20 by default) then never applies.
+// (net.ipv4.igmp_max_memberships, 20 by default) then never applies. A
+// source-specific group takes as many sockets as its sources need: the kernel
+// takes at most net.ipv4.igmp_max_msf sources (10 by default) per socket and
+// group (net/ipv4/igmp.c ip_mc_source: ENOBUFS once sl_count reaches it), and
+// the interface's filter is the union of its sockets' INCLUDE lists
+// (ip_mc_add_src counts each source per socket in sfcount[MCAST_INCLUDE]),
+// so the IGMPv3 report names every source (verbs-mlx5-3.md R4).
 #pragma once
 
 #include <cstdint>
@@ -53,7 +59,10 @@ class MulticastMembership {
     // leave() then join(): after a port came back up, or the interface was
     // re-created, so the switch hears a fresh report.
     void rejoin();
-    bool joined() const noexcept { return fd_ >= 0; }
+    bool joined() const noexcept { return !fds_.empty(); }
+    // The sockets holding the membership (one, or one per igmp_max_msf
+    // sources).
+    std::size_t sockets() const noexcept { return fds_.size(); }
 
     std::uint32_t group() const noexcept { return group_; }
     const std::string& interface() const noexcept { return interface_; }
@@ -64,8 +73,13 @@ class MulticastMembership {
     std::uint32_t interface_address_;
     std::vector<std::uint32_t> sources_;  // empty: any source
     int ifindex_ = 0;
-    int fd_ = -1;
+    std::vector<int> fds_;
 };
+
+// The most sources one socket may join per group in this network namespace:
+// /proc/sys/net/ipv4/igmp_max_msf (`proc` for tests), 10 (the kernel's
+// default, net/ipv4/igmp.c) when it cannot be read, at least 1.
+std::size_t igmp_max_msf(const std::string& proc = "/proc/sys/net/ipv4/igmp_max_msf");
 
 // One IGMP membership held for a run, as the capture engines see it: joined
 // when made, left when destroyed. Production: a kernel socket
