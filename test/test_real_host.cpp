@@ -7,6 +7,7 @@
 //   R5  rdma-core before v55: after a clock-page failure the CQ's QPs are
 //       reset before anything more is polled, so no slot is delivered under
 //       the previous WR's wr_id;
+//   R6  two netdevs of one port whose rules overlap are refused;
 //   R8  the watchdog reads no counters of a device already fatal.
 // The converter's host-clock steps (R7) are in test_nic_clock.cpp.
 #include <gtest/gtest.h>
@@ -20,6 +21,8 @@
 #include "engine_rig.hpp"
 #include "lib/sources/verbs/engine.hpp"
 #include "lib/sources/verbs/nic_clock.hpp"
+#include "lib/sources/verbs/source.hpp"
+#include "lib/usage_error.hpp"
 #include "test/sim/sim_nic.hpp"
 #include "test/sim/sim_phc.hpp"
 
@@ -211,6 +214,43 @@ TEST(ClockPageFallback, BeforeRdmaCoreV55EveryQpIsResetBeforeMoreIsPolled) {
             EXPECT_EQ(rig.engine->stats().recoveries, 0u);
             EXPECT_EQ(rig.engine->stats().frames, 3u + 8u);
         }
+    }
+}
+
+// R6: two netdevs of one port whose rules overlap are refused before
+// anything is made: a QinQ pair (two tags each: the rules match no VID, so
+// they are identical, one entry, every frame twice) and a parent with its
+// VLAN (two flow groups: one lane starves). Two single-tagged VLANs of
+// different ids stay two captures (test_engine TwoVlansOfOnePortAreTwoCaptures).
+TEST(SamePort, OverlappingNetdevsOfOnePortAreAUsageError) {
+    struct Row {
+        const char* what;
+        std::vector<std::uint16_t> a;
+        std::vector<std::uint16_t> b;
+        const char* says;
+    };
+    const Row rows[] = {
+        {"QinQ pair", {100, 7}, {100, 8}, "a netdev with two VLAN tags is matched without its ids"},
+        {"parent and VLAN", {}, {100}, "an untagged netdev's rules also match its VLANs' frames"},
+        {"one QinQ, one single", {100}, {100, 8}, "two VLAN tags"},
+    };
+    for (const Row& row : rows) {
+        SCOPED_TRACE(row.what);
+        SimProvider provider;
+        auto nic = provider.add({});
+        CaptureRequest request;
+        request.engine = options_for({kG1}, 16);
+        request.demux.groups = {kG1};
+        request.nic_counters = false;
+        request.targets = {{"sim_mlx5_0", 1, "x.a", 0, row.a}, {"sim_mlx5_0", 1, "x.b", 0, row.b}};
+        try {
+            VerbsSource source(request, provider, {});
+            ADD_FAILURE() << "accepted";
+        } catch (const UsageError& e) {
+            EXPECT_NE(std::string(e.what()).find(row.says), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("capture the port once"), std::string::npos);
+        }
+        EXPECT_EQ(nic->flows(), 0u);
     }
 }
 

@@ -629,24 +629,27 @@ TEST_F(SimNic, SourceIpRuleWinsOverGroupRule) {
     EXPECT_EQ(ant_flow->matched_packets(), std::optional<std::uint64_t>{2});
     EXPECT_EQ(flow->matched_packets(), std::optional<std::uint64_t>{1});
 
-    // Of two rules without a source, the first created takes the frame.
+    // Two rules of the same match are one entry with both destinations
+    // (mlx5 fs_core.c add_rule_fg, verbs-mlx5-3.md R6): each QP takes a copy,
+    // the first created first.
     auto qp_late = dev->create_qp(*cq, 16, 2);
     auto late_flow = qp_late->create_flow(match_for(kGroup, kPort), true);
     qp_late->modify(QpState::init);
     qp_late->modify(QpState::rtr);
-    const RecvRequest late = wr1(200, 30000, 2048);
-    qp_late->post_recv(std::span(&late, 1));
+    const std::vector<RecvRequest> late = {wr1(200, 30000, 2048), wr1(201, 34000, 2048)};
+    qp_late->post_recv(late);
     deliver(udp_frame(kSrcA, kGroup, kPort, 64));
     const auto more = drain();
-    ASSERT_EQ(more.size(), 1u);
-    EXPECT_EQ(more[0].wr_id, 1u);  // qp's next WR
-    EXPECT_EQ(late_flow->matched_packets(), std::optional<std::uint64_t>{0});
+    ASSERT_EQ(more.size(), 2u);
+    EXPECT_EQ(more[0].wr_id, 1u);    // qp's next WR
+    EXPECT_EQ(more[1].wr_id, 200u);  // and qp_late's
+    EXPECT_EQ(late_flow->matched_packets(), std::optional<std::uint64_t>{1});
     // Once the first rule is gone, the later one matches.
     flow.reset();
     deliver(udp_frame(kSrcA, kGroup, kPort, 64));
     const auto last = drain();
     ASSERT_EQ(last.size(), 1u);
-    EXPECT_EQ(last[0].wr_id, 200u);  // qp_late's WR
+    EXPECT_EQ(last[0].wr_id, 201u);  // qp_late's WR
     EXPECT_EQ(hw->flows(), 2u);
     late_flow.reset();
     ant_flow.reset();
@@ -1318,6 +1321,43 @@ TEST_F(SimNic, ResetRemovesTheQueuesCompletionsFromTheSharedCq) {
         other_flow.reset();
         other.reset();
     }
+}
+
+// Two rules of the same match on one device are one flow-table entry with
+// both destinations: mlx5's fs_core.c add_rule_fg finds the FTE of that
+// match value and adds the second rule's destination to it (check_
+// conflicting_ftes lets FWD_DEST and COUNT merge), so each QP gets a copy of
+// every frame, and each rule's counter counts it (verbs-mlx5-3.md R6: a QinQ
+// pair captured every frame twice on a real host, once in the sim).
+TEST(SimNicRules, IdenticalRulesAreOneEntryThatFeedsEveryDestination) {
+    SimProvider p;
+    auto hw = p.add({});
+    SimConfig cfg;
+    auto dev = p.open(cfg.name, cfg.port);
+    auto cq = dev->create_cq(16, TimestampFormat::none);
+    std::vector<std::uint8_t> mem(2 * 4096);
+    auto mr = dev->register_memory(mem.data(), mem.size());
+    std::vector<std::unique_ptr<verbs::QueuePair>> qps;
+    std::vector<std::unique_ptr<verbs::Flow>> flows;
+    for (std::uint64_t i = 0; i < 2; ++i) {
+        qps.push_back(dev->create_qp(*cq, 4, 1));
+        flows.push_back(qps.back()->create_flow(match_for(kGroup, kPort), true));
+        qps.back()->modify(QpState::init);
+        const RecvRequest r{
+            i, {Sge{reinterpret_cast<std::uint64_t>(mem.data() + i * 4096), 4096, mr->lkey()}}, 1};
+        qps.back()->post_recv(std::span(&r, 1));
+        qps.back()->modify(QpState::rtr);
+    }
+    hw->deliver(frame_of_size(100), 10);
+    std::array<Completion, 4> wc{};
+    ASSERT_EQ(cq->poll(wc), 2u) << "one copy per destination";
+    EXPECT_EQ(wc[0].wr_id, 0u);
+    EXPECT_EQ(wc[1].wr_id, 1u);
+    EXPECT_EQ(flows[0]->matched_packets(), 1u);
+    EXPECT_EQ(flows[1]->matched_packets(), 1u);
+    EXPECT_EQ(hw->counters().steered, 1u);
+    flows.clear();
+    qps.clear();
 }
 
 // The timestamp formats as mlx5 takes them. Kernel drivers/infiniband/hw/mlx5/

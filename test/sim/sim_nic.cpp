@@ -1023,26 +1023,24 @@ void SimHardware::fail_phc_reads(std::uint64_t reads) {
     state_->phc_failures = reads;
 }
 
-void SimHardware::deliver(Bytes frame, std::uint64_t ticks) {
-    UdpPacket pkt;
-    const bool udp = parse_udp_frame(frame, frame.size(), pkt) == PacketError::none;
-    State& s = *state_;
-    const std::lock_guard lock(s.mu);
-    s.clock += ticks;
-    if (!s.port_up || s.fatal) {
-        ++s.counters.link_down_lost;
-        return;
-    }
-    ++s.counters.rx_frames;
-    State::Rule* rule = udp ? s.match(frame, pkt) : nullptr;
-    if (rule == nullptr) {
-        ++s.counters.unmatched;
-        return;
-    }
+namespace {
+
+// Same match: the kernel's fs_core.c add_rule_fg finds the flow-table entry
+// with this match value in a group of this mask and adds the new rule's
+// destinations (and count action) to it (check_conflicting_ftes lets
+// FWD_DEST and COUNT merge): one FTE, every destination gets a copy.
+bool same_match(const FlowMatch& a, const FlowMatch& b) {
+    return a.dst_mac == b.dst_mac && a.dst_ip == b.dst_ip && a.src_ip == b.src_ip &&
+           a.dst_port == b.dst_port && a.match_vlan == b.match_vlan &&
+           (!a.match_vlan || a.vlan_id == b.vlan_id);
+}
+
+// One destination of a steered frame: a WR of the rule's QP, filled as
+// mlx5 fills it, and its completion.
+void deliver_to(State& s, const SimConfig& config, State::Rule* rule, Bytes frame) {
     if (rule->counted) {
         ++rule->matched;
     }
-    ++s.counters.steered;
     State::Qp* qp = rule->qp;
     if (qp == nullptr || qp->state != QpState::rtr || qp->count == 0 || s.withheld > 0) {
         s.withheld -= std::min<std::uint64_t>(s.withheld, 1);
@@ -1112,10 +1110,10 @@ void SimHardware::deliver(Bytes frame, std::uint64_t ticks) {
     left = frame.size();
     for (std::size_t i = 0; i < num_sge && left > 0; ++i) {
         const std::size_t n = std::min<std::size_t>(left, wr.sge[i].length);
-        if (n > 0 && (i == 0 || !config_.skip_payload_dma)) {
+        if (n > 0 && (i == 0 || !config.skip_payload_dma)) {
             std::memcpy(reinterpret_cast<std::uint8_t*>(wr.sge[i].addr), src, n);
 #if defined(__x86_64__)
-            if (config_.dma_leaves_cache) {
+            if (config.dma_leaves_cache) {
                 const auto begin = wr.sge[i].addr & ~std::uint64_t{63};
                 for (std::uint64_t line = begin; line < wr.sge[i].addr + n; line += 64) {
                     __builtin_ia32_clflush(reinterpret_cast<const void*>(line));
@@ -1132,6 +1130,35 @@ void SimHardware::deliver(Bytes frame, std::uint64_t ticks) {
         s.corrupt_byte_len.reset();
     }
     s.complete(*qp, c);
+}
+
+}  // namespace
+
+void SimHardware::deliver(Bytes frame, std::uint64_t ticks) {
+    UdpPacket pkt;
+    const bool udp = parse_udp_frame(frame, frame.size(), pkt) == PacketError::none;
+    State& s = *state_;
+    const std::lock_guard lock(s.mu);
+    s.clock += ticks;
+    if (!s.port_up || s.fatal) {
+        ++s.counters.link_down_lost;
+        return;
+    }
+    ++s.counters.rx_frames;
+    State::Rule* rule = udp ? s.match(frame, pkt) : nullptr;
+    if (rule == nullptr) {
+        ++s.counters.unmatched;
+        return;
+    }
+    ++s.counters.steered;
+    // Every rule of the same match is one FTE with all their destinations
+    // (same_match): each QP gets the frame, in the order the rules were made.
+    const FlowMatch first = rule->match;
+    for (const auto& r : s.rules) {
+        if (same_match(r->match, first)) {
+            deliver_to(s, config_, r.get(), frame);
+        }
+    }
 }
 
 void SimHardware::inject_qp_error(std::uint32_t qp_num) {

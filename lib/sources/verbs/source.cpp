@@ -140,22 +140,45 @@ VerbsSource::VerbsSource(VerbsSourceOptions options, verbs::Provider& provider,
     if (options_.targets.empty()) {
         throw std::runtime_error("no device to capture on");
     }
-    // One port given twice (by two names, or a name and its address; two
-    // VLAN netdevs of a port are two captures, their rules apart) would
-    // install the same rules twice; mlx5 adds the second destination to the
-    // same flow-table entry, so every frame would reach both engines and be
-    // written twice (verbs-mlx5-2.md N6).
+    // Two targets on one port share its flow table. Only two netdevs with one
+    // VLAN tag each, of different ids, get rules apart (the rules match the
+    // VID, kernel hw/mlx5/fs.c parse_flow_attr: cvlan_tag, first_vid). Any
+    // other pair overlaps: the same port twice (by two names, or a name and
+    // its address) or a QinQ pair (two tags: no VID is matched, so the rules
+    // are identical) installs the same rules twice, and mlx5 adds the second
+    // destination to the same flow-table entry (fs_core.c add_rule_fg), so
+    // every frame reaches both engines and is written twice; a parent and its
+    // VLAN put their rules in two flow groups, and whichever group matches
+    // first takes the frames while the other lane starves (verbs-mlx5-2.md
+    // N6, verbs-mlx5-3.md R6).
     for (std::size_t i = 0; i < options_.targets.size(); ++i) {
         for (std::size_t j = 0; j < i; ++j) {
             const CaptureTarget& a = options_.targets[j];
             const CaptureTarget& b = options_.targets[i];
-            if (a.device == b.device && a.port == b.port && a.vlan_ids == b.vlan_ids) {
+            if (a.device != b.device || a.port != b.port) {
+                continue;
+            }
+            const bool apart = a.vlan_ids.size() == 1 && b.vlan_ids.size() == 1 &&
+                               a.vlan_ids.front() != b.vlan_ids.front();
+            if (apart) {
+                continue;
+            }
+            const std::string na = a.netdev.empty() ? a.device : a.netdev;
+            const std::string nb = b.netdev.empty() ? b.device : b.netdev;
+            if (a.vlan_ids == b.vlan_ids && a.vlan_ids.size() < 2) {
                 throw UsageError(fmt::format(
                     "-i {} and -i {} are the same port ({} port {}): each frame would be "
                     "captured twice; give each port once",
-                    a.netdev.empty() ? a.device : a.netdev, b.netdev.empty() ? b.device : b.netdev,
-                    a.device, a.port));
+                    na, nb, a.device, a.port));
             }
+            throw UsageError(fmt::format(
+                "-i {} and -i {} share {} port {} and their flow rules overlap ({}): a frame "
+                "would reach both or only one; capture the port once, or give only VLAN "
+                "netdevs of one tag each, of different ids",
+                na, nb, a.device, a.port,
+                a.vlan_ids.size() > 1 || b.vlan_ids.size() > 1
+                    ? "a netdev with two VLAN tags is matched without its ids"
+                    : "an untagged netdev's rules also match its VLANs' frames"));
         }
     }
     for (const auto& target : options_.targets) {
