@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "lib/host/vlan_links.hpp"
 #include "lib/netaddr.hpp"
 
 namespace ibvcap {
@@ -278,8 +279,17 @@ std::vector<NetInterface> list_interfaces(const std::vector<InterfaceAddress>& a
         }
     }
     const auto ports = list_rdma_ports(sysfs_root);
-    const auto vlans =
-        read_vlan_table(sysfs_root.parent_path() / "proc" / "net" / "vlan" / "config");
+    auto vlans = read_vlan_table(sysfs_root.parent_path() / "proc" / "net" / "vlan" / "config");
+    if (sysfs_root == kSysfsRoot) {
+        // The running host: rtnetlink, which needs no privilege (the table
+        // above is root's only, verbs-mlx5-3.md R2). Its answer wins.
+        std::string why;
+        if (const auto links = dump_links(why)) {
+            for (auto& [name, vlan] : vlan_table_of(*links)) {
+                vlans[name] = std::move(vlan);
+            }
+        }
+    }
 
     std::vector<NetInterface> result;
     for (const auto& [name, s] : seen) {
@@ -297,6 +307,10 @@ std::vector<NetInterface> list_interfaces(const std::vector<InterfaceAddress>& a
         nif.vlan_ids = chain.ids;
         if (!nif.vlan_ids.empty()) {
             nif.vlan_real_device = real;
+        } else {
+            // net/8021q/vlan_dev.c vlan_type: DEVTYPE=vlan in the uevent.
+            const auto uevent = read_sysfs_file(net_dir / name / "uevent");
+            nif.vlan_id_unknown = uevent && uevent->find("DEVTYPE=vlan") != std::string::npos;
         }
         const auto drives = [](const RdmaPort& port, const std::string& netdev) {
             return std::find(port.netdevs.begin(), port.netdevs.end(), netdev) !=
@@ -341,6 +355,13 @@ NetInterface resolve_interface(std::string_view text,
     if (!it->up) {
         throw std::runtime_error(
             fmt::format("interface {0} is down (ip link set {0} up)", it->name));
+    }
+    if (it->vlan_id_unknown) {
+        throw std::runtime_error(fmt::format(
+            "interface {0} is a VLAN netdev but its VLAN id could not be read (rtnetlink gave "
+            "none and /proc/net/vlan/config is not readable): without it the rules cannot match "
+            "the VLAN; check `ip -d link show {0}`, or run the capture as root",
+            it->name));
     }
     if (it->ipv4.empty()) {
         throw std::runtime_error(

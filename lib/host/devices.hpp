@@ -34,6 +34,10 @@ struct NetInterface {
     // first, and the netdev that carries them untagged (its real device).
     std::vector<std::uint16_t> vlan_ids;
     std::string vlan_real_device;
+    // A VLAN netdev (sysfs uevent DEVTYPE=vlan) whose id neither rtnetlink
+    // nor the VLAN table gave: a capture on it is refused (resolve_interface),
+    // never silently untagged (verbs-mlx5-3.md R2).
+    bool vlan_id_unknown = false;
 };
 
 struct RdmaPort {
@@ -69,11 +73,13 @@ std::vector<RdmaPort> list_rdma_ports(const std::filesystem::path& sysfs_root = 
 // Every network interface named by `addresses` or present under
 // <sysfs_root>/class/net, sorted by name, with IPv4 addresses, link state, MTU
 // and the RDMA port that drives it (if any). A VLAN netdev is driven by the
-// port of its real device: its tags and real device come from the kernel's
-// VLAN table, <sysfs_root>/../proc/net/vlan/config (net/8021q/vlanproc.c
-// vlan_seq_show: "NAME | VID | REAL_DEVICE" per VLAN, the real device of a
-// stacked VLAN being the VLAN beneath it), so a fake tree holds sys/ and proc/
-// side by side.
+// port of its real device: its tags and real device come from rtnetlink on
+// the running host (lib/host/vlan_links.hpp: any user may read them), and
+// from the kernel's VLAN table, <sysfs_root>/../proc/net/vlan/config
+// (net/8021q/vlanproc.c vlan_seq_show: "NAME | VID | REAL_DEVICE" per VLAN,
+// the real device of a stacked VLAN being the VLAN beneath it; mode 0600, so
+// root's only), where rtnetlink did not say, and always for a fake tree
+// (sys/ and proc/ side by side).
 std::vector<NetInterface> list_interfaces(const std::vector<InterfaceAddress>& addresses,
                                           const std::filesystem::path& sysfs_root = kSysfsRoot);
 
@@ -95,8 +101,8 @@ std::string format_vlan_ids(const std::vector<std::uint16_t>& ids);
 
 // `-i`: a netdev name or one of the host's IPv4 addresses → the interface.
 // Throws std::runtime_error with a one-line message naming the fix when there
-// is no such interface or address, the interface is down, or it has no IPv4
-// address (multicast joins need one).
+// is no such interface or address, the interface is down, it has no IPv4
+// address (multicast joins need one), or it is a VLAN whose id is unknown.
 NetInterface resolve_interface(std::string_view text,
                                const std::vector<InterfaceAddress>& addresses,
                                const std::filesystem::path& sysfs_root = kSysfsRoot);
