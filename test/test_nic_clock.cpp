@@ -361,16 +361,25 @@ ClockPoint host_point(std::uint64_t x, std::int64_t u, int s, std::int64_t host_
     return p;
 }
 
+constexpr std::int64_t kHostBase = 1'700'000'000'000'000'000;
+
+// A PHC-ns converter measured at 0, 1, 2, 3 s after kHostBase, host steady.
+ClockConverter four_seconds_of_ns() {
+    ClockConverter conv(std::uint64_t{1} << ClockConverter::kShift, 1'000'000'000);
+    for (int s = 0; s <= 3; ++s) {
+        const std::int64_t t = kHostBase + s * 1'000'000'000LL;
+        conv.update(host_point(static_cast<std::uint64_t>(t), t, s, 0));
+    }
+    return conv;
+}
+
 // The host clock stepped back 1 s (an NTP step, a leap second): CLOCK_MONOTONIC
 // says it was the host's, so frame time does not go back: the map slews onto
 // the host's new line, at most 500 ppm (2000 s for 1 s), and says so.
 TEST(ClockConverter, AHostClockSteppedBackIsSlewedNeverFollowedBack) {
-    ClockConverter conv(std::uint64_t{1} << ClockConverter::kShift, 1'000'000'000);
-    const std::int64_t base = 1'700'000'000'000'000'000;
+    constexpr std::int64_t base = kHostBase;
     constexpr std::int64_t kS = 1'000'000'000;
-    for (int s = 0; s <= 3; ++s) {
-        conv.update(host_point(static_cast<std::uint64_t>(base + s * kS), base + s * kS, s, 0));
-    }
+    ClockConverter conv = four_seconds_of_ns();
     const auto x4 = static_cast<std::uint64_t>(base + 4 * kS);
     const std::int64_t before = conv.convert(x4 - 1);
     conv.update(host_point(x4, base + 3 * kS, 4, -kS));
@@ -395,12 +404,9 @@ TEST(ClockConverter, AHostClockSteppedBackIsSlewedNeverFollowedBack) {
 // Stepped forward, the host is followed at once (time goes forward), and it
 // is the host's step, not the NIC's.
 TEST(ClockConverter, AHostClockSteppedForwardIsFollowed) {
-    ClockConverter conv(std::uint64_t{1} << ClockConverter::kShift, 1'000'000'000);
-    const std::int64_t base = 1'700'000'000'000'000'000;
+    constexpr std::int64_t base = kHostBase;
     constexpr std::int64_t kS = 1'000'000'000;
-    for (int s = 0; s <= 3; ++s) {
-        conv.update(host_point(static_cast<std::uint64_t>(base + s * kS), base + s * kS, s, 0));
-    }
+    ClockConverter conv = four_seconds_of_ns();
     const auto x4 = static_cast<std::uint64_t>(base + 4 * kS);
     conv.update(host_point(x4, base + 5 * kS, 4, kS));
     EXPECT_EQ(conv.steps(), 0u);
