@@ -264,6 +264,7 @@ int cmd_capture(int argc, char** argv) {
         }
         engine.flow_counters = args.count("no-flow-counters") == 0;
         engine.split = args.count("no-split") == 0;
+        engine.frame_time_given = args.count("timestamps") > 0;
         engine.frame_time = timestamps == "nic"    ? FrameTime::nic
                             : timestamps == "host" ? FrameTime::host
                                                    : FrameTime::utc;

@@ -91,6 +91,7 @@ int cmd_doctor(int argc, char** argv) {
         ("frame-bytes", "UDP payload of one frame (CODIF header + data), for the MTU", cxxopts::value<std::uint32_t>()->default_value("8256"), "BYTES")
         ("ring-depth", "capture's --ring-depth, for the memlock figure", cxxopts::value<std::uint32_t>()->default_value("4096"), "N")
         ("max-frame", "capture's --max-frame, for the memlock figure", cxxopts::value<std::uint32_t>()->default_value("9022"), "BYTES")
+        ("ptp-device", "a PTP clock device to open and read as this user, e.g. /dev/ptp0 (repeatable)", cxxopts::value<std::vector<std::string>>(), "PATH")
         ("json", "a JSON array of the checks instead of lines")
         ("sysfs-root", "where sysfs is (tests)", cxxopts::value<std::string>()->default_value("/sys"), "DIR")
         ("procfs-root", "where procfs is (tests)", cxxopts::value<std::string>()->default_value("/proc"), "DIR")
@@ -115,6 +116,11 @@ int cmd_doctor(int argc, char** argv) {
     }
     if (args.count("interface")) {
         o.interfaces = args["interface"].as<std::vector<std::string>>();
+    }
+    if (args.count("ptp-device")) {
+        for (const auto& p : args["ptp-device"].as<std::vector<std::string>>()) {
+            o.ptp_devices.emplace_back(p);
+        }
     }
     o.output_dir = args["output-dir"].as<std::string>();
     if (o.output_dir.empty()) {

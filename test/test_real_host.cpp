@@ -71,11 +71,13 @@ struct PhcRig {
     std::unique_ptr<Demux> demux;
     std::unique_ptr<VerbsEngine> engine;
 
-    PhcRig(const SimConfig& config, bool with_phc, FrameTime mode = FrameTime::utc) {
+    PhcRig(const SimConfig& config, bool with_phc, FrameTime mode = FrameTime::utc,
+           bool mode_given = false) {
         nic = provider.add(config);
         device = provider.open(config.name, config.port);
         EngineOptions o = options_for({kG1}, 16);
         o.frame_time = mode;
+        o.frame_time_given = mode_given;
         if (with_phc) {
             o.phc = std::make_shared<sim::SimPhc>(nic, std::vector<std::string>{}, 2);
         } else {
@@ -178,6 +180,38 @@ TEST(RealTimeStamps, TimestampsHostAsksForNone) {
     EXPECT_EQ(rig.engine->timestamps(), verbs::TimestampFormat::none);
     EXPECT_TRUE(has_note(rig.ledger, "--timestamps host"));
     EXPECT_EQ(rig.engine->clock_figures().frame_times, "host");
+}
+
+// R3: a wall-clock device whose PHC cannot be opened (the service user and
+// a root-only /dev/ptpN): --timestamps utc asked for explicitly cannot be had
+// and the start is refused with the reason; as the default it goes on in the
+// NIC's own clock, with a warning and the note.
+TEST(RealTimeStamps, AnExplicitUtcWithoutThePhcIsRefused) {
+    const std::string missing =
+        "cannot open /dev/ptp2: Permission denied; add the user to the group ibvcap-ptp";
+    try {
+        SimConfig c = real_time_device();
+        SimProvider provider;
+        provider.add(c);
+        auto device = provider.open(c.name, c.port);
+        auto memory = make_host_payload_memory();
+        Ledger ledger;
+        EngineOptions o = options_for({kG1}, 16);
+        o.frame_time_given = true;
+        o.phc_missing = missing;
+        DemuxOptions d;
+        d.groups = o.groups;
+        Demux demux(d, ledger);
+        VerbsEngine engine(*device, std::move(o), demux, ledger, *memory, MembershipFactory{});
+        engine.start();
+        ADD_FAILURE() << "an explicit --timestamps utc without a PHC started";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("--timestamps utc"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("ibvcap-ptp"), std::string::npos) << e.what();
+    }
+    PhcRig by_default(real_time_device(), false);
+    EXPECT_EQ(by_default.engine->clock_figures().frame_times, "nic");
+    EXPECT_TRUE(has_note(by_default.ledger, "not measured against CLOCK_REALTIME"));
 }
 
 // R5: the clock-info page unreadable on rdma-core 44 (Debian 12). The

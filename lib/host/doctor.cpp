@@ -516,6 +516,9 @@ std::vector<Check> run_checks(const Options& o, const HostCalls& calls) {
             add(check_loopback(o, t));
         }
     }
+    for (const auto& path : o.ptp_devices) {
+        add(check_ptp_device(path));
+    }
     add(check_pcap_buffer(o, calls));
     add(check_disk_space(o, calls));
     add(check_direct_io(o, calls));

@@ -115,6 +115,9 @@ struct Options {
     // The capture's --ring-depth and --max-frame, for the memlock figure.
     std::uint32_t ring_depth = 4096;
     std::uint32_t max_frame = 9022;
+    // --ptp-device: PTP clock devices to open as the user running doctor (the
+    // service's PHC access, verbs-mlx5-3.md R3).
+    std::vector<std::filesystem::path> ptp_devices;
 };
 
 // The bytes of host memory one queue pair of a verbs capture registers (and
@@ -168,6 +171,11 @@ Check check_igmp(const Options& options, const Target& target);
 // the bracket), whether it runs TAI, whether a PTP daemon (a name in
 // <procfs_root>/*/comm) or an adjusted frequency says it is disciplined.
 // nullopt when calls.open_phc is unset.
+// --ptp-device PATH: whether this user can open and read the PTP clock at
+// PATH: FAIL when the open is refused (the line names the group and udev
+// rule), WARN when it opens but reads nothing (not a PTP clock, a driver
+// error), PASS with the offset to CLOCK_REALTIME.
+Check check_ptp_device(const std::filesystem::path& path);
 std::optional<Check> check_phc(const Options& options, const HostCalls& calls,
                                const Target& target);
 Check check_loopback(const Options& options, const Target& target);

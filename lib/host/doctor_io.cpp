@@ -71,6 +71,30 @@ std::optional<Check> check_phc(const Options& o, const HostCalls& calls, const T
     return make(Status::pass, "ptp clock", t.netdev, found);
 }
 
+Check check_ptp_device(const fs::path& path) {
+    std::string why;
+    const std::unique_ptr<PhcClock> phc = open_phc_device(path, -1, why);
+    if (!phc) {
+        return make(Status::fail, "ptp clock", path.string(), why,
+                    "frame times cannot be measured against UTC by this user");
+    }
+    std::array<PhcSample, 9> samples{};
+    const std::size_t n = phc->sample(samples);
+    const auto best = narrowest(std::span<const PhcSample>(samples.data(), n));
+    if (!best) {
+        return make(Status::warn, "ptp clock", path.string(),
+                    fmt::format("opened, but not read: {}",
+                                n == 0 ? phc->error() : "every bracket ran backwards"),
+                    "is it a PTP clock? (ls /sys/class/ptp)");
+    }
+    return make(Status::pass, "ptp clock", path.string(),
+                fmt::format("readable: PHC − CLOCK_REALTIME {:+.9f} s",
+                            static_cast<double>(
+                                best->phc_ns - (best->host_before_ns +
+                                                (best->host_after_ns - best->host_before_ns) / 2)) /
+                                1e9));
+}
+
 Check check_rp_filter(const Options& o, const Target& t) {
     // Documentation/networking/ip-sysctl.rst, rp_filter: "The max value from
     // conf/{all,interface}/rp_filter is used when doing source validation on the

@@ -71,8 +71,8 @@ int phc_index(const std::string& netdev) {
 
 class DevPtp final : public PhcClock {
   public:
-    DevPtp(int fd, int index, std::filesystem::path proc_root)
-        : fd_(fd), index_(index), proc_root_(std::move(proc_root)) {}
+    DevPtp(int fd, int index, std::filesystem::path proc_root, std::string path)
+        : fd_(fd), index_(index), proc_root_(std::move(proc_root)), path_(std::move(path)) {}
     ~DevPtp() override { ::close(fd_); }
     DevPtp(const DevPtp&) = delete;
     DevPtp& operator=(const DevPtp&) = delete;
@@ -151,12 +151,13 @@ class DevPtp final : public PhcClock {
     enum class Method { extended, basic, gettime };
     std::size_t failed(const char* call) {
         // Once a second at most, off the per-frame path: the text may allocate.
-        error_ = fmt::format("/dev/ptp{}: {}: {}", index_, call, std::strerror(errno));
+        error_ = fmt::format("{}: {}: {}", path_, call, std::strerror(errno));
         return 0;
     }
     int fd_;
     int index_;
     std::filesystem::path proc_root_;
+    std::string path_;  // as opened, for the error lines
     Method method_ = Method::extended;
     std::string error_;
 };
@@ -187,13 +188,31 @@ std::unique_ptr<PhcClock> open_netdev_phc(const std::string& netdev, std::string
         why = fmt::format("ETHTOOL_GET_TS_INFO on {}: {}", netdev, std::strerror(-index));
         return nullptr;
     }
-    const std::string path = fmt::format("/dev/ptp{}", index);
+    auto phc = open_phc_device(fmt::format("/dev/ptp{}", index), index, why, proc_root);
+    if (!phc) {
+        why = fmt::format("{} ({}'s PHC)", why, netdev);
+    }
+    return phc;
+}
+
+std::unique_ptr<PhcClock> open_phc_device(const std::filesystem::path& path, int index,
+                                          std::string& why,
+                                          const std::filesystem::path& proc_root) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        why = fmt::format("cannot open {} ({}'s PHC): {}", path, netdev, std::strerror(errno));
+        const int err = errno;
+        why = fmt::format("cannot open {}: {}", path.string(), std::strerror(err));
+        if (err == EACCES || err == EPERM) {
+            // systemd's udev left the kernel's 0600 (1e6854e1 makes it 0664
+            // only now): the package's rule gives the group read access.
+            why += fmt::format(
+                "; add the user to the group {0} (the ibvcap package's udev rule gives /dev/ptp* "
+                "to it: udevadm trigger -s ptp applies it now) or run as root",
+                kPtpGroup);
+        }
         return nullptr;
     }
-    return std::make_unique<DevPtp>(fd, index, proc_root);
+    return std::make_unique<DevPtp>(fd, index, proc_root, path.string());
 }
 
 std::vector<std::string> ptp_daemons(const std::filesystem::path& proc_root) {

@@ -72,6 +72,16 @@ class PhcClock {
 // has none, with `why` saying so (one clause).
 std::unique_ptr<PhcClock> open_netdev_phc(const std::string& netdev, std::string& why,
                                           const std::filesystem::path& proc_root = "/proc");
+// A PTP clock device by its path (`index` the N of ptpN, for the lines);
+// nullptr with `why` when it cannot be opened. Permission refused (EACCES,
+// EPERM: /dev/ptpN is root's only where udev leaves the kernel's mode) names
+// the fix: the package's udev rule gives the group ibvcap-ptp read access
+// (docs/operations.md, "The PTP clock for the service"; verbs-mlx5-3.md R3).
+std::unique_ptr<PhcClock> open_phc_device(const std::filesystem::path& path, int index,
+                                          std::string& why,
+                                          const std::filesystem::path& proc_root = "/proc");
+// The group the package's udev rule gives /dev/ptp* to (debian/ibvcap.udev).
+inline constexpr const char* kPtpGroup = "ibvcap-ptp";
 
 // PTP daemons whose names are in <proc_root>/*/comm: ptp4l, phc2sys,
 // timemaster, chronyd, ts2phc (sorted, each once). A heuristic: a running

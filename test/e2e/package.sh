@@ -30,6 +30,8 @@ INSTALLED=0
 USER_MADE=0
 STATE_MADE=0
 getent passwd ibvcap >/dev/null || USER_MADE=1
+PTP_GROUP_MADE=0
+getent group ibvcap-ptp >/dev/null || PTP_GROUP_MADE=1
 [ -e /var/lib/ibvcap ] || STATE_MADE=1
 package_cleanup() {
   local rc=$?
@@ -39,6 +41,9 @@ package_cleanup() {
   if [ "$USER_MADE" = 1 ] && getent passwd ibvcap >/dev/null; then
     deluser --system --quiet ibvcap >/dev/null 2>&1 || userdel ibvcap || true
     getent group ibvcap >/dev/null && { delgroup --system --quiet ibvcap >/dev/null 2>&1 || groupdel ibvcap || true; }
+  fi
+  if [ "$PTP_GROUP_MADE" = 1 ] && getent group ibvcap-ptp >/dev/null; then
+    delgroup --system --quiet ibvcap-ptp >/dev/null 2>&1 || groupdel ibvcap-ptp || true
   fi
   if [ "$STATE_MADE" = 1 ]; then
     rm -rf /var/lib/ibvcap
@@ -88,6 +93,39 @@ unit=$(dpkg -L ibvcap | grep -E '/ibvcap@\.service$' | head -n 1)
 systemd-analyze verify --man=no "$unit" >"$WORK/verify.log" 2>&1 ||
   fail "systemd-analyze verify $unit: $(cat "$WORK/verify.log")"
 say "systemd-analyze verify $unit: clean"
+
+# The PTP clock for the service (verbs-mlx5-3.md R3): the unit's
+# SupplementaryGroups= is the group the package made and its udev rule gives
+# /dev/ptp* to. A clock device made unreadable the way a host without the
+# rule makes it (root:root 0600; a harmless character node stands in for
+# /dev/ptpN, no PHC exists here) is refused to the ibvcap user, with the
+# unit's groups and capability, by a line that names the group; given the
+# rule's group and mode it opens (then it is no PTP clock: a WARN, not a
+# permission FAIL).
+supp=$(sed -n 's/^SupplementaryGroups=//p' "$unit")
+[ -n "$supp" ] || fail "$unit names no SupplementaryGroups= (the PTP clock group)"
+getent group "$supp" >/dev/null || fail "the unit's group $supp does not exist after dpkg -i"
+rule=$(dpkg -L ibvcap | grep -E '/rules\.d/[0-9]+-ibvcap\.rules$' | head -n 1)
+[ -n "$rule" ] || fail "the package has no udev rule"
+grep -qE "^SUBSYSTEM==\"ptp\", GROUP=\"$supp\", MODE=\"0640\"" "$rule" ||
+  fail "$rule does not give ptp devices to $supp: $(grep -v '^#' "$rule")"
+install -d -m 0755 "$WORK/dev"
+mknod "$WORK/dev/ptp9" c 1 3
+chmod 0600 "$WORK/dev/ptp9"
+chmod 0711 "$WORK"
+as_service() {
+  setpriv --reuid=ibvcap --regid=ibvcap --groups="$supp" --inh-caps=+net_raw \
+    --ambient-caps=+net_raw "$@"
+}
+out=$(as_service /usr/bin/ibvcap doctor -o "$WORK" --ptp-device "$WORK/dev/ptp9" 2>&1 || true)
+grep -qF "FAIL  ptp clock $WORK/dev/ptp9: cannot open $WORK/dev/ptp9: Permission denied; add the user to the group $supp" <<<"$out" ||
+  fail "a root-only clock device is not refused to ibvcap with the fix: $(grep ptp <<<"$out")"
+chgrp "$supp" "$WORK/dev/ptp9"
+chmod 0640 "$WORK/dev/ptp9"
+out=$(as_service /usr/bin/ibvcap doctor -o "$WORK" --ptp-device "$WORK/dev/ptp9" 2>&1 || true)
+grep -qF "WARN  ptp clock $WORK/dev/ptp9: opened" <<<"$out" ||
+  fail "ibvcap in $supp cannot open a clock device of the rule's group and mode: $(grep ptp <<<"$out")"
+say "PTP clock: the unit joins $supp, $rule gives ptp devices to it; a 0600 device refused to ibvcap with the fix, one of $supp 0640 opened"
 
 # The live capture, as nobody, through the service's ExecStart.
 testbed_up

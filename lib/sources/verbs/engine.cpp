@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -248,13 +249,29 @@ void VerbsEngine::create_queues(std::uint32_t cq_depth) {
                                           options_.phc_missing));
             last_clock_sync_ = std::chrono::steady_clock::now();
             break;
-        case TimestampFormat::wallclock_ns:
+        case TimestampFormat::wallclock_ns: {
+            const bool unmeasured = options_.frame_time == FrameTime::utc && !options_.phc;
+            if (unmeasured && options_.frame_time_given) {
+                throw std::runtime_error(fmt::format(
+                    "--timestamps utc: {} stamps frames with its PHC's wall clock, and the PHC "
+                    "cannot be read ({}), so frame times would stay the NIC's own (TAI under "
+                    "ptp4l); give the capture the PHC, or choose --timestamps nic or host",
+                    caps.name, options_.phc_missing));
+            }
+            if (unmeasured) {
+                // Once, at setup: the default could not be had.
+                std::fprintf(stderr,
+                             "ibvcap capture: warning: frame times are %s's own clock, not UTC: "
+                             "%s\n",
+                             caps.name.c_str(), options_.phc_missing.c_str());
+            }
             ledger_.add_note(fmt::format("{}; device ticks refused: {}",
                                          clock_.setup(device_, timestamps_, options_.frame_time,
                                                       options_.phc, options_.phc_missing),
                                          refused));
             last_clock_sync_ = std::chrono::steady_clock::now();
             break;
+        }
         case TimestampFormat::none:
             clock_.setup(device_, timestamps_, options_.frame_time, options_.phc,
                          options_.phc_missing);

@@ -81,6 +81,10 @@ struct EngineOptions {
     // --timestamps (docs/operations.md, "Time"): frame times in host UTC, the
     // NIC clock measured each second and converted, or the NIC's own clock.
     FrameTime frame_time = FrameTime::utc;
+    // --timestamps was given on the command line: an explicit utc that cannot
+    // be had (wall-clock stamps and no PHC to measure them by) stops the
+    // start; the default only warns (verbs-mlx5-3.md R3).
+    bool frame_time_given = false;
     // The device's netdev's PTP hardware clock (lib/host/phc.hpp); null when
     // it has none, and phc_missing says why.
     std::shared_ptr<PhcClock> phc;
