@@ -206,9 +206,9 @@ void build_vlan_host(const test::FakeTree& t) {
             "broken         | 9999  | eno1\n"
             "garbage line");
     // As the kernel makes it (net/8021q/vlanproc.c): root's only.
-    std::filesystem::permissions(t.root() / "proc/net/vlan/config",
-                                 std::filesystem::perms::owner_read |
-                                     std::filesystem::perms::owner_write);
+    std::filesystem::permissions(
+        t.root() / "proc/net/vlan/config",
+        std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
 std::vector<InterfaceAddress> vlan_host_addresses() {
