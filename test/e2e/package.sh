@@ -159,6 +159,18 @@ done
 [ -f "$STATE/metrics/t1.prom" ] || fail "no metrics file $STATE/metrics/t1.prom"
 say "2 service runs as nobody: zero-loss, one run directory each, capabilities dropped"
 
+# The VLAN path as the service user (verbs-mlx5-3.md R2): the kernel's VLAN
+# table is root's (0600), the tag must come from rtnetlink. Only where the
+# kernel can make a VLAN netdev; otherwise said, never passed silently.
+if why=$(ip netns exec "$RX_NS" ip link add link "$RX_IF" name "$RX_IF.100" type vlan id 100 2>&1); then
+  devices=$(ip netns exec "$RX_NS" setpriv --reuid=ibvcap --regid=ibvcap --groups="$supp" \
+    /usr/bin/ibvcap devices) || fail "ibvcap devices as ibvcap failed"
+  grep -qF "VLAN 100 on $RX_IF" <<<"$devices" || fail "ibvcap devices as ibvcap gives no VLAN tag: $devices"
+  say "VLAN path as ibvcap: $RX_IF.100 listed with its tag (rtnetlink)"
+else
+  say "NOT RUN (part): the VLAN path as ibvcap: this kernel cannot make a VLAN netdev ($why); proven by test_vlan_links on crafted rtnetlink dumps and a 0600 table read as nobody"
+fi
+
 # Removal: nothing but configuration left.
 dpkg-deb -c "$DEB" | awk '{ print substr($6, 2) }' | grep -v '/$' >"$WORK/files"
 dpkg -r ibvcap >"$WORK/remove.log" 2>&1 || fail "dpkg -r failed: $(tail -n 5 "$WORK/remove.log")"
