@@ -25,6 +25,7 @@ SOURCES=$(seq -s, -f '10.0.0.%g' 12 51)
 testbed_up --antennas 16
 ifindex=$(rx cat "/sys/class/net/$RX_IF/ifindex")
 # /proc/net/mcfilter: Idx Device MCA SRC INC EXC, the group as 0x%08x in host order.
+# shellcheck disable=SC2016 # awk's own fields
 filters() { rx awk -v idx="$ifindex" '$1 == idx && $3 == "0xef110005" { n++ } END { print n + 0 }' /proc/net/mcfilter; }
 
 say "(a) $GROUP from 40 sources, igmp_max_msf $(rx sysctl -n net.ipv4.igmp_max_msf)"
