@@ -263,7 +263,9 @@ void VerbsEngine::create_queues(std::uint32_t cq_depth) {
                 std::fprintf(stderr,
                              "ibvcap capture: warning: frame times are %s's own clock, not UTC: "
                              "%s\n",
-                             caps.name.c_str(), options_.phc_missing.c_str());
+                             caps.name.c_str(),
+                             options_.phc_missing.empty() ? "no PHC was looked for"
+                                                          : options_.phc_missing.c_str());
             }
             ledger_.add_note(fmt::format("{}; device ticks refused: {}",
                                          clock_.setup(device_, timestamps_, options_.frame_time,
