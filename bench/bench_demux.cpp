@@ -45,9 +45,9 @@
 #include "bench/bench_traffic.hpp"
 #include "formats/codif.hpp"
 #include "formats/vdif.hpp"
+#include "lib/core/netaddr.hpp"
 #include "lib/demux/demux.hpp"
 #include "lib/ledger/ledger.hpp"
-#include "lib/netaddr.hpp"
 #include "lib/traffic/generator.hpp"
 
 namespace {

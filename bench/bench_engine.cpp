@@ -43,10 +43,10 @@
 
 #include "bench/bench_sim.hpp"
 #include "formats/codif.hpp"
+#include "lib/core/device_calls.hpp"
+#include "lib/core/netaddr.hpp"
 #include "lib/demux/demux.hpp"
-#include "lib/device_calls.hpp"
 #include "lib/ledger/ledger.hpp"
-#include "lib/netaddr.hpp"
 #include "lib/sinks/block_sink.hpp"
 #include "lib/sources/igmp.hpp"
 #include "lib/sources/verbs/engine.hpp"
@@ -309,7 +309,7 @@ BENCHMARK(BM_Devices)
 // reachable only as device memory, every CODIF frame held and placed in its
 // (group, antenna) block ring by the sink's copy thread, which reads them in
 // batches. What is measured is the copy thread's device calls (the calls the
-// GPU build would make in the stand-in's place, lib/device_calls.hpp) per
+// GPU build would make in the stand-in's place, lib/core/device_calls.hpp) per
 // 1,000 frames and the payload bytes per copy call; the goal is <= 20 calls
 // per 1,000 frames. 24 streams in 12 rings (6 antennas x 2 groups). Each pass
 // waits until the copy thread has given every slot back.

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "formats/codif.hpp"
-#include "lib/netaddr.hpp"
+#include "lib/core/netaddr.hpp"
 #include "lib/traffic/generator.hpp"
 
 namespace ibvcap::bench {

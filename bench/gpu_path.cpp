@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "gpu/gpu.hpp"
-#include "lib/device_calls.hpp"
+#include "lib/core/device_calls.hpp"
 #include "lib/sinks/block_ring.hpp"
 #include "lib/sources/verbs/payload_memory.hpp"
 #include "lib/traffic/pattern.hpp"

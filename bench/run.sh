@@ -735,7 +735,7 @@ rm -rf "$page_dir"
 
 # --- 8. the USDT probes untraced --------------------------------------------------
 # Issue 30: every probe site tests its semaphore and computes its arguments
-# only while a tracer listens (lib/probes.hpp). What the probes cost untraced
+# only while a tracer listens (lib/core/probes.hpp). What the probes cost untraced
 # is this build's bench_demux against the same program built without them
 # (-DIBVCAP_USDT=OFF in $BUILD-nousdt, same build type). The two run in
 # turns, A B A B ..., so that a load from other work meets both; the best

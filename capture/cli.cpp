@@ -12,9 +12,9 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "lib/review/run_page.hpp"
 #include "lib/run/console.hpp"
 #include "lib/run/metrics.hpp"
-#include "lib/run/run_page.hpp"
 #include "lib/run/run_paths.hpp"
 
 namespace ibvcap::cli {

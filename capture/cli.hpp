@@ -9,16 +9,16 @@
 #include <vector>
 
 #include "formats/output.hpp"
+#include "lib/core/netaddr.hpp"
+#include "lib/core/usage_error.hpp"
 #include "lib/demux/demux.hpp"
 #include "lib/ledger/expect.hpp"
-#include "lib/netaddr.hpp"
 #include "lib/run/common.hpp"
 #include "lib/sinks/file_sinks.hpp"
-#include "lib/usage_error.hpp"
 
 namespace ibvcap::cli {
 
-// A mistake on the command line: exit code 2, one line (lib/usage_error.hpp).
+// A mistake on the command line: exit code 2, one line (lib/core/usage_error.hpp).
 using ibvcap::UsageError;
 
 std::vector<OutputFormat> parse_formats(const std::vector<std::string>& names);
@@ -27,7 +27,7 @@ std::vector<OutputFormat> parse_formats(const std::vector<std::string>& names);
 // std::vector<std::string> option at commas, which cuts GROUP:PORT@SOURCE,
 // SOURCE between its sources; the positional list is kept as these instead,
 // each whole (parse_value below), and parse_groups splits them
-// (split_group_list, lib/netaddr.hpp).
+// (split_group_list, lib/core/netaddr.hpp).
 struct GroupArgument {
     std::string text;
 };

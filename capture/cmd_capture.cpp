@@ -76,7 +76,7 @@ GpuRequest gpu_request(const cxxopts::ParseResult& args) {
     }
     if (args.count("ordered")) {
         // The reorder window copies frames on the poll thread, which never
-        // reads GPU memory (lib/frame.hpp, Frame::gather).
+        // reads GPU memory (lib/core/frame.hpp, Frame::gather).
         throw UsageError(fmt::format(
             "--ordered holds each stream's frames in host memory, but {} puts the payload in "
             "GPU memory: leave out --ordered, or {}",

@@ -1,9 +1,9 @@
 // ibvcap merge R1.json R2.json ... [--expect SITE.json] [--report OBS.json]:
-// one verdict for an observation captured by several hosts (lib/run/merge.hpp).
+// one verdict for an observation captured by several hosts (lib/review/merge.hpp).
 #include <fmt/format.h>
 
 #include "capture/cli.hpp"
-#include "lib/run/merge.hpp"
+#include "lib/review/merge.hpp"
 
 namespace ibvcap::cli {
 

@@ -1,15 +1,15 @@
 // ibvcap report RUN.json --html PAGE.html [--verify]: the run page of a
-// report written earlier (lib/run/run_page.hpp), optionally with verify's
+// report written earlier (lib/review/run_page.hpp), optionally with verify's
 // word on the run's files.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
 #include "capture/cli.hpp"
-#include "lib/run/merge.hpp"
-#include "lib/run/run_page.hpp"
+#include "lib/review/merge.hpp"
+#include "lib/review/run_page.hpp"
+#include "lib/review/verify.hpp"
 #include "lib/run/run_paths.hpp"
-#include "lib/run/verify.hpp"
 
 namespace ibvcap::cli {
 

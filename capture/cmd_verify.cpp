@@ -1,9 +1,9 @@
 // ibvcap verify [--report REPORT.json] FILE...: re-check a run's output files
-// against their sidecar indexes and the run's report (lib/run/verify.hpp).
+// against their sidecar indexes and the run's report (lib/review/verify.hpp).
 #include <fmt/format.h>
 
 #include "capture/cli.hpp"
-#include "lib/run/verify.hpp"
+#include "lib/review/verify.hpp"
 
 namespace ibvcap::cli {
 

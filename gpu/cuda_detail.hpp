@@ -31,7 +31,7 @@
 #include "gpu/gpu.hpp"
 #include "gpu/gpu_logic.hpp"
 #include "gpu/kernels.hpp"
-#include "lib/device_reads.hpp"
+#include "lib/core/device_reads.hpp"
 
 namespace ibvcap::gpu::detail {
 
@@ -176,7 +176,7 @@ FlushPath flush_path(int gpu);
 // threads never wait for each other.
 // - Into a buffer pin_host_buffer registered and mapped (the writers' staging
 //   buffer): one gather kernel per kSlotReadGatherCopies copies
-//   (lib/device_reads.hpp), whatever the layout of the slots, then one wait.
+//   (lib/core/device_reads.hpp), whatever the layout of the slots, then one wait.
 // - Anywhere else (the pin failed): a few strided copies
 //   (plan_strided_copies) bounded by the regions' own allocations, then one
 //   wait.

@@ -122,7 +122,7 @@ const char* to_string(Mode mode);  // "dma-buf", "nvidia-peermem", "staging"
 // gpu_logic.hpp: no flush at all below Owner ordering, or NVLink-C2C), both
 // GPU modes are refused with that reason and payload goes to staging.
 // Regions' DeviceMemory (the writers' reads): into a buffer it pinned,
-// gather_launches(copies) kernel launches per batch (lib/device_reads.hpp).
+// gather_launches(copies) kernel launches per batch (lib/core/device_reads.hpp).
 // `sysfs_root` is where /sys/module and the GPU's PCI resource file are
 // looked up (tests point it elsewhere).
 std::unique_ptr<PayloadMemory> make_gpu_payload_memory(
@@ -132,7 +132,7 @@ std::unique_ptr<PayloadMemory> make_gpu_payload_memory(
 // copy_to_host of `memory` has made so far, when it is the DeviceMemory of a
 // region of make_gpu_payload_memory; 0 for any other. For tests: a batch
 // into a buffer pin_host_buffer mapped takes gather_launches(copies) calls
-// (lib/device_reads.hpp).
+// (lib/core/device_reads.hpp).
 std::uint64_t device_copy_calls(const DeviceMemory& memory);
 
 // Plain copies between host and device memory (synchronous), for consumers

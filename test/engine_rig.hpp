@@ -15,7 +15,7 @@
 
 #include "frames.hpp"
 #include "generated_frames.hpp"
-#include "lib/device_calls.hpp"
+#include "lib/core/device_calls.hpp"
 #include "lib/host/nic_counters.hpp"
 #include "lib/run/verbs_capture.hpp"
 #include "lib/sinks/block_sink.hpp"

@@ -24,7 +24,7 @@
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
 #include "formats/vdif.hpp"
-#include "lib/frame.hpp"
+#include "lib/core/frame.hpp"
 #include "lib/traffic/pattern.hpp"
 
 namespace ibvcap::test {

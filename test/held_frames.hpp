@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "lib/frame.hpp"
+#include "lib/core/frame.hpp"
 
 namespace ibvcap::test {
 

@@ -16,12 +16,12 @@
 
 #include "frames.hpp"
 #include "generated_frames.hpp"
+#include "lib/core/usage_error.hpp"
 #include "lib/host/nic_counters.hpp"
 #include "lib/run/verbs_capture.hpp"
 #include "lib/sinks/block_consumer.hpp"
 #include "lib/sources/verbs/engine.hpp"
 #include "lib/traffic/generator.hpp"
-#include "lib/usage_error.hpp"
 #include "test/engine_rig.hpp"
 #include "test/sim/sim_nic.hpp"
 
@@ -718,7 +718,7 @@ TEST(Engine, PinningToACpuThatDoesNotExistEndsTheRunWithAnError) {
 }  // namespace
 }  // namespace ibvcap
 
-#include "lib/device_calls.hpp"
+#include "lib/core/device_calls.hpp"
 #include "lib/sinks/block_sink.hpp"
 #include "lib/traffic/pattern.hpp"
 

@@ -18,7 +18,7 @@
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
 #include "frames.hpp"
-#include "lib/netaddr.hpp"
+#include "lib/core/netaddr.hpp"
 #include "lib/traffic/generator.hpp"
 #include "lib/traffic/pattern.hpp"
 

@@ -1,7 +1,7 @@
 // The writers' reads of GPU payload, on the stand-in (gpu-cuda-2.md N1): a
 // writer buffer's device pieces reach the host in O(1) device calls whatever
 // the layout of the receive slots behind it. The stand-in logs the calls the
-// GPU build makes for each batch (lib/device_reads.hpp: one gather launch
+// GPU build makes for each batch (lib/core/device_reads.hpp: one gather launch
 // per kSlotReadGatherCopies copies into the pinned, mapped staging; without
 // the pin, the strided copies, counted as one call per copy), so a layout
 // whose records sit in scattered slots (per-antenna files from a shared QP;

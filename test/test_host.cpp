@@ -27,10 +27,10 @@
 
 #include "fake_tree.hpp"
 #include "frames.hpp"
+#include "lib/core/netaddr.hpp"
 #include "lib/host/devices.hpp"
 #include "lib/host/ethtool_stats.hpp"
 #include "lib/host/nic_counters.hpp"
-#include "lib/netaddr.hpp"
 #include "lib/sources/igmp.hpp"
 
 namespace ibvcap {

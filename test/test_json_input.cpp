@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "lib/ledger/json_input.hpp"
-#include "lib/run/merge.hpp"
+#include "lib/review/merge.hpp"
 
 namespace ibvcap {
 namespace {

@@ -1,4 +1,4 @@
-// `ibvcap merge` (lib/run/merge.hpp): one verdict for an observation that
+// `ibvcap merge` (lib/review/merge.hpp): one verdict for an observation that
 // several hosts captured, each some of its groups or antennas. The hosts are
 // played by `ibvcap read` of one generated pcap with a subset of the groups
 // or antennas; the merge of their reports must be the read of the whole.
@@ -19,7 +19,7 @@
 
 #include "cli.hpp"
 #include "frames.hpp"
-#include "lib/run/merge.hpp"
+#include "lib/review/merge.hpp"
 
 namespace ibvcap {
 namespace {

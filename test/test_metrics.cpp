@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "frames.hpp"
-#include "lib/netaddr.hpp"
+#include "lib/core/netaddr.hpp"
 #include "lib/run/metrics.hpp"
 
 namespace ibvcap {

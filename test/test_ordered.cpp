@@ -23,10 +23,10 @@
 #include "formats/fill_frame.hpp"
 #include "formats/vdif.hpp"
 #include "frames.hpp"
+#include "lib/review/verify.hpp"
 #include "lib/run/common.hpp"
 #include "lib/run/gen.hpp"
 #include "lib/run/read.hpp"
-#include "lib/run/verify.hpp"
 #include "lib/sinks/file_index.hpp"
 #include "lib/traffic/generator.hpp"
 

@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "engine_rig.hpp"
+#include "lib/core/usage_error.hpp"
 #include "lib/sources/verbs/engine.hpp"
 #include "lib/sources/verbs/nic_clock.hpp"
 #include "lib/sources/verbs/source.hpp"
-#include "lib/usage_error.hpp"
 #include "test/sim/sim_nic.hpp"
 #include "test/sim/sim_phc.hpp"
 

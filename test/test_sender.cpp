@@ -28,7 +28,7 @@
 #include "formats/packet.hpp"
 #include "formats/vdif.hpp"
 #include "frames.hpp"
-#include "lib/netaddr.hpp"
+#include "lib/core/netaddr.hpp"
 #include "lib/traffic/generator.hpp"
 #include "lib/traffic/sender.hpp"
 

@@ -15,7 +15,7 @@
 #include "generated_frames.hpp"
 #include "lib/ledger/report.hpp"
 #include "lib/ledger/timeline.hpp"
-#include "lib/run/run_page.hpp"
+#include "lib/review/run_page.hpp"
 #include "lib/run/verbs_capture.hpp"
 #include "lib/traffic/generator.hpp"
 #include "test/sim/sim_nic.hpp"
@@ -573,7 +573,7 @@ TEST(Presence, ALongRunMergesPairsOfBinsAndKeepsItsSums) {
     EXPECT_EQ(p.rows()[0].cells[24].missing, 3u);  // window 100 is in bin 24 (windows 97-100)
 }
 
-// The run page's series (lib/run/run_page.hpp, page_series) from a run's
+// The run page's series (lib/review/run_page.hpp, page_series) from a run's
 // report: each presence bin sums its windows' packets, bytes and missing, and
 // holds the writers' largest backlog in it (its peak: a backlog that rose
 // and fell within a bin is not hidden by its lower ends).

@@ -20,7 +20,7 @@
 #include "cli.hpp"
 #include "formats/output.hpp"
 #include "frames.hpp"
-#include "lib/netaddr.hpp"
+#include "lib/core/netaddr.hpp"
 #include "vdifio_transcript.hpp"
 
 namespace ibvcap::test {

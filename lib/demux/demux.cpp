@@ -4,9 +4,9 @@
 #include <array>
 #include <stdexcept>
 
+#include "lib/core/probes.hpp"
 #include "lib/demux/rate.hpp"
 #include "lib/ledger/expect.hpp"
-#include "lib/probes.hpp"
 
 namespace ibvcap {
 
@@ -411,7 +411,7 @@ std::optional<Reason> Demux::mismatch(const StreamStats& s, std::size_t index,
 
 namespace {
 // The ibvcap:frame verdict of a frame the tracker classified as `kind`
-// (lib/probes.hpp). Of a late frame: whether it shrank `missing` (filled a
+// (lib/core/probes.hpp). Of a late frame: whether it shrank `missing` (filled a
 // gap), and whether it was more than the window behind the newest (the
 // tracker's too_late branch; a late frame never moves the newest).
 std::uint8_t probe_verdict(SequenceTracker::Kind kind, bool filled, bool beyond_window) {
@@ -462,7 +462,7 @@ void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& pack
     // frames before a new start, the frames a restart's run skipped); a late
     // frame that filled a missing one is the only thing that shrinks it.
     // `missing` before the tracker is read only while a tracer listens
-    // (lib/probes.hpp): untraced, a load of each semaphore and a branch.
+    // (lib/core/probes.hpp): untraced, a load of each semaphore and a branch.
     const bool traced = IBVCAP_PROBE_ENABLED(frame) || IBVCAP_PROBE_ENABLED(gap);
     std::uint64_t missing_before = 0;
     if (traced) [[unlikely]] {

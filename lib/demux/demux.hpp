@@ -23,9 +23,9 @@
 
 #include "formats/packet.hpp"
 #include "formats/stream_decode.hpp"
-#include "lib/frame.hpp"
+#include "lib/core/frame.hpp"
+#include "lib/core/netaddr.hpp"
 #include "lib/ledger/ledger.hpp"
-#include "lib/netaddr.hpp"
 #include "lib/sinks/sink.hpp"
 
 namespace ibvcap {

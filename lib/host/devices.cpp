@@ -20,8 +20,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "lib/core/netaddr.hpp"
 #include "lib/host/vlan_links.hpp"
-#include "lib/netaddr.hpp"
 
 namespace ibvcap {
 

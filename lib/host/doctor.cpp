@@ -21,9 +21,9 @@
 
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
+#include "lib/core/netaddr.hpp"
 #include "lib/host/cores.hpp"
 #include "lib/host/doctor_internal.hpp"
-#include "lib/netaddr.hpp"
 
 namespace ibvcap::doctor {
 

@@ -20,9 +20,9 @@
 #include <string_view>
 #include <vector>
 
+#include "lib/core/netaddr.hpp"
 #include "lib/ledger/expected.hpp"
 #include "lib/ledger/ledger.hpp"
-#include "lib/netaddr.hpp"
 
 namespace ibvcap {
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lib/netaddr.hpp"
+#include "lib/core/netaddr.hpp"
 
 namespace ibvcap {
 

@@ -12,10 +12,10 @@
 #include "formats/codif.hpp"
 #include "formats/output.hpp"
 #include "formats/packet.hpp"
+#include "lib/core/netaddr.hpp"
+#include "lib/core/probes.hpp"
 #include "lib/ledger/expected.hpp"
 #include "lib/ledger/sequence.hpp"
-#include "lib/netaddr.hpp"
-#include "lib/probes.hpp"
 
 namespace ibvcap {
 

@@ -15,7 +15,7 @@
 #include <system_error>
 #include <utility>
 
-#include "lib/frame.hpp"
+#include "lib/core/frame.hpp"
 
 namespace ibvcap {
 

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "lib/fifo.hpp"
+#include "lib/core/fifo.hpp"
 #include "lib/ledger/ledger.hpp"
 #include "lib/ledger/mcast_path.hpp"
 #include "lib/ledger/timeline.hpp"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/fault.hpp"
+#include "lib/core/fault.hpp"
 #include "lib/ledger/ledger.hpp"
 #include "lib/ledger/report.hpp"
 #include "lib/run/console.hpp"
@@ -138,7 +138,7 @@ void note_late_stop(RunInfo& info, bool stopped, int sig);
 // 0 zero-loss, 3 loss, 1 when the run or an output failed.
 int exit_code_for(const Ledger& ledger, const RunInfo& info);
 
-// A worker thread failed (lib/fault.hpp): the run is an error (exit 1) and
+// A worker thread failed (lib/core/fault.hpp): the run is an error (exit 1) and
 // its ledger incomplete, with the cause, as after a device fault. Nothing
 // when none did. Call when the run's threads have stopped.
 void apply_faults(const Faults& faults, RunOutcome& outcome);

@@ -11,7 +11,7 @@
 #include <stdexcept>
 
 #include "formats/output.hpp"
-#include "lib/fifo.hpp"
+#include "lib/core/fifo.hpp"
 #include "lib/run/console.hpp"
 #include "lib/sinks/writer.hpp"
 

@@ -29,7 +29,7 @@ GpuPath::GpuPath(const GpuRequest& request, const std::string& nic)
         }
         auto payload = std::make_unique<StandinDevicePayloadMemory>();
         // Its block memory logs into the payload stand-in's log: both are
-        // "the GPU" (lib/device_calls.hpp).
+        // "the GPU" (lib/core/device_calls.hpp).
         bo.memory = [log = &payload->log()] { return make_host_block_memory(log); };
         payload_ = std::move(payload);
         if (request.verify) {

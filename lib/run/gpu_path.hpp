@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "lib/fault.hpp"
+#include "lib/core/fault.hpp"
 #include "lib/host/xid_watch.hpp"
 #include "lib/run/common.hpp"
 #include "lib/run/run_loop.hpp"
@@ -43,7 +43,7 @@ class GpuPath {
     GpuPath(const GpuRequest& request, const std::string& nic);
 
     // What ended the copy thread, the consumer or a disk thread; the run
-    // watches it (lib/fault.hpp). Give it to the run's writer.
+    // watches it (lib/core/fault.hpp). Give it to the run's writer.
     Faults& faults() { return faults_; }
     PayloadMemory* payload() { return payload_.get(); }
     BlockSink* sink() { return sink_.get(); }

@@ -13,8 +13,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "lib/core/netaddr.hpp"
 #include "lib/ledger/report.hpp"
-#include "lib/netaddr.hpp"
 #include "lib/run/common.hpp"
 
 namespace ibvcap {

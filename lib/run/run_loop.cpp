@@ -14,8 +14,8 @@
 #include <tuple>
 #include <vector>
 
+#include "lib/core/probes.hpp"
 #include "lib/host/cores.hpp"
-#include "lib/probes.hpp"
 #include "lib/run/console.hpp"
 #include "lib/run/metrics.hpp"
 #include "lib/run/stats_line.hpp"

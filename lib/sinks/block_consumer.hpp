@@ -10,7 +10,7 @@
 #include <functional>
 #include <thread>
 
-#include "lib/fault.hpp"
+#include "lib/core/fault.hpp"
 #include "lib/sinks/block_sink.hpp"
 
 namespace ibvcap {

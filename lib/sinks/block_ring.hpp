@@ -33,8 +33,8 @@
 
 #include "formats/bytes.hpp"
 #include "formats/codif.hpp"
-#include "lib/device_calls.hpp"
-#include "lib/frame.hpp"
+#include "lib/core/device_calls.hpp"
+#include "lib/core/frame.hpp"
 #include "lib/ledger/ledger.hpp"
 
 namespace ibvcap {
@@ -100,7 +100,7 @@ class ForwardingBlockMemory : public BlockMemory {
 
 // Host memory: the stand-in for tests and GPU-less hosts. With `log`, it is
 // the GPU stand-in's block memory and logs the device calls the GPU build
-// would make (lib/device_calls.hpp).
+// would make (lib/core/device_calls.hpp).
 std::unique_ptr<BlockMemory> make_host_block_memory(DeviceCallLog* log = nullptr);
 
 struct BlockRingOptions {

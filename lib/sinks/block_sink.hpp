@@ -37,7 +37,7 @@
 #include <thread>
 #include <vector>
 
-#include "lib/fault.hpp"
+#include "lib/core/fault.hpp"
 #include "lib/sinks/block_ring.hpp"
 #include "lib/sinks/sink.hpp"
 

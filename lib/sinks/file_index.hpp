@@ -3,7 +3,7 @@
 // rotated file too, and a file a write error or an abandon stopped early),
 // saying what FILE holds: its format, its byte size, its record count and a
 // checksum of all its bytes, which the disk thread computes as it writes
-// them. `ibvcap verify` (lib/run/verify.hpp) reads it back and compares.
+// them. `ibvcap verify` (lib/review/verify.hpp) reads it back and compares.
 //
 // The checksum is XXH3-64 (libxxhash, Debian's libxxhash-dev): the fastest
 // of the Debian libraries' whole-file checksums (zlib's crc32 and OpenSSL's

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "formats/output.hpp"
-#include "lib/netaddr.hpp"
+#include "lib/core/netaddr.hpp"
 #include "lib/sinks/sink.hpp"
 #include "lib/sinks/writer.hpp"
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "formats/stream_header.hpp"
-#include "lib/frame.hpp"
+#include "lib/core/frame.hpp"
 #include "lib/sinks/reorder.hpp"
 #include "lib/sinks/sink.hpp"
 #include "lib/sinks/writer.hpp"

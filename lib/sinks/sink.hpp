@@ -15,7 +15,7 @@
 
 #include "formats/packet.hpp"
 #include "formats/stream_header.hpp"
-#include "lib/frame.hpp"
+#include "lib/core/frame.hpp"
 #include "lib/ledger/ledger.hpp"
 
 namespace ibvcap {

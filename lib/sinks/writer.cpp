@@ -17,7 +17,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "lib/probes.hpp"
+#include "lib/core/probes.hpp"
 #include "lib/sinks/writer_detail.hpp"
 #include "lib/sinks/writer_memory.hpp"
 

@@ -95,9 +95,9 @@
 
 #include "formats/bytes.hpp"
 #include "formats/output.hpp"
-#include "lib/fault.hpp"
-#include "lib/fifo.hpp"
-#include "lib/frame.hpp"
+#include "lib/core/fault.hpp"
+#include "lib/core/fifo.hpp"
+#include "lib/core/frame.hpp"
 #include "lib/ledger/ledger.hpp"
 
 namespace ibvcap {
@@ -151,7 +151,7 @@ class Writer {
         // so every file still holds whole records. Null: never.
         const std::atomic<bool>* abandon = nullptr;
         // An output that is a FIFO with no reader yet: its disk thread waits
-        // for one without blocking (lib/fifo.hpp), says so once through
+        // for one without blocking (lib/core/fifo.hpp), says so once through
         // reader_wait.notice, and gives the wait up when reader_wait.give_up()
         // or `abandon` says so (the first Ctrl-C: records for a FIFO nobody
         // reads can never be written): the output fails, its records are
@@ -171,7 +171,7 @@ class Writer {
         // Where a disk thread reports an exception (a device copy that
         // failed, memory exhausted): the output it was writing fails with
         // the cause, the thread goes on draining (so held slots come back),
-        // and the run stops (lib/fault.hpp). Null: only the output fails.
+        // and the run stops (lib/core/fault.hpp). Null: only the output fails.
         Faults* faults = nullptr;
     };
     struct Output;  // opaque to callers

@@ -44,7 +44,7 @@ namespace writer_detail {
 // with `index`, removes the index a file of that name had (a -W ring reuses a
 // name; before the run, claim_outputs kept or removed an earlier run's
 // indexes: lib/run/common.hpp). A FIFO's reader is waited for as `wait`
-// says (lib/fifo.hpp). The descriptor, or -errno (-ECANCELED: the wait for a
+// says (lib/core/fifo.hpp). The descriptor, or -errno (-ECANCELED: the wait for a
 // reader was given up).
 int create_output_file(const std::string& path, int flags, bool index, const ReaderWait& wait = {});
 

@@ -17,7 +17,7 @@
 #include <mutex>
 #include <thread>
 
-#include "lib/probes.hpp"
+#include "lib/core/probes.hpp"
 #include "lib/sinks/writer_detail.hpp"
 
 namespace ibvcap {

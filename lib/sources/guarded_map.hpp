@@ -28,7 +28,7 @@
 #include <optional>
 #include <span>
 
-#include "lib/frame.hpp"
+#include "lib/core/frame.hpp"
 
 namespace ibvcap {
 

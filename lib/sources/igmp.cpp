@@ -13,8 +13,8 @@
 #include <system_error>
 #include <utility>
 
+#include "lib/core/netaddr.hpp"
 #include "lib/host/devices.hpp"
-#include "lib/netaddr.hpp"
 
 namespace ibvcap {
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/netaddr.hpp"
+#include "lib/core/netaddr.hpp"
 
 namespace ibvcap {
 

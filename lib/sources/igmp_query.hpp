@@ -30,8 +30,8 @@
 #include <thread>
 #include <vector>
 
+#include "lib/core/netaddr.hpp"
 #include "lib/ledger/mcast_path.hpp"
-#include "lib/netaddr.hpp"
 #include "lib/sources/igmp.hpp"
 
 namespace ibvcap {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/netaddr.hpp"
+#include "lib/core/netaddr.hpp"
 #include "lib/sources/igmp.hpp"
 #include "lib/sources/source.hpp"
 

@@ -22,7 +22,7 @@
 
 #include "formats/codif.hpp"
 #include "formats/stream_header.hpp"
-#include "lib/netaddr.hpp"
+#include "lib/core/netaddr.hpp"
 
 namespace ibvcap {
 

@@ -30,7 +30,7 @@
 
 #include "lib/ledger/report.hpp"
 #include "lib/ledger/timeline.hpp"
-#include "lib/run/run_page.hpp"
+#include "lib/review/run_page.hpp"
 
 namespace {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# e2e usdt: the USDT probes (lib/probes.hpp) counted by bpftrace equal the
+# e2e usdt: the USDT probes (lib/core/probes.hpp) counted by bpftrace equal the
 # report's counts exactly (docs/observability.md, "USDT probes"), during
 #  (a) `ibvcap read` of a pcap made of `ibvcap gen` traffic with loss,
 #      duplicates and reordering, a frame too late to classify, a frame
@@ -19,7 +19,7 @@ mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 
 notes=$(readelf -n "$IBVCAP" 2>/dev/null || true)
 grep -q 'Provider: ibvcap' <<<"$notes" ||
   fail "$IBVCAP has no ibvcap USDT probes (readelf -n shows no stapsdt note of provider ibvcap)"
-# Every ibvcap probe site has its semaphore (lib/probes.hpp): a non-zero
+# Every ibvcap probe site has its semaphore (lib/core/probes.hpp): a non-zero
 # "Semaphore:" address in its note, which the tracer's attach turns on. (A
 # site without one would fire without its guard; the counts below prove that
 # attaching turns the semaphores on.)

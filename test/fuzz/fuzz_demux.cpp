@@ -1,6 +1,6 @@
 // Fuzz target: the whole per-frame path (lib/demux/demux.hpp Demux::on_frame with a
 // Ledger and no writer): packet parsing, CODIF decoding and validation, stream
-// assignment, sequence tracking, and lib/frame.hpp gather/slice on frames that
+// assignment, sequence tracking, and lib/core/frame.hpp gather/slice on frames that
 // arrive in two pieces.
 //
 // Input: [0] config (bit 0: a GROUP:PORT list of one, LE32 address + LE16 port

@@ -36,7 +36,7 @@
 #include "formats/packet.hpp"
 #include "fuzz_common.hpp"
 #include "fuzz_entries.hpp"
-#include "lib/netaddr.hpp"
+#include "lib/core/netaddr.hpp"
 
 namespace ibvcap {
 namespace {

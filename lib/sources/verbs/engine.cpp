@@ -20,11 +20,11 @@
 
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
+#include "lib/core/probes.hpp"
+#include "lib/core/usage_error.hpp"
 #include "lib/host/devices.hpp"
-#include "lib/probes.hpp"
 #include "lib/sources/verbs/engine_internal.hpp"
 #include "lib/sources/verbs/wr_id.hpp"
-#include "lib/usage_error.hpp"
 
 namespace ibvcap {
 
@@ -81,7 +81,7 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
                 }
             }
             if (plan.empty() || !(plan.back().first == g)) {
-                // The operator's mistake: exit 2 (lib/usage_error.hpp).
+                // The operator's mistake: exit 2 (lib/core/usage_error.hpp).
                 throw UsageError(fmt::format(
                     "{} names no source among the --antenna given, so --hw-demux would make no "
                     "rule for it: list its sources with --antenna",

@@ -19,12 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "lib/core/device_calls.hpp"
+#include "lib/core/netaddr.hpp"
 #include "lib/demux/demux.hpp"
-#include "lib/device_calls.hpp"
 #include "lib/ledger/ledger.hpp"
 #include "lib/ledger/live.hpp"
 #include "lib/ledger/report.hpp"
-#include "lib/netaddr.hpp"
 #include "lib/sources/igmp.hpp"
 #include "lib/sources/verbs/nic_clock.hpp"
 #include "lib/sources/verbs/payload_memory.hpp"

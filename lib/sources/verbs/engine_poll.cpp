@@ -19,7 +19,7 @@
 
 #include "formats/codif.hpp"
 #include "formats/packet.hpp"
-#include "lib/probes.hpp"
+#include "lib/core/probes.hpp"
 #include "lib/sources/verbs/engine.hpp"
 #include "lib/sources/verbs/engine_internal.hpp"
 #include "lib/sources/verbs/wr_id.hpp"

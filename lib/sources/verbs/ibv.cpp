@@ -65,7 +65,7 @@
 #include <utility>
 #include <vector>
 
-#include "lib/netaddr.hpp"
+#include "lib/core/netaddr.hpp"
 #include "lib/sources/verbs/ibv_detail.hpp"
 #include "lib/sources/verbs/ibv_objects.hpp"
 #include "lib/sources/verbs/seam.hpp"

@@ -20,7 +20,7 @@
 #include <system_error>
 #include <vector>
 
-#include "lib/netaddr.hpp"
+#include "lib/core/netaddr.hpp"
 #include "lib/sources/verbs/seam.hpp"
 
 namespace ibvcap::verbs {

@@ -18,7 +18,7 @@
 #include <system_error>
 #include <utility>
 
-#include "lib/netaddr.hpp"
+#include "lib/core/netaddr.hpp"
 #include "lib/sources/verbs/ibv_detail.hpp"
 #include "lib/sources/verbs/ibv_objects.hpp"
 #include "lib/sources/verbs/seam.hpp"

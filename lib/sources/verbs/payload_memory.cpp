@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "lib/device_reads.hpp"
+#include "lib/core/device_reads.hpp"
 
 namespace ibvcap {
 
@@ -63,7 +63,7 @@ void StandinDevicePayloadMemory::flush_nic_writes() const {
 
 // Host memory needs no page-locking here; the call is logged as the GPU
 // build's cudaHostRegister (mapped) / cudaHostUnregister would be, and the
-// buffer remembered: copies into it are gathered (lib/device_reads.hpp).
+// buffer remembered: copies into it are gathered (lib/core/device_reads.hpp).
 bool StandinDevicePayloadMemory::pin_host_buffer(void* buffer, std::size_t bytes) const {
     log_.record(DeviceCallLog::Call::pin);
     if (refuse_pins_) {

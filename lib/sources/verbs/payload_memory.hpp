@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "lib/device_calls.hpp"
-#include "lib/frame.hpp"
+#include "lib/core/device_calls.hpp"
+#include "lib/core/frame.hpp"
 #include "lib/sources/verbs/seam.hpp"
 
 namespace ibvcap {
@@ -62,7 +62,7 @@ std::unique_ptr<PayloadMemory> make_host_payload_memory();
 // driver_types.h, which GPUs below compute capability 9.0 report (NCCL
 // src/graph/paths.cc flushes for them; docs/gpu.md). That is the case that
 // needs the most of the code. It logs each call the
-// GPU build would make (lib/device_calls.hpp); the block memory that
+// GPU build would make (lib/core/device_calls.hpp); the block memory that
 // --gpu-standin pairs with it (make_host_block_memory(&log())) logs into the
 // same log.
 class StandinDevicePayloadMemory final : public PayloadMemory, public DeviceMemory {
@@ -93,7 +93,7 @@ class StandinDevicePayloadMemory final : public PayloadMemory, public DeviceMemo
     // Reads the copies as `calls` copy calls and one synchronize.
     void read(std::span<const Copy> copies, std::size_t calls) const;
     // Whether every copy lands in one pinned (mapped) buffer: then the GPU
-    // build gathers (lib/device_reads.hpp).
+    // build gathers (lib/core/device_reads.hpp).
     bool lands_in_pinned(std::span<const Copy> copies) const;
 
     bool refuse_pins_ = false;

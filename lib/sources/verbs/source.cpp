@@ -12,9 +12,9 @@
 #include <fstream>
 #include <thread>
 
+#include "lib/core/usage_error.hpp"
 #include "lib/host/devices.hpp"
 #include "lib/host/nic_counters.hpp"
-#include "lib/usage_error.hpp"
 
 namespace ibvcap {
 

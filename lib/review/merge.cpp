@@ -1,6 +1,6 @@
-// `ibvcap merge` (lib/run/merge.hpp): the hosts' reports made into one
+// `ibvcap merge` (lib/review/merge.hpp): the hosts' reports made into one
 // (docs/formats.md, "The merged report", says what each key is made from).
-#include "lib/run/merge.hpp"
+#include "lib/review/merge.hpp"
 
 #include <fmt/format.h>
 
@@ -11,11 +11,11 @@
 #include <map>
 #include <set>
 
+#include "lib/core/netaddr.hpp"
 #include "lib/ledger/expected.hpp"
 #include "lib/ledger/ledger.hpp"
-#include "lib/netaddr.hpp"
+#include "lib/review/merge_detail.hpp"
 #include "lib/run/common.hpp"
-#include "lib/run/merge_detail.hpp"
 
 namespace ibvcap {
 

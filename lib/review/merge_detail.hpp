@@ -1,4 +1,4 @@
-// What the parts of `ibvcap merge` (lib/run/merge*.cpp) share: reading
+// What the parts of `ibvcap merge` (lib/review/merge*.cpp) share: reading
 // counts and times out of a report that is not trusted.
 #pragma once
 
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "lib/ledger/expect.hpp"
-#include "lib/run/merge.hpp"
+#include "lib/review/merge.hpp"
 
 namespace ibvcap::merge_detail {
 
@@ -80,7 +80,7 @@ struct MergedStream {
     std::vector<std::pair<std::size_t, const json*>> copies;  // every host's, in input order
 };
 
-// What the merge found (lib/run/merge_found.cpp): the expected streams
+// What the merge found (lib/review/merge_found.cpp): the expected streams
 // against the site's manifest, the streams seen twice, the runs that do not
 // overlap (`pairs`: how many, listed or not), the notes, one host's entry of
 // `hosts`.

@@ -1,4 +1,4 @@
-// `ibvcap merge`'s inputs (lib/run/merge.hpp): each host's report read and
+// `ibvcap merge`'s inputs (lib/review/merge.hpp): each host's report read and
 // checked before anything of it is used. Every problem is one line naming the
 // file, where in it (a JSON pointer), the cause and the fix.
 #include <fmt/format.h>
@@ -15,11 +15,11 @@
 #include <map>
 #include <stdexcept>
 
+#include "lib/core/usage_error.hpp"
 #include "lib/ledger/json_input.hpp"
 #include "lib/ledger/json_text.hpp"
-#include "lib/run/merge.hpp"
-#include "lib/run/merge_detail.hpp"
-#include "lib/usage_error.hpp"
+#include "lib/review/merge.hpp"
+#include "lib/review/merge_detail.hpp"
 
 namespace ibvcap {
 

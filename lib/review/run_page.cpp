@@ -1,4 +1,4 @@
-#include "lib/run/run_page.hpp"
+#include "lib/review/run_page.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -12,7 +12,7 @@
 #include <system_error>
 
 #include "lib/ledger/report.hpp"
-#include "lib/run/run_page_template.hpp"
+#include "lib/review/run_page_template.hpp"
 
 namespace ibvcap {
 

@@ -7,7 +7,7 @@
 // made it. Tests read it to hold the data path to its promises: no device
 // call on the poll thread, a bounded number of calls per batch, and every
 // read of payload slots preceded by a flush of the NIC's writes on the
-// reading thread (lib/frame.hpp, DeviceMemory::flush_nic_writes).
+// reading thread (lib/core/frame.hpp, DeviceMemory::flush_nic_writes).
 #pragma once
 
 #include <array>

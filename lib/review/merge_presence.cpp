@@ -1,5 +1,5 @@
 // `ibvcap merge`: the hosts' `presence` (each stream's frames present and
-// missing per time bin) on one time axis (lib/run/merge.hpp, merge_presence;
+// missing per time bin) on one time axis (lib/review/merge.hpp, merge_presence;
 // docs/formats.md, "The merged report").
 #include <fmt/format.h>
 
@@ -8,8 +8,8 @@
 #include <map>
 #include <stdexcept>
 
-#include "lib/run/merge.hpp"
-#include "lib/run/merge_detail.hpp"
+#include "lib/review/merge.hpp"
+#include "lib/review/merge_detail.hpp"
 
 namespace ibvcap {
 

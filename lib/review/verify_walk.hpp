@@ -1,4 +1,4 @@
-// `ibvcap verify`'s walks of one output file (lib/run/verify.hpp): record
+// `ibvcap verify`'s walks of one output file (lib/review/verify.hpp): record
 // by record, each frame fed to the run's own demux, so that the file's
 // ledger is rebuilt from the file alone.
 #pragma once
@@ -9,9 +9,9 @@
 
 #include "formats/bytes.hpp"
 #include "formats/packet.hpp"
+#include "lib/core/frame.hpp"
+#include "lib/core/netaddr.hpp"
 #include "lib/demux/demux.hpp"
-#include "lib/frame.hpp"
-#include "lib/netaddr.hpp"
 
 namespace ibvcap::verify_detail {
 

@@ -1,4 +1,4 @@
-#include "lib/fault.hpp"
+#include "lib/core/fault.hpp"
 
 #include <fmt/format.h>
 

@@ -11,7 +11,7 @@
 // sys/sdt.h: with _SDT_HAS_SEMAPHORES defined, _SDT_SEMAPHORE puts the
 // address of `unsigned short <provider>_<name>_semaphore` in the probe's
 // note, and the variable lives in the section ".probes" (the declarations
-// below are those systemtap's `dtrace -h` writes; lib/probes.cpp defines
+// below are those systemtap's `dtrace -h` writes; lib/core/probes.cpp defines
 // them). A tracer that attaches adds one to the semaphore and subtracts one
 // when it leaves: the kernel does it for a uprobe given a ref_ctr_offset
 // (Linux >= 4.20, kernel/events/uprobes.c, also in processes that start
@@ -39,7 +39,7 @@
 #define IBVCAP_USDT 1
 #endif
 
-// The probes, each with its semaphore (one list for lib/probes.cpp too).
+// The probes, each with its semaphore (one list for lib/core/probes.cpp too).
 #define IBVCAP_PROBE_NAMES(X) \
     X(frame)                  \
     X(gap)                    \
@@ -62,7 +62,7 @@
 #define STAP_SDT_ARG_CONSTRAINT nr
 #endif
 #if defined _SYS_SDT_H && !defined _SDT_HAS_SEMAPHORES
-#error "<sys/sdt.h> was included before lib/probes.hpp: its probes would have no semaphores"
+#error "<sys/sdt.h> was included before lib/core/probes.hpp: its probes would have no semaphores"
 #endif
 #define _SDT_HAS_SEMAPHORES 1
 #include <sys/sdt.h>

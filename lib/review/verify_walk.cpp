@@ -1,5 +1,5 @@
-// `ibvcap verify`'s walks of one output file (lib/run/verify_walk.hpp).
-#include "lib/run/verify_walk.hpp"
+// `ibvcap verify`'s walks of one output file (lib/review/verify_walk.hpp).
+#include "lib/review/verify_walk.hpp"
 
 #include <fmt/format.h>
 

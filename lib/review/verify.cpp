@@ -1,4 +1,4 @@
-#include "lib/run/verify.hpp"
+#include "lib/review/verify.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -17,12 +17,12 @@
 
 #include "formats/codif.hpp"
 #include "formats/output.hpp"
+#include "lib/core/netaddr.hpp"
 #include "lib/demux/demux.hpp"
 #include "lib/ledger/json_input.hpp"
 #include "lib/ledger/json_text.hpp"
 #include "lib/ledger/ledger.hpp"
-#include "lib/netaddr.hpp"
-#include "lib/run/verify_walk.hpp"
+#include "lib/review/verify_walk.hpp"
 #include "lib/sinks/file_index.hpp"
 
 namespace ibvcap {

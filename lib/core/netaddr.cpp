@@ -1,4 +1,4 @@
-#include "lib/netaddr.hpp"
+#include "lib/core/netaddr.hpp"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>

@@ -6,12 +6,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "lib/review/verify.hpp"
 #include "lib/run/common.hpp"
-#include "lib/run/verify.hpp"
 
 namespace ibvcap {
 
-// The page's text: the template (lib/run/run_page.html, built into the
+// The page's text: the template (lib/review/run_page.html, built into the
 // binary) with the report in it. Left out of the copy the page carries:
 // `timeline` (its windows are summed per presence bin into `page_series`:
 // t, packets, bytes, missing, and the backlog's peak), and `gaps` (the

@@ -1,4 +1,4 @@
-// `ibvcap merge` (lib/run/merge.hpp): what the merge found besides the
+// `ibvcap merge` (lib/review/merge.hpp): what the merge found besides the
 // counts: the site's expected streams, the streams two hosts saw, the runs
 // that do not overlap in time, the versions, and each host's line of the
 // report's `hosts` (docs/formats.md, "The merged report").
@@ -9,10 +9,10 @@
 #include <map>
 #include <set>
 
+#include "lib/core/netaddr.hpp"
 #include "lib/ledger/expected.hpp"
 #include "lib/ledger/ledger.hpp"
-#include "lib/netaddr.hpp"
-#include "lib/run/merge_detail.hpp"
+#include "lib/review/merge_detail.hpp"
 
 namespace ibvcap::merge_detail {
 

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "lib/fifo.hpp"
+#include "lib/core/fifo.hpp"
 #include "lib/ledger/expect.hpp"
 #include "lib/ledger/json_input.hpp"
 

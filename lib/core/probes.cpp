@@ -1,7 +1,7 @@
-// The USDT probes' semaphores (lib/probes.hpp), defined once: each
+// The USDT probes' semaphores (lib/core/probes.hpp), defined once: each
 // `unsigned short ibvcap_<name>_semaphore` in the section ".probes", zero
 // until a tracer attaches to its probe (sys/sdt.h, _SDT_HAS_SEMAPHORES).
-#include "lib/probes.hpp"
+#include "lib/core/probes.hpp"
 
 #if IBVCAP_USDT
 #define IBVCAP_PROBE_DEFINE_SEMAPHORE_(name)                         \

@@ -1,4 +1,4 @@
-// `ibvcap merge` as a command (lib/run/merge.hpp, run_merge): the request
+// `ibvcap merge` as a command (lib/review/merge.hpp, run_merge): the request
 // checked, the reports read and merged, the merged report written, and the
 // summary printed.
 #include <fmt/format.h>
@@ -8,14 +8,14 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "lib/core/usage_error.hpp"
 #include "lib/ledger/expected.hpp"
 #include "lib/ledger/report.hpp"
+#include "lib/review/merge.hpp"
+#include "lib/review/merge_detail.hpp"
+#include "lib/review/run_page.hpp"
 #include "lib/run/common.hpp"
-#include "lib/run/merge.hpp"
-#include "lib/run/merge_detail.hpp"
-#include "lib/run/run_page.hpp"
 #include "lib/run/run_paths.hpp"
-#include "lib/usage_error.hpp"
 
 namespace ibvcap {
 

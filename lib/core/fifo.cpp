@@ -1,4 +1,4 @@
-#include "lib/fifo.hpp"
+#include "lib/core/fifo.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
