@@ -1,6 +1,12 @@
-// Shared pieces of the ibvcap subcommands: usage errors, option helpers.
+// Shared pieces of the ibvcap subcommands, declared here and defined by
+// meaning: the GROUP:PORT list and other value lists (cli_groups.cpp); cxxopts
+// turned into usage errors (cli_parse.cpp); the option table read and capture
+// share, and the CommonOptions it gives (run_options.cpp); how a run ends on
+// the terminal and on disk (run_end.cpp); the signals (signals.cpp). Each
+// command's own option table is in its cmd_COMMAND.cpp.
 #pragma once
 
+#include <chrono>
 #include <cxxopts.hpp>
 #include <optional>
 #include <stdexcept>
@@ -97,6 +103,10 @@ std::atomic<bool>& counts_flag();
 // said once on stderr, given up at the next signal (install_stop_handler's),
 // so that Ctrl-C ends it.
 ReaderWait reader_wait(const std::string& command);
+// How long the end of a run waits for a blocked stdout or stderr to take the
+// summary and the error lines: a pipe nobody reads delays the exit by this
+// much, never forever (the report file has everything).
+inline constexpr std::chrono::seconds kEndPatience{2};
 
 // Options every capturing subcommand shares (docs/formats.md, "Command line"): --antenna, -o, -F,
 // --prefix, --overwrite, -c, --report, --metrics-file, --metrics-interval, -q, -v, --expect,

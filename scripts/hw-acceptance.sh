@@ -467,7 +467,7 @@ evaluate_step() {
   if ledger_file "$dir/report.json"; then report=$dir/report.json; fi
   if ledger_file "$dir/truth.json"; then truth=$dir/truth.json; fi
   # The capture's own last word: its errors are "ibvcap capture: WHAT"
-  # (capture/main.cpp, capture/cli.cpp finish_run), after the summary, whose
+  # (capture/main.cpp, capture/run_end.cpp finish_run), after the summary, whose
   # first line "ibvcap capture: verbs from DEV:PORT(IF)" (lib/ledger/report.cpp) is not one.
   # Else what this script said of it (run_step).
   cap_msg=$({ grep -h '^ibvcap capture: ' "$dir/capture.log" 2>/dev/null || true; } |

@@ -11,7 +11,7 @@
 // now is dropped and counted; the count goes into the report.
 //
 // Writes to a stream whose reader has gone (EPIPE) raise SIGPIPE as usual;
-// the CLI's handler turns that into a clean stop (capture/cli.cpp).
+// the CLI's handler turns that into a clean stop (capture/signals.cpp).
 #pragma once
 
 #include <array>

@@ -52,7 +52,7 @@ std::optional<std::uint64_t> sum_writers(const std::vector<std::unique_ptr<Lane>
 
 // The first stop is acknowledged at once with what is still queued and what
 // stopped the run (the handler cannot print). SIGHUP and SIGPIPE never
-// escalate (capture/cli.cpp): only a Ctrl-C abandons their backlog.
+// escalate (capture/signals.cpp): only a Ctrl-C abandons their backlog.
 void acknowledge_stop(Console* out, const std::string& command, int sig,
                       const std::vector<std::unique_ptr<Lane>>& lanes) {
     if (out == nullptr) {

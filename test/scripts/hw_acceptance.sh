@@ -479,7 +479,7 @@ echo "== which line of a step's logs names what went wrong"
 D=$WORK/canned-logs
 mkdir -p "$D/steps"
 jq '.modes = ["split", "no-split", "split-hw-demux"] | .traffic.rates = ["10k"] | .traffic.rates_pps = [10000]' "$C/run.json" >"$D/run.json"
-# 1: two interrupts: the capture stopped at once (capture/cli.cpp finish_run).
+# 1: two interrupts: the capture stopped at once (capture/run_end.cpp finish_run).
 canned_truth "$D/steps/01" 10000 2500
 canned_step "$D/steps/01" 1 split 10k 10000 130 0
 report_from_truth "$D/steps/01/truth.json" . >"$D/steps/01/report.json"

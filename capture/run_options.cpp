@@ -1,0 +1,332 @@
+// The option table that read and capture share (the outputs, their files,
+// the report, the run page, the metrics file, --expect) and what it means
+// for a run: CommonOptions, checked before the run opens anything. Each
+// command adds its own options beside these (cmd_read.cpp, cmd_capture.cpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "capture/cli.hpp"
+#include "lib/review/run_page.hpp"
+#include "lib/run/metrics.hpp"
+#include "lib/run/run_paths.hpp"
+
+namespace ibvcap::cli {
+
+std::string writer_memory_problem(const Writer::Options& writer, std::size_t lanes) {
+    Writer::Options per_lane = writer;
+    per_lane.memory_bytes /= std::max<std::size_t>(lanes, 1);
+    const std::size_t least = Writer::min_memory_bytes(per_lane);
+    if (least == 0 || per_lane.memory_bytes >= least) {
+        return {};
+    }
+    const std::size_t need_mib = (least * std::max<std::size_t>(lanes, 1) + (1 << 20) - 1) >> 20;
+    return fmt::format(
+        "--writer-memory {} is too small: up to {} output files{} need a buffer of at least "
+        "{} KiB each, with {} disk thread{}{}; give --writer-memory {}M or more",
+        Writer::memory_text(writer.memory_bytes), per_lane.max_outputs,
+        lanes > 1 ? fmt::format(" per interface ({} -i)", lanes) : std::string(),
+        Writer::kMinBufferBytes >> 10, per_lane.threads, per_lane.threads == 1 ? "" : "s",
+        per_lane.direct_io ? " and --direct-io" : "", need_mib);
+}
+
+void add_common_options(cxxopts::Options& options, const char* groups_help) {
+    // clang-format off
+    options.add_options()
+        ("antenna", "antenna source IPv4 (repeatable; default: every source is an antenna)", cxxopts::value<std::vector<std::string>>(), "IP")
+        ("o,output-dir", "directory for output files", cxxopts::value<std::string>()->default_value("."), "DIR")
+        ("F,format", "output format: raw, codif, codifhdr, vdif, pcap, pcapng (repeatable)", cxxopts::value<std::vector<std::string>>(), "FORMAT")
+        ("ordered", "codif and vdif files in sequence order per stream, a fill frame (invalid bit set) in place of each frame that never came (docs/formats.md)")
+        ("ordered-window", "with --ordered: frames a stream waits for a missing one (held in host memory, FRAMES x the frame length per stream)", cxxopts::value<std::uint32_t>()->default_value(std::to_string(kDefaultOrderedWindow)), "FRAMES")
+        ("prefix", "output file name prefix (no / or ..)", cxxopts::value<std::string>()->default_value("ibvcap"), "NAME")
+        ("overwrite", "replace an earlier run's output files of the same names (and its rotated set)")
+        ("pcap-snaplen", "pcap and pcapng records: full frames, or headers (up to the end of the CODIF header; original length kept)", cxxopts::value<std::string>()->default_value("full"), "full|headers")
+        ("direct-io", "write output files with O_DIRECT (bypass the page cache; the filesystem must support it)")
+        ("disk-threads", "writer threads; outputs are spread over them", cxxopts::value<unsigned>()->default_value("1"), "N")
+        ("disk-cpu", "pin writer thread i to the i-th CPU of LIST (comma-separated)", cxxopts::value<std::vector<int>>(), "LIST")
+        ("writer-memory", "bound on the writers' buffers together (K, M, G: binary units; default 1G, with capture 1G per -i); per-output buffers shrink as outputs are added (docs/performance.md)", cxxopts::value<std::string>()->default_value("1G"), "SIZE")
+        ("G,rotate-seconds", "start a new file of each output when a record's time enters a new period of SECONDS (tcpdump -G)", cxxopts::value<std::uint64_t>(), "SECONDS")
+        ("C,file-size", "start a new file of each output before it passes MB million bytes (tcpdump -C)", cxxopts::value<std::uint64_t>(), "MB")
+        ("W,file-count", "with -G or -C: keep N files per output, overwriting the oldest (a ring buffer)", cxxopts::value<std::uint32_t>(), "N")
+        ("c,count", "stop after N frames", cxxopts::value<std::uint64_t>(), "N")
+        ("report", "write the ledger as JSON to FILE (- for stdout)", cxxopts::value<std::string>(), "FILE")
+        ("html", "write the run page to PAGE: one self-contained HTML file that draws the report (verdict, loss by cause, presence of every stream over time, rates, witnesses, outputs); opens offline in any browser", cxxopts::value<std::string>(), "PAGE")
+        ("metrics-file", "write the run's counters in the Prometheus text format to PATH, replaced atomically every --metrics-interval seconds and at the end (for node_exporter's textfile collector, which reads *.prom files)", cxxopts::value<std::string>(), "PATH")
+        ("metrics-interval", "seconds between rewrites of --metrics-file (taken at the once-a-second tick)", cxxopts::value<double>()->default_value("10"), "SECONDS")
+        ("expect", "the streams the run must see: a JSON manifest of groups, antennas and CODIF threads (docs/operations.md); one that never arrives, starts late, stops early or runs at the wrong rate makes the verdict loss", cxxopts::value<std::string>(), "FILE")
+        ("expect-antennas", "expect N antennas (whatever their addresses) on every group", cxxopts::value<std::uint64_t>(), "N")
+        ("expect-threads", "with --expect-antennas: CODIF threads 0..M-1 from each antenna", cxxopts::value<std::uint64_t>(), "M")
+        ("expect-grace", "with --expect*: how long after the join a stream may start, and before the end stop", cxxopts::value<double>()->default_value("2"), "SECONDS")
+        ("expect-rate-tolerance", "with --expect*: how far a stream's frames per second may be off the expected, as a fraction", cxxopts::value<double>()->default_value("0.05"), "FRACTION")
+        ("q,quiet", "no per-stream table and no live stats line: the totals, notes and verdict only")
+        ("stream-format", "how datagrams to a group without its own /FORMAT are read: codif, vdif (a VDIF frame per datagram) or vtp (the VDIF Transport Protocol: a 64-bit sequence number, then a VDIF frame)", cxxopts::value<std::string>()->default_value("codif"), "FORMAT")
+        ("vdif-frames-per-second", "VDIF frames per second of every VDIF stream (default: each stream's is learned from its first whole second, and the report says so)", cxxopts::value<std::uint64_t>(), "N")
+        ("v,verbose", "one line per stream frame")
+        ("h,help", "this help")
+        ("groups", groups_help, cxxopts::value<std::vector<GroupArgument>>());
+    // clang-format on
+    options.parse_positional({"groups"});
+}
+
+namespace {
+
+// --expect and its shorthand (lib/ledger/expect.hpp); a manifest that cannot
+// be used is a usage error naming the file, the position and the fix.
+void read_expect_options(const cxxopts::ParseResult& args, CommonOptions& c) {
+    const bool file = args.count("expect") > 0;
+    const bool antennas = args.count("expect-antennas") > 0;
+    const bool threads = args.count("expect-threads") > 0;
+    if (file && (antennas || threads)) {
+        throw UsageError(
+            "--expect FILE and --expect-antennas/--expect-threads exclude each other: give the "
+            "manifest, or the shorthand");
+    }
+    if (antennas != threads) {
+        throw UsageError(
+            "--expect-antennas N and --expect-threads M go together (N antennas, threads "
+            "0..M-1 each)");
+    }
+    if (!file && !antennas) {
+        for (const char* name : {"expect-grace", "expect-rate-tolerance"}) {
+            if (args.count(name)) {
+                throw UsageError(fmt::format(
+                    "--{} applies only with --expect FILE or --expect-antennas N", name));
+            }
+        }
+        return;
+    }
+    const double grace = args["expect-grace"].as<double>();
+    if (!std::isfinite(grace) || grace < 0 || grace > 1e6) {
+        throw UsageError(
+            fmt::format("bad --expect-grace {}: expected {}", grace, valid_range("expect-grace")));
+    }
+    const double tolerance = args["expect-rate-tolerance"].as<double>();
+    if (!std::isfinite(tolerance) || tolerance <= 0 || tolerance > 1e6) {
+        throw UsageError(fmt::format("bad --expect-rate-tolerance {}: expected {}", tolerance,
+                                     valid_range("expect-rate-tolerance")));
+    }
+    c.expect_options.grace_s = grace;
+    c.expect_options.rate_tolerance = tolerance;
+    try {
+        c.expect = file ? load_expect_manifest(args["expect"].as<std::string>())
+                        : expect_shorthand(args["expect-antennas"].as<std::uint64_t>(),
+                                           args["expect-threads"].as<std::uint64_t>());
+    } catch (const ExpectManifestError& e) {
+        throw UsageError(e.what());
+    }
+    if (const std::string problem = manifest_group_not_captured(*c.expect, c.demux.groups);
+        !problem.empty()) {
+        throw UsageError(problem);
+    }
+}
+
+// How the per-stream files are written: the groups' formats (a VDIF group
+// gets no codif file made ahead), and --ordered and --ordered-window
+// (docs/formats.md, "Ordered files and fill frames"): only with a file they
+// order, the window within its range.
+void read_stream_file_options(const cxxopts::ParseResult& args, CommonOptions& c) {
+    c.outputs.group_formats = c.demux.group_formats;
+    c.outputs.any_group_format = c.demux.any_group_format;
+    if (args.count("ordered") == 0) {
+        if (args.count("ordered-window")) {
+            throw UsageError("--ordered-window applies only with --ordered: add --ordered");
+        }
+        return;
+    }
+    const auto& f = c.outputs.formats;
+    if (std::find(f.begin(), f.end(), OutputFormat::codif) == f.end() &&
+        std::find(f.begin(), f.end(), OutputFormat::vdif) == f.end()) {
+        throw UsageError("--ordered orders the codif and vdif files: add -F codif or -F vdif");
+    }
+    const std::uint32_t window = args["ordered-window"].as<std::uint32_t>();
+    if (window < 1 || window > kMaxOrderedWindow) {
+        throw UsageError(fmt::format(
+            "bad --ordered-window {}: expected {} (a frame later than the sequence tracker's "
+            "8192 is too late for the ledger too)",
+            window, valid_range("ordered-window")));
+    }
+    c.outputs.ordered_window = window;
+}
+
+// The files the run names, before it starts: none is another of them or an
+// input (run_path_collision: a usage error), and each can be written (exit
+// 1). The -o directory is made first: a report in it before it exists is
+// fine, and its outputs' names are known to be its.
+void check_run_files(const cxxopts::ParseResult& args, const std::string& input_file,
+                     const CommonOptions& c) {
+    const bool named = !c.report_path.empty() || !c.html_path.empty() || !c.metrics_path.empty();
+    if (named && !c.outputs.formats.empty()) {
+        prepare_output_dir(c.outputs.output_dir);
+    }
+    std::vector<RunPath> paths;
+    if (!input_file.empty()) {
+        paths.push_back({"-r", input_file, PathRole::input, "the input file", "input"});
+    }
+    if (args.count("expect")) {
+        paths.push_back({"--expect", args["expect"].as<std::string>(), PathRole::input,
+                         "the --expect manifest", "manifest"});
+    }
+    if (c.verbose) {  // its frame lines, on standard output
+        paths.push_back({"-v", "", PathRole::output, "the frame lines of -v", "frame lines"});
+    }
+    if (!c.report_path.empty()) {
+        paths.push_back(
+            {"--report", c.report_path, PathRole::output, "the --report file", "report"});
+    }
+    if (!c.html_path.empty()) {
+        paths.push_back({"--html", c.html_path, PathRole::output, "the --html page", "page"});
+    }
+    if (!c.metrics_path.empty()) {
+        // (replaced as a file: "-" is one in the current directory)
+        paths.push_back({"--metrics-file", c.metrics_path == "-" ? "./-" : c.metrics_path,
+                         PathRole::output, "the --metrics-file file", "metrics file"});
+    }
+    if (const std::string problem = run_path_collision(paths, c.outputs); !problem.empty()) {
+        throw UsageError(problem);
+    }
+    if (!c.report_path.empty()) {
+        check_report_path(c.report_path);
+    }
+    if (!c.html_path.empty()) {
+        if (const std::string problem = check_run_page_path(c.html_path); !problem.empty()) {
+            throw UsageError(problem);
+        }
+    }
+    if (!c.metrics_path.empty()) {
+        check_metrics_path(c.metrics_path);
+    }
+}
+
+}  // namespace
+
+CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::string& input_file) {
+    CommonOptions c;
+    c.outputs.output_dir = args["output-dir"].as<std::string>();
+    c.outputs.prefix = args["prefix"].as<std::string>();
+    if (c.outputs.prefix.empty() || c.outputs.prefix.find('/') != std::string::npos ||
+        c.outputs.prefix.find("..") != std::string::npos) {
+        throw UsageError(fmt::format(
+            "--prefix '{}': a file name prefix must be non-empty, without / or .. (files go "
+            "in -o DIR)",
+            c.outputs.prefix));
+    }
+    c.outputs.overwrite = args.count("overwrite") > 0;
+    if (args.count("format")) {
+        c.outputs.formats = parse_formats(args["format"].as<std::vector<std::string>>());
+    }
+    const std::string default_format = args["stream-format"].as<std::string>();
+    const auto any_format = parse_stream_format(default_format);
+    if (!any_format) {
+        throw UsageError(
+            fmt::format("unknown --stream-format '{}' (valid: codif, vdif, vtp)", default_format));
+    }
+    c.demux.any_group_format = *any_format;
+    if (args.count("groups")) {
+        std::vector<std::optional<StreamFormat>> formats;
+        c.demux.groups = parse_groups(group_arguments(args), &c.demux.sources, &formats);
+        for (const auto& f : formats) {
+            c.demux.group_formats.push_back(f.value_or(*any_format));
+        }
+    }
+    if (args.count("vdif-frames-per-second")) {
+        const auto fps = args["vdif-frames-per-second"].as<std::uint64_t>();
+        if (fps == 0 || fps > kVdifMaxFramesPerSecond) {
+            throw UsageError(fmt::format(
+                "bad --vdif-frames-per-second {}: expected 1 to {} (VDIF frame numbers are 24 "
+                "bits); leave it out to learn each stream's rate from its first second",
+                fps, kVdifMaxFramesPerSecond));
+        }
+        c.demux.vdif_frames_per_second = fps;
+    }
+    if (args.count("antenna")) {
+        c.demux.antennas =
+            parse_addresses(args["antenna"].as<std::vector<std::string>>(), "--antenna");
+    }
+    c.outputs.groups = c.demux.groups;
+    c.outputs.antennas = c.demux.antennas;
+    const std::string snaplen = args["pcap-snaplen"].as<std::string>();
+    if (snaplen != "full" && snaplen != "headers") {
+        throw UsageError(
+            fmt::format("unknown --pcap-snaplen '{}' (valid: full, headers)", snaplen));
+    }
+    c.outputs.pcap_headers_only = snaplen == "headers";
+    read_stream_file_options(args, c);
+    if (const std::string problem = output_format_problem(c.outputs); !problem.empty()) {
+        throw UsageError(problem);  // (-F codif for a /vdif group: files of no stream)
+    }
+    c.writer.direct_io = args.count("direct-io") > 0;
+    c.writer.threads = args["disk-threads"].as<unsigned>();
+    if (c.writer.threads == 0 || c.writer.threads > 64) {
+        throw UsageError("--disk-threads takes 1 to 64");
+    }
+    if (args.count("disk-cpu")) {
+        c.writer.cpus = args["disk-cpu"].as<std::vector<int>>();
+        for (const int cpu : c.writer.cpus) {
+            if (cpu < 0) {
+                throw UsageError(fmt::format("--disk-cpu: bad CPU {}", cpu));
+            }
+        }
+    }
+    c.writer.memory_bytes = parse_memory_size(args["writer-memory"].as<std::string>());
+    // Only the run's own files (pcap, pcapng): their number is known, so the
+    // bound need not leave room for thousands of per-stream files.
+    if (!c.outputs.formats.empty() &&
+        std::none_of(c.outputs.formats.begin(), c.outputs.formats.end(), per_antenna)) {
+        c.writer.max_outputs = std::max<std::size_t>(c.outputs.formats.size(), 1);
+    }
+    if (const std::string problem = writer_memory_problem(c.writer, 1); !problem.empty()) {
+        throw UsageError(problem);
+    }
+    c.writer.rotation.seconds = option_or(args, "rotate-seconds", std::uint64_t{0});
+    check_positive(args, "rotate-seconds", double(c.writer.rotation.seconds),
+                   "-G (--rotate-seconds)", "leave -G out for no time rotation");
+    const std::uint64_t mb = option_or(args, "file-size", std::uint64_t{0});
+    check_positive(args, "file-size", double(mb), "-C (--file-size)",
+                   "leave -C out for no size rotation");
+    if (mb > (std::uint64_t{1} << 40) / 1'000'000) {
+        throw UsageError(
+            fmt::format("bad -C (--file-size) {}: expected {}", mb, valid_range("file-size")));
+    }
+    c.writer.rotation.bytes = mb * 1'000'000;
+    c.writer.rotation.files = option_or(args, "file-count", std::uint32_t{0});
+    check_positive(args, "file-count", double(c.writer.rotation.files), "-W (--file-count)",
+                   "leave -W out to keep every file");
+    if (c.writer.rotation.files > 0 && c.writer.rotation.seconds == 0 &&
+        c.writer.rotation.bytes == 0) {
+        throw UsageError("-W needs -G or -C (it counts the files they rotate through)");
+    }
+    c.count = option_or(args, "count", std::uint64_t{0});
+    check_positive(args, "count", double(c.count), "-c (--count)",
+                   "leave -c out for no frame limit");
+    c.report_path = args.count("report") ? args["report"].as<std::string>() : "";
+    if (args.count("report") && c.report_path.empty()) {
+        throw UsageError("--report needs a file name (or - for stdout)");
+    }
+    if (args.count("html")) {
+        c.html_path = args["html"].as<std::string>();
+        if (c.html_path.empty() || c.html_path == "-") {
+            throw UsageError(check_run_page_path(c.html_path));
+        }
+    }
+    c.metrics_interval_s = args["metrics-interval"].as<double>();
+    check_positive(args, "metrics-interval", c.metrics_interval_s, "--metrics-interval",
+                   "leave it out for every 10 seconds");
+    if (args.count("metrics-interval") && !args.count("metrics-file")) {
+        throw UsageError("--metrics-interval needs --metrics-file PATH (the file it rewrites)");
+    }
+    if (args.count("metrics-file")) {
+        c.metrics_path = args["metrics-file"].as<std::string>();
+        if (c.metrics_path.empty()) {
+            throw UsageError(
+                "--metrics-file needs a file name, e.g. /var/lib/node_exporter/ibvcap.prom");
+        }
+    }
+    c.verbose = args.count("verbose") > 0;
+    check_run_files(args, input_file, c);
+    read_expect_options(args, c);
+    c.quiet = args.count("quiet") > 0;
+    return c;
+}
+
+}  // namespace ibvcap::cli
