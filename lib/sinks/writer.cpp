@@ -3,7 +3,7 @@
 // receive slots, and the disk threads' loop that drains each lane and gives
 // the held slots back. What a disk thread does with one buffer (files,
 // pwritev, O_DIRECT, errors) is in writer_io.cpp; the shared private types in
-// writer_detail.hpp.
+// writer_buffer.hpp, writer_lane.hpp and writer_io.hpp.
 #include "lib/sinks/writer.hpp"
 
 #include <fmt/format.h>
@@ -18,7 +18,7 @@
 #include <system_error>
 
 #include "lib/core/probes.hpp"
-#include "lib/sinks/writer_detail.hpp"
+#include "lib/sinks/writer_io.hpp"
 #include "lib/sinks/writer_memory.hpp"
 
 namespace ibvcap {
@@ -31,13 +31,13 @@ namespace {
 // buffer keep that under one call per 20 frames, gpu-cuda-2.md N1).
 constexpr std::size_t kPressureFlushHolds = 64;
 
-using writer_detail::buffer_cost;
-using writer_detail::BufferArena;
-using writer_detail::holds_for;
-using writer_detail::kPage;
-using writer_detail::MemoryCount;
-using writer_detail::MemoryPlan;
-using writer_detail::Refusal;
+using writer_parts::buffer_cost;
+using writer_parts::BufferArena;
+using writer_parts::holds_for;
+using writer_parts::kPage;
+using writer_parts::MemoryCount;
+using writer_parts::MemoryPlan;
+using writer_parts::Refusal;
 
 // The most the stock keeps faulted in ahead under a bound: a sixteenth of
 // it, at most 256 MiB (at 100 GbE, 20 ms of the wire).
@@ -218,11 +218,11 @@ Writer::Writer(const Options& options) : options_(options) {
             new_buffer(*lanes_[i % lanes_.size()], target_bytes_);
         }
     }
-    ahead_ = std::make_unique<writer_detail::FileAhead>(options_);
+    ahead_ = std::make_unique<writer_parts::FileAhead>(options_);
     for (unsigned t = 0; t < options_.threads; ++t) {
         Lane* lane = lanes_[t].get();
         lane->thread = std::thread([this, lane, t] {
-            writer_detail::block_sigpipe_here();
+            writer_parts::block_sigpipe_here();
             WriterIo io(options_, *lane, [this](Buffer& b) { release_holds(b); });
             for (;;) {
                 Buffer* buffer = nullptr;

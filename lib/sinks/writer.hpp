@@ -102,11 +102,11 @@
 
 namespace ibvcap {
 
-namespace writer_detail {
+namespace writer_parts {
 struct MemoryCount;
 class BufferArena;
 class FileAhead;
-}  // namespace writer_detail
+}  // namespace writer_parts
 
 class Writer {
   public:
@@ -315,8 +315,8 @@ class Writer {
     // The bytes the writer has, and the arena every buffer is carved from
     // (with a bound, its stock faults pages in ahead): before the lanes, so
     // it outlives their threads.
-    std::unique_ptr<writer_detail::MemoryCount> count_;
-    std::unique_ptr<writer_detail::BufferArena> stock_;
+    std::unique_ptr<writer_parts::MemoryCount> count_;
+    std::unique_ptr<writer_parts::BufferArena> stock_;
     std::vector<std::unique_ptr<Lane>> lanes_;
     std::deque<Output> outputs_;    // stable addresses; grown by the producer only
     std::vector<Output*> holding_;  // outputs whose current buffer holds frames
@@ -332,11 +332,11 @@ class Writer {
     std::size_t target_bytes_ = 0;
     std::uint64_t drops_at_bound_ = 0;
     std::uint64_t drops_below_bound_ = 0;
-    int last_refusal_ = 0;      // why the arena made no buffer last (writer_detail::Refusal)
+    int last_refusal_ = 0;      // why the arena made no buffer last (writer_parts::Refusal)
     std::size_t unserved_ = 0;  // prepared outputs that have not taken their first buffer
     // Creates files ahead and writes indexes behind (writer_ahead.hpp);
     // declared after outputs_, so stopped before they go.
-    std::unique_ptr<writer_detail::FileAhead> ahead_;
+    std::unique_ptr<writer_parts::FileAhead> ahead_;
 };
 
 }  // namespace ibvcap

@@ -12,9 +12,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "lib/sinks/writer_detail.hpp"
+#include "lib/sinks/writer_lane.hpp"
 
-namespace ibvcap::writer_detail {
+namespace ibvcap::writer_parts {
 
 int create_output_file(const std::string& path, int flags, bool index, const ReaderWait& wait) {
     const int fd = open_for_writing(path, flags, wait);
@@ -180,4 +180,4 @@ void finish_writeback(int fd, std::uint64_t kicked) {
     ::sync_file_range(fd, static_cast<off_t>(kicked), 0, SYNC_FILE_RANGE_WRITE);  // (0: to the end)
 }
 
-}  // namespace ibvcap::writer_detail
+}  // namespace ibvcap::writer_parts

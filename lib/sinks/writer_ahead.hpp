@@ -38,7 +38,7 @@
 
 namespace ibvcap {
 
-namespace writer_detail {
+namespace writer_parts {
 
 // Creates `path` for writing with `flags` (O_CREAT | O_TRUNC among them) and,
 // with `index`, removes the index a file of that name had (a -W ring reuses a
@@ -140,6 +140,6 @@ void start_writeback(int fd, std::uint64_t& kicked, std::uint64_t to);
 // the last partial page included.
 void finish_writeback(int fd, std::uint64_t kicked);
 
-}  // namespace writer_detail
+}  // namespace writer_parts
 
 }  // namespace ibvcap

@@ -4,6 +4,8 @@
 // whole aligned pages, device memory copied out in one batch per buffer, and
 // a write error cutting the file back to its last whole record. The producer
 // side and the disk threads' loop are in writer.cpp.
+#include "lib/sinks/writer_io.hpp"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -18,13 +20,12 @@
 #include <thread>
 
 #include "lib/core/probes.hpp"
-#include "lib/sinks/writer_detail.hpp"
 
 namespace ibvcap {
 
-using writer_detail::kPage;
-using writer_detail::page_alloc;
-using writer_detail::Piece;
+using writer_parts::kPage;
+using writer_parts::page_alloc;
+using writer_parts::Piece;
 
 namespace {
 
@@ -113,7 +114,7 @@ bool is_regular(int fd) {
 
 }  // namespace
 
-namespace writer_detail {
+namespace writer_parts {
 
 AsyncPwrite::AsyncPwrite() {
     thread_ = std::thread([this] {
@@ -164,7 +165,12 @@ int AsyncPwrite::wait() {
     return err_;
 }
 
-}  // namespace writer_detail
+}  // namespace writer_parts
+
+WriterIo::~WriterIo() {
+    complete_pending();
+    lane_.unpin(other_staging_.get());
+}
 
 void WriterIo::complete_pending() {
     if (pending_.out == nullptr) {
@@ -337,7 +343,7 @@ void WriterIo::open_file(Writer::Output& out) {
                    (options_.abandon != nullptr &&
                     options_.abandon->load(std::memory_order_relaxed));
         };
-        out.fd = writer_detail::create_output_file(out.current_path, flags, options_.index, wait);
+        out.fd = writer_parts::create_output_file(out.current_path, flags, options_.index, wait);
         open_err = out.fd < 0 ? -out.fd : 0;
     }
     if (out.fd < 0 && open_err == ECANCELED) {
@@ -417,7 +423,7 @@ void WriterIo::close_file(Writer::Output& out) {
         fail(out, "cannot set the file's final length", errno);
     }
     if (out.ahead.write_behind && !out.failed && regular) {
-        writer_detail::finish_writeback(out.fd, out.ahead.kicked);
+        writer_parts::finish_writeback(out.fd, out.ahead.kicked);
     }
     if (::close(out.fd) != 0 && !out.failed) {
         out.failed = true;
@@ -547,7 +553,7 @@ int WriterIo::write_pieces(Writer::Output& out, std::span<const Piece> pieces, s
         out.checksum.copy_from(lane_.checksum_before);
     }
     if (err == 0 && records > 0 && out.ahead.write_behind) {
-        writer_detail::start_writeback(out.fd, out.ahead.kicked, out.offset);
+        writer_parts::start_writeback(out.fd, out.ahead.kicked, out.offset);
     }
     return err;
 }
@@ -645,7 +651,7 @@ int WriterIo::write_direct(Writer::Output& out, std::span<const Piece> pieces, s
         return 0;  // counted as not written by write_buffer
     }
     if (!async_) {
-        async_ = std::make_unique<writer_detail::AsyncPwrite>();
+        async_ = std::make_unique<writer_parts::AsyncPwrite>();
     }
     pending_ = Pending{&out, records, bytes, offset_before};
     pending_checksum_before_.copy_from(lane_.checksum_before);

@@ -16,7 +16,7 @@
 #include <stdexcept>
 #include <type_traits>
 
-namespace ibvcap::writer_detail {
+namespace ibvcap::writer_parts {
 
 std::size_t MemoryPlan::default_buffer_bytes(const Writer::Options& o) {
     if (o.buffer_bytes != 0) {
@@ -357,4 +357,4 @@ void BufferArena::run() {
     }
 }
 
-}  // namespace ibvcap::writer_detail
+}  // namespace ibvcap::writer_parts

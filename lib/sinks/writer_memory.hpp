@@ -23,9 +23,9 @@
 #include <thread>
 #include <vector>
 
-#include "lib/sinks/writer_detail.hpp"
+#include "lib/sinks/writer_buffer.hpp"
 
-namespace ibvcap::writer_detail {
+namespace ibvcap::writer_parts {
 
 // The bytes the writer has (buffers, their piece lists, staging) and their
 // peak; changed by every thread that makes, remakes or trims a buffer.
@@ -186,4 +186,4 @@ class BufferArena {
     std::thread thread_;
 };
 
-}  // namespace ibvcap::writer_detail
+}  // namespace ibvcap::writer_parts
