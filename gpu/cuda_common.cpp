@@ -1,11 +1,11 @@
-// The GPU path's shared CUDA helpers (cuda_detail.hpp) and the device-level
+// The GPU path's shared CUDA helpers (cuda_common.hpp) and the device-level
 // entry points: GPU probe, plain copies.
+#include "gpu/cuda_common.hpp"
+
 #include <fmt/format.h>
 
 #include <array>
 #include <stdexcept>
-
-#include "gpu/cuda_detail.hpp"
 
 namespace ibvcap::gpu {
 

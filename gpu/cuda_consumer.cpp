@@ -3,7 +3,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "gpu/cuda_detail.hpp"
+#include "gpu/cuda_common.hpp"
 
 namespace ibvcap::gpu {
 

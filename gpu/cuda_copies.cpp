@@ -7,7 +7,7 @@
 #include <array>
 #include <cstring>
 
-#include "gpu/cuda_detail.hpp"
+#include "gpu/cuda_common.hpp"
 
 namespace ibvcap::gpu {
 

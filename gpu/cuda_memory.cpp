@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "gpu/cuda_detail.hpp"
+#include "gpu/cuda_common.hpp"
 
 namespace ibvcap::gpu {
 

@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include "gpu/cuda_detail.hpp"
+#include "gpu/cuda_common.hpp"
 
 namespace ibvcap::gpu::detail {
 

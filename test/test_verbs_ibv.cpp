@@ -20,13 +20,13 @@
 #include <utility>
 #include <vector>
 
-#include "lib/sources/verbs/ibv_detail.hpp"
+#include "lib/sources/verbs/ibv_logic.hpp"
 #include "lib/sources/verbs/seam.hpp"
 
 namespace {
 
 using namespace ibvcap::verbs;
-namespace d = ibvcap::verbs::ibv_detail;
+namespace d = ibvcap::verbs::ibv_logic;
 
 bool contains(const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
@@ -686,17 +686,17 @@ TEST(PollTimeout, ClampsToWhatPollTakes) {
 // (providers/mlx5/CMakeLists.txt); the release decides whether a consumed
 // completion shifts a QP's wr_ids (before v55: verbs-mlx5-3.md R5).
 TEST(ProviderRelease, IsReadFromTheProvidersRealFileName) {
-    EXPECT_EQ(ibv_detail::provider_release_of("/usr/lib/x86_64-linux-gnu/libmlx5.so.1.24.44.0"),
+    EXPECT_EQ(ibv_logic::provider_release_of("/usr/lib/x86_64-linux-gnu/libmlx5.so.1.24.44.0"),
               44u);
-    EXPECT_EQ(ibv_detail::provider_release_of("libmlx5.so.1.25.56.0"), 56u);
-    EXPECT_EQ(ibv_detail::provider_release_of("/opt/mofed/lib/libmlx5.so.1.25.2410.1"), 2410u);
+    EXPECT_EQ(ibv_logic::provider_release_of("libmlx5.so.1.25.56.0"), 56u);
+    EXPECT_EQ(ibv_logic::provider_release_of("/opt/mofed/lib/libmlx5.so.1.25.2410.1"), 2410u);
     // Names that do not say: unknown (0), which the engine takes as old.
-    EXPECT_EQ(ibv_detail::provider_release_of("/usr/lib/libmlx5.so.1"), 0u);
-    EXPECT_EQ(ibv_detail::provider_release_of("/usr/lib/libmlx5.so"), 0u);
-    EXPECT_EQ(ibv_detail::provider_release_of("libmlx5.so.1.24.x.0"), 0u);
-    EXPECT_EQ(ibv_detail::provider_release_of("libmlx5.so.2.24.44.0"), 0u);
-    EXPECT_EQ(ibv_detail::provider_release_of(""), 0u);
-    EXPECT_EQ(ibv_detail::provider_release_of("libmlx5.so.1.24.99999999999.0"), 0u);
+    EXPECT_EQ(ibv_logic::provider_release_of("/usr/lib/libmlx5.so.1"), 0u);
+    EXPECT_EQ(ibv_logic::provider_release_of("/usr/lib/libmlx5.so"), 0u);
+    EXPECT_EQ(ibv_logic::provider_release_of("libmlx5.so.1.24.x.0"), 0u);
+    EXPECT_EQ(ibv_logic::provider_release_of("libmlx5.so.2.24.44.0"), 0u);
+    EXPECT_EQ(ibv_logic::provider_release_of(""), 0u);
+    EXPECT_EQ(ibv_logic::provider_release_of("libmlx5.so.1.24.99999999999.0"), 0u);
 }
 
 }  // namespace

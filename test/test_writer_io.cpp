@@ -351,17 +351,17 @@ TEST(WriteBehind, OnlyWholePagesAreStartedEachOnceAndGathered) {
     const std::string path = dir.file("p");
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     ASSERT_GE(fd, 0);
-    constexpr std::uint64_t kGather = writer_detail::kWriteBehindBytes;
+    constexpr std::uint64_t kGather = writer_parts::kWriteBehindBytes;
     std::uint64_t kicked = 0;
-    writer_detail::start_writeback(fd, kicked, 100);
+    writer_parts::start_writeback(fd, kicked, 100);
     EXPECT_EQ(kicked, 0u);  // not a whole page yet
-    writer_detail::start_writeback(fd, kicked, 3 * 4096 + 5);
+    writer_parts::start_writeback(fd, kicked, 3 * 4096 + 5);
     EXPECT_EQ(kicked, 0u);  // whole pages, but fewer than kGather bytes of them
-    writer_detail::start_writeback(fd, kicked, kGather + 4096 + 5);
+    writer_parts::start_writeback(fd, kicked, kGather + 4096 + 5);
     EXPECT_EQ(kicked, kGather + 4096);
-    writer_detail::start_writeback(fd, kicked, 2 * kGather);
+    writer_parts::start_writeback(fd, kicked, 2 * kGather);
     EXPECT_EQ(kicked, kGather + 4096);  // a page short of kGather more
-    writer_detail::start_writeback(fd, kicked, 2 * kGather + 4096 + 4000);
+    writer_parts::start_writeback(fd, kicked, 2 * kGather + 4096 + 4000);
     EXPECT_EQ(kicked, 2 * kGather + 4096);
     ::close(fd);
 }
@@ -374,7 +374,7 @@ TEST(WriteBehind, SmallFilesAreOnTheirWayToTheDiskWhenClosed) {
     constexpr std::size_t kFiles = 24;
     constexpr std::size_t kRecord = 9000;
     constexpr std::size_t kRecords = 30;  // 270,000 bytes a file: under kWriteBehindBytes
-    static_assert(kRecord * kRecords < writer_detail::kWriteBehindBytes);
+    static_assert(kRecord * kRecords < writer_parts::kWriteBehindBytes);
     std::vector<std::string> paths;
     {
         Writer w(small_options());

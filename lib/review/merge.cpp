@@ -14,21 +14,21 @@
 #include "lib/core/netaddr.hpp"
 #include "lib/ledger/expected.hpp"
 #include "lib/ledger/ledger.hpp"
-#include "lib/review/merge_detail.hpp"
+#include "lib/review/merge_parts.hpp"
 #include "lib/run/common.hpp"
 
 namespace ibvcap {
 
 namespace {
 
-using merge_detail::add_counts;
-using merge_detail::count_of;
-using merge_detail::Host;
-using merge_detail::MergedStream;
-using merge_detail::seconds_to_ns;
-using merge_detail::text_at;
-using merge_detail::time_json;
-using merge_detail::time_of;
+using merge_parts::add_counts;
+using merge_parts::count_of;
+using merge_parts::Host;
+using merge_parts::MergedStream;
+using merge_parts::seconds_to_ns;
+using merge_parts::text_at;
+using merge_parts::time_json;
+using merge_parts::time_of;
 using nlohmann::json;
 
 // The gaps listed at most, as a run lists them (lib/ledger/timeline.hpp).
@@ -141,7 +141,7 @@ std::vector<MergedStream> merge_streams(const std::vector<Host>& hosts) {
 
 void sum_into(json& into, const json& from, const char* what) {
     for (const auto& [key, value] : from.items()) {
-        if (merge_detail::is_count(value)) {
+        if (merge_parts::is_count(value)) {
             into[key] = add_counts(count_of(into, key.c_str()), value.get<std::uint64_t>(), what);
         }
     }
@@ -393,15 +393,15 @@ json merge_reports(const std::vector<MergeInput>& inputs,
     json merged = json::object();
     merged["inputs"] = inputs.size();
     merged["expect"] = expect ? json(expect->name) : json();
-    merged["duplicate_streams"] = merge_detail::duplicates_json(hosts, streams);
+    merged["duplicate_streams"] = merge_parts::duplicates_json(hosts, streams);
     std::uint64_t pairs = 0;
-    merged["not_overlapping"] = merge_detail::not_overlapping_json(hosts, pairs);
+    merged["not_overlapping"] = merge_parts::not_overlapping_json(hosts, pairs);
     json versions = json::object();
     for (const Host& h : hosts) {
         versions[text_at(h.report(), "version", "unknown")].push_back(h.label);
     }
     merged["versions"] = std::move(versions);
-    std::vector<std::string> notes = merge_detail::merge_notes(hosts, merged, pairs);
+    std::vector<std::string> notes = merge_parts::merge_notes(hosts, merged, pairs);
     std::vector<std::pair<std::string, const json*>> presences;
     for (const Host& h : hosts) {
         const auto it = h.report().find("presence");
@@ -424,7 +424,7 @@ json merge_reports(const std::vector<MergeInput>& inputs,
     // The verdict: every host's, and the site's expected streams.
     std::vector<std::string> reasons;
     if (expect) {
-        j["expected"] = merge_detail::merge_expected(*expect, hosts, streams);
+        j["expected"] = merge_parts::merge_expected(*expect, hosts, streams);
         for (std::size_t i = 0; i < kExpectProblemCount; ++i) {
             const auto problem = static_cast<ExpectProblem>(i);
             const auto n =
@@ -457,7 +457,7 @@ json merge_reports(const std::vector<MergeInput>& inputs,
 
     json table = json::array();
     for (std::size_t i = 0; i < hosts.size(); ++i) {
-        table.push_back(merge_detail::host_entry(hosts[i], streams, i));
+        table.push_back(merge_parts::host_entry(hosts[i], streams, i));
     }
     j["hosts"] = std::move(table);
     j["merged"] = std::move(merged);

@@ -12,9 +12,9 @@
 #include "lib/core/netaddr.hpp"
 #include "lib/ledger/expected.hpp"
 #include "lib/ledger/ledger.hpp"
-#include "lib/review/merge_detail.hpp"
+#include "lib/review/merge_parts.hpp"
 
-namespace ibvcap::merge_detail {
+namespace ibvcap::merge_parts {
 
 namespace {
 // The pairs of runs that do not overlap, listed at most.
@@ -318,4 +318,4 @@ json host_entry(const Host& h, const std::vector<MergedStream>& streams, std::si
             {"groups", groups}};
 }
 
-}  // namespace ibvcap::merge_detail
+}  // namespace ibvcap::merge_parts

@@ -19,11 +19,11 @@
 #include "lib/ledger/json_input.hpp"
 #include "lib/ledger/json_text.hpp"
 #include "lib/review/merge.hpp"
-#include "lib/review/merge_detail.hpp"
+#include "lib/review/merge_parts.hpp"
 
 namespace ibvcap {
 
-namespace merge_detail {
+namespace merge_parts {
 
 namespace {
 constexpr const char* kFix = "give the report each host's run wrote (its --report JSON)";
@@ -167,12 +167,12 @@ std::string stream_label(const json& stream) {
                        stream.value("thread", std::uint64_t{0}));
 }
 
-}  // namespace merge_detail
+}  // namespace merge_parts
 
 namespace {
 
-using merge_detail::count_at;
-using merge_detail::not_a_report;
+using merge_parts::count_at;
+using merge_parts::not_a_report;
 using nlohmann::json;
 
 // Saturating: the sums below are compared with a total, never kept.
@@ -445,7 +445,7 @@ void check_report(const json& report, const std::string& path) {
         }
     }
     for (const char* key : {"started_at", "first_frame_at", "last_frame_at"}) {
-        merge_detail::time_at(report, key, path, "");
+        merge_parts::time_at(report, key, path, "");
     }
     const json& totals = report["totals"];
     for (const char* key : {"packets", "bytes", "missing", "duplicates", "out_of_order",
@@ -546,8 +546,8 @@ void check_distinct_inputs(const std::vector<MergeInput>& inputs) {
             std::string why;
             if (a.path == b.path || std::filesystem::equivalent(a.path, b.path, ec)) {
                 why = "the same file";
-            } else if (const std::string id = merge_detail::text_at(a.report, "run_id");
-                       !id.empty() && id == merge_detail::text_at(b.report, "run_id")) {
+            } else if (const std::string id = merge_parts::text_at(a.report, "run_id");
+                       !id.empty() && id == merge_parts::text_at(b.report, "run_id")) {
                 why = fmt::format("the same run (run_id {})", id);
             } else if (a.report == b.report) {
                 why = "the same report (equal in every key)";

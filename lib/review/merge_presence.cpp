@@ -9,13 +9,13 @@
 #include <stdexcept>
 
 #include "lib/review/merge.hpp"
-#include "lib/review/merge_detail.hpp"
+#include "lib/review/merge_parts.hpp"
 
 namespace ibvcap {
 
 namespace {
 
-using merge_detail::is_count;
+using merge_parts::is_count;
 using nlohmann::json;
 
 // The most bins the merged presence may have: hosts whose started_at lie
@@ -172,9 +172,9 @@ json merge_row(const HostPresence& h, const json& row, double started_at, double
     for (const json& cell : row["cells"]) {
         Cell& c = cells[rebin(h, cell[0].get<std::uint64_t>(), started_at, bin_s)];
         c.present =
-            merge_detail::add_counts(c.present, cell[1].get<std::uint64_t>(), "presence counts");
+            merge_parts::add_counts(c.present, cell[1].get<std::uint64_t>(), "presence counts");
         c.missing =
-            merge_detail::add_counts(c.missing, cell[2].get<std::uint64_t>(), "presence counts");
+            merge_parts::add_counts(c.missing, cell[2].get<std::uint64_t>(), "presence counts");
         for (const json& cause : cell[3]) {
             const std::string text = cause.get<std::string>();
             if (std::find(c.causes.begin(), c.causes.end(), text) == c.causes.end()) {

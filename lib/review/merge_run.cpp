@@ -12,7 +12,7 @@
 #include "lib/ledger/expected.hpp"
 #include "lib/ledger/report.hpp"
 #include "lib/review/merge.hpp"
-#include "lib/review/merge_detail.hpp"
+#include "lib/review/merge_parts.hpp"
 #include "lib/review/run_page.hpp"
 #include "lib/run/common.hpp"
 #include "lib/run/run_paths.hpp"
@@ -29,7 +29,7 @@ constexpr std::size_t kDuplicatesShown = 5;
 
 std::uint64_t count_of(const json& object, const char* key) {
     const auto it = object.find(key);
-    return it != object.end() && merge_detail::is_count(*it) ? it->get<std::uint64_t>() : 0;
+    return it != object.end() && merge_parts::is_count(*it) ? it->get<std::uint64_t>() : 0;
 }
 
 std::string text_of(const json& object, const char* key) {

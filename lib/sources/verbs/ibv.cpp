@@ -7,7 +7,7 @@
 // Provider; the completion queues, queue pairs and flow rules are in
 // ibv_queues.cpp, the handles both share in ibv_objects.hpp, and the pure
 // translations (statuses, attributes, flow-rule layout, error hints) in
-// ibv_detail.cpp.
+// ibv_logic.cpp.
 //
 // Exercising it on a real mlx5 host (this file cannot be tested without one;
 // test/test_verbs_ibv.cpp covers everything that does not need a device):
@@ -66,7 +66,7 @@
 #include <vector>
 
 #include "lib/core/netaddr.hpp"
-#include "lib/sources/verbs/ibv_detail.hpp"
+#include "lib/sources/verbs/ibv_logic.hpp"
 #include "lib/sources/verbs/ibv_objects.hpp"
 #include "lib/sources/verbs/seam.hpp"
 
@@ -86,7 +86,7 @@ std::string exe_path() {
 
 namespace {
 
-using namespace ibv_detail;
+using namespace ibv_logic;
 using namespace ibv_objects;
 
 // Owns one ibv_mr (ibv_dereg_mr), then drops its Context reference (the PD).

@@ -19,7 +19,7 @@
 #include <utility>
 
 #include "lib/core/netaddr.hpp"
-#include "lib/sources/verbs/ibv_detail.hpp"
+#include "lib/sources/verbs/ibv_logic.hpp"
 #include "lib/sources/verbs/ibv_objects.hpp"
 #include "lib/sources/verbs/seam.hpp"
 
@@ -27,7 +27,7 @@ namespace ibvcap::verbs::ibv_objects {
 
 namespace {
 
-using namespace ibv_detail;
+using namespace ibv_logic;
 
 // CQ completions are read through a stack array of this many ibv_wc when the
 // device has no extended CQ.

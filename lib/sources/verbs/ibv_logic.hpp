@@ -1,7 +1,7 @@
 // Internal to the libibverbs provider (lib/sources/verbs/ibv.cpp and
 // ibv_queues.cpp): the parts that do not need a device — status and event
 // mapping, the flow-rule layout, the receive-WR chain, QP transitions, error
-// hints — defined in ibv_detail.cpp so that they can be unit tested on hosts
+// hints — defined in ibv_logic.cpp so that they can be unit tested on hosts
 // without RDMA hardware (test/test_verbs_ibv.cpp). Nothing outside the
 // provider and its test includes this header.
 #pragma once
@@ -21,7 +21,7 @@
 
 #include "lib/sources/verbs/seam.hpp"
 
-namespace ibvcap::verbs::ibv_detail {
+namespace ibvcap::verbs::ibv_logic {
 
 // --- Completions and events -------------------------------------------------
 
@@ -49,7 +49,7 @@ AsyncEvent map_event(const ibv_async_event& event);
 // every spec would sit at 4 modulo 8, and the counter action holds a pointer.
 // The leading 4-byte pad puts the attribute at offset 4 so that every spec,
 // the counter action included, starts 8-byte aligned without
-// __attribute__((packed)); the static_asserts in ibv_detail.cpp check the
+// __attribute__((packed)); the static_asserts in ibv_logic.cpp check the
 // layout. A plain aggregate (no member initialisers) so that build_flow_rule()
 // can zero it whole, padding included, as ibv_create_flow(3) asks. Pass
 // &rule.attr to ibv_create_flow().
@@ -206,4 +206,4 @@ std::uint64_t midpoint_ns(std::uint64_t before, std::uint64_t after);
 // A poll(2) timeout: negative → 0, beyond INT_MAX → INT_MAX.
 int poll_timeout_ms(std::chrono::milliseconds timeout);
 
-}  // namespace ibvcap::verbs::ibv_detail
+}  // namespace ibvcap::verbs::ibv_logic

@@ -13,7 +13,7 @@
 #include "lib/ledger/expect.hpp"
 #include "lib/review/merge.hpp"
 
-namespace ibvcap::merge_detail {
+namespace ibvcap::merge_parts {
 
 using nlohmann::json;
 
@@ -92,4 +92,4 @@ std::vector<std::string> merge_notes(const std::vector<Host>& hosts, const json&
                                      std::uint64_t pairs);
 json host_entry(const Host& h, const std::vector<MergedStream>& streams, std::size_t index);
 
-}  // namespace ibvcap::merge_detail
+}  // namespace ibvcap::merge_parts

@@ -1,9 +1,9 @@
 // The pure half of the libibverbs provider, declared in
-// lib/sources/verbs/ibv_detail.hpp: status and event mapping, the flow-rule
+// lib/sources/verbs/ibv_logic.hpp: status and event mapping, the flow-rule
 // layout, the receive-WR chain, CQ and QP attributes and transitions, error
 // hints and clock arithmetic. Nothing here opens a device, so all of it is
 // unit tested on hosts without RDMA hardware (test/test_verbs_ibv.cpp).
-#include "lib/sources/verbs/ibv_detail.hpp"
+#include "lib/sources/verbs/ibv_logic.hpp"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -25,9 +25,9 @@
 
 namespace ibvcap::verbs {
 
-// --- Pure helpers (lib/sources/verbs/ibv_detail.hpp) ----------------------------------
+// --- Pure helpers (lib/sources/verbs/ibv_logic.hpp) ----------------------------------
 
-namespace ibv_detail {
+namespace ibv_logic {
 
 // The flow rule must be one contiguous run of attr + specs (libibverbs walks
 // the specs by their size fields), each spec naturally aligned.
@@ -497,6 +497,6 @@ int poll_timeout_ms(std::chrono::milliseconds timeout) {
     return static_cast<int>(count);
 }
 
-}  // namespace ibv_detail
+}  // namespace ibv_logic
 
 }  // namespace ibvcap::verbs
