@@ -10,7 +10,7 @@
 #include "formats/vdif.hpp"
 #include "lib/sources/pcap_file.hpp"
 
-namespace ibvcap::verify_detail {
+namespace ibvcap::verify_parts {
 
 Wrapper::Wrapper(Endpoint group, std::uint32_t antenna) {
     spec_.dst_ip = group.ip;
@@ -155,4 +155,4 @@ Walk walk_pcap(const std::string& path, Demux& demux) {
     return w;
 }
 
-}  // namespace ibvcap::verify_detail
+}  // namespace ibvcap::verify_parts

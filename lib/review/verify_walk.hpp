@@ -13,7 +13,7 @@
 #include "lib/core/netaddr.hpp"
 #include "lib/demux/demux.hpp"
 
-namespace ibvcap::verify_detail {
+namespace ibvcap::verify_parts {
 
 // What the walk of one file found.
 struct Walk {
@@ -43,4 +43,4 @@ Walk walk_vdif(Bytes file, Wrapper& wrap, Demux& demux);
 Walk walk_raw(Bytes file, Demux& demux);
 Walk walk_pcap(const std::string& path, Demux& demux);
 
-}  // namespace ibvcap::verify_detail
+}  // namespace ibvcap::verify_parts
