@@ -1,8 +1,9 @@
 // The producer side of the writer (lib/sinks/writer.hpp): the Writer API,
-// its outputs and buffers, rotation decided per record, the hand-off of held
+// its outputs, rotation decided per record, the hand-off of held
 // receive slots, and the disk threads' loop that drains each lane and gives
 // the held slots back. What a disk thread does with one buffer (files,
-// pwritev, O_DIRECT, errors) is in writer_io.cpp; the shared private types in
+// pwritev, O_DIRECT, errors) is in writer_io.cpp; where the producer's
+// buffers come from (the memory plan, the stock) in writer_memory.cpp; the shared private types in
 // writer_buffer.hpp, writer_lane.hpp and writer_io.hpp.
 #include "lib/sinks/writer.hpp"
 
@@ -49,95 +50,6 @@ std::size_t most_ahead(const Writer::Options& o) {
 }
 
 }  // namespace
-
-std::size_t Writer::min_memory_bytes(const Options& options) {
-    if (options.memory_bytes == 0) {
-        return 0;
-    }
-    Options o = options;
-    if (o.max_pieces == 0) {
-        o.max_pieces = 1;
-    }
-    return MemoryPlan(o, sizeof(Output)).least_bound(o);
-}
-
-std::string Writer::memory_text(std::size_t bytes) {
-    static constexpr const char* kUnits[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-    std::size_t unit = 0;
-    while (unit + 1 < std::size(kUnits) && bytes != 0 && bytes % 1024 == 0) {
-        bytes /= 1024;
-        ++unit;
-    }
-    return fmt::format("{} {}", bytes, kUnits[unit]);
-}
-
-Writer::Memory Writer::memory() const {
-    Memory m;
-    m.bound = options_.memory_bytes;
-    m.now = count_->now();
-    m.peak = count_->peak.load(std::memory_order_relaxed);
-    m.buffer_bytes = target_bytes_;
-    m.buffers = stock_->made();
-    m.backlog_peak = backlog_peak_.load(std::memory_order_relaxed);
-    m.drops_at_bound = drops_at_bound_;
-    m.drops_below_bound = drops_below_bound_;
-    m.starved = stock_->starved();
-    m.ahead_peak = stock_->ahead_peak();
-    m.ahead_rule = stock_->ahead_rule();
-    m.producer_faulted = stock_->producer_faulted();
-    return m;
-}
-
-// Without a bound: a buffer made on this thread, up front or with an output.
-Writer::Buffer* Writer::new_buffer(Lane& lane, std::size_t bytes) {
-    Refusal why = Refusal::none;
-    Buffer* b = stock_->carve(bytes, holds_for(bytes, options_), why);
-    if (b == nullptr) {
-        throw std::bad_alloc();  // (the reservation covers every buffer: the host refused)
-    }
-    lane.spare.push_back(b);
-    return b;
-}
-
-// The outputs passed the plan: plan for a quarter more, at a smaller buffer
-// size. Buffers are made at the new size from now on; larger ones in use
-// take no more than it and are made smaller in place by the disk thread once
-// written; parked ones are capped at it (while the memory has room: giving
-// their pages back cost the producer a TLB shootdown each, 8,754 calls for
-// 2,400 outputs), trimmed to it (their pages past it given back), or sent.
-void Writer::plan_for(std::size_t outputs) {
-    planned_outputs_ = std::min(
-        options_.max_outputs,
-        std::max(outputs, planned_outputs_ + std::max<std::size_t>(4, planned_outputs_ / 4)));
-    const MemoryPlan plan(options_, sizeof(Output));
-    const std::size_t size = plan.buffer_for(planned_outputs_, options_);
-    if (size >= target_bytes_) {
-        return;
-    }
-    target_bytes_ = size;
-    for (auto& lane : lanes_) {
-        lane->target.store(size, std::memory_order_relaxed);
-    }
-    // Parked buffers larger than the new size: sent when they hold that
-    // much already; otherwise trimmed to it (the pages past it go back to
-    // the system), and sent once full. Sending them all at once starved the
-    // outputs of buffers (live) or made thousands of small writes (offline).
-    for (auto& out : outputs_) {
-        if (out.current != nullptr && out.current->capacity > size) {
-            Buffer& b = *out.current;
-            if (b.bytes >= size || b.tokens.size() >= holds_for(size, options_)) {
-                submit(out);
-            } else if (count_->now() < options_.memory_bytes / 3 * 2) {
-                // Memory has room: capped only, made smaller once written.
-                b.cap(size, holds_for(size, options_));
-            } else if (b.charged > buffer_cost(size, options_)) {
-                const std::size_t before = b.charged;
-                b.trim(size, holds_for(size, options_), buffer_cost(size, options_));
-                count_->release(before - b.charged);
-            }
-        }
-    }
-}
 
 std::string Writer::rotated_path(const std::string& path, std::uint64_t index) {
     const auto slash = path.find_last_of('/');
@@ -331,83 +243,6 @@ Writer::OutputId Writer::add_output(OutputFormat format, std::string path, std::
     out.on_disk.reserve(std::clamp<std::size_t>(options_.rotation.files, 1, 64));
     ahead_->request(out);
     return &out;
-}
-
-// What the stock keeps made: its share of the bound, and a buffer for each
-// prepared output not yet served and each output the plan foresees but has
-// not seen (they come in bursts: a new group's antennas all at once).
-void Writer::want_stock() {
-    const std::size_t foreseen =
-        planned_outputs_ > outputs_.size() ? planned_outputs_ - outputs_.size() : 0;
-    stock_->want((options_.buffers + unserved_ + foreseen) * buffer_cost(target_bytes_, options_));
-}
-
-void Writer::prepare(std::chrono::milliseconds patience) {
-    if (!bounded()) {
-        ahead_->wait_created(patience);
-        return;
-    }
-    for (auto& out : outputs_) {
-        if (!out.prepared && out.current == nullptr) {
-            out.prepared = true;
-            ++unserved_;
-        }
-    }
-    want_stock();
-    stock_->wait_stocked(patience);
-    ahead_->wait_created(patience);  // and their files made
-}
-
-// A free buffer, first of this lane's, then of any lane's (a buffer goes to
-// whichever lane its output is on), then a new one from the stock; nullptr
-// when there is none. Never allocates, never waits.
-Writer::Buffer* Writer::try_take_buffer(Lane& lane, bool fresh) {
-    const auto from = [](Lane& l) {
-        Buffer* b = nullptr;
-        if (!l.spare.empty()) {
-            b = l.spare.back();
-            l.spare.pop_back();
-        } else if (!l.free.try_dequeue(b)) {
-            b = nullptr;
-        }
-        return b;
-    };
-    if (Buffer* b = from(lane)) {
-        return b;
-    }
-    for (auto& l : lanes_) {
-        if (l.get() != &lane) {
-            if (Buffer* b = from(*l)) {
-                return b;
-            }
-        }
-    }
-    if (!fresh || !bounded()) {
-        return nullptr;
-    }
-    Refusal why = Refusal::none;
-    Buffer* b = stock_->carve(target_bytes_, holds_for(target_bytes_, options_), why);
-    last_refusal_ = static_cast<int>(why);
-    return b;
-}
-
-// Offline (and at the end): waits until a buffer comes back from a disk
-// thread or is made. An offline source waits for the disk anyway: past an
-// eighth of the bound in flight (128 MiB of 1 GiB: 0.1 s of a fast disk) it
-// takes no new buffer, so that a read does not fill the bound with a backlog
-// that buys it nothing.
-Writer::Buffer* Writer::wait_for_buffer(Lane& lane) {
-    for (;;) {
-        const bool fresh = !bounded() || finished_ ||
-                           backlog_.load(std::memory_order_relaxed) < options_.memory_bytes / 8;
-        if (Buffer* b = try_take_buffer(lane, fresh)) {
-            return b;
-        }
-        Buffer* b = nullptr;
-        if (lane.free.wait_dequeue_timed(b, std::chrono::microseconds(500))) {
-            return b;
-        }
-    }
 }
 
 void Writer::submit(Output& out) {
