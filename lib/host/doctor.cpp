@@ -23,7 +23,7 @@
 #include "formats/packet.hpp"
 #include "lib/core/netaddr.hpp"
 #include "lib/host/cores.hpp"
-#include "lib/host/doctor_internal.hpp"
+#include "lib/host/doctor_common.hpp"
 
 namespace ibvcap::doctor {
 

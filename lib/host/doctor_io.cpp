@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "lib/host/doctor.hpp"
-#include "lib/host/doctor_internal.hpp"
+#include "lib/host/doctor_common.hpp"
 
 namespace ibvcap::doctor {
 

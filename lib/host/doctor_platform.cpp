@@ -10,7 +10,7 @@
 
 #include "lib/host/cores.hpp"
 #include "lib/host/doctor.hpp"
-#include "lib/host/doctor_internal.hpp"
+#include "lib/host/doctor_common.hpp"
 
 namespace ibvcap::doctor {
 

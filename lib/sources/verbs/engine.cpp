@@ -23,7 +23,7 @@
 #include "lib/core/probes.hpp"
 #include "lib/core/usage_error.hpp"
 #include "lib/host/devices.hpp"
-#include "lib/sources/verbs/engine_internal.hpp"
+#include "lib/sources/verbs/engine_ring.hpp"
 #include "lib/sources/verbs/wr_id.hpp"
 
 namespace ibvcap {

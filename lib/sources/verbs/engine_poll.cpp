@@ -21,7 +21,7 @@
 #include "formats/packet.hpp"
 #include "lib/core/probes.hpp"
 #include "lib/sources/verbs/engine.hpp"
-#include "lib/sources/verbs/engine_internal.hpp"
+#include "lib/sources/verbs/engine_ring.hpp"
 #include "lib/sources/verbs/wr_id.hpp"
 
 namespace ibvcap {

@@ -1,4 +1,4 @@
-// Internal to the verbs engine's two files (engine.cpp: the plan, start,
+// What the verbs engine's two files share (engine.cpp: the plan, start,
 // stop, events and reports; engine_poll.cpp: the poll loop): a QP's receive
 // ring and its bookkeeping, the mailbox through which consumers release the
 // slots they hold, and the slot geometry both files compute.
