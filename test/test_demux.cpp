@@ -54,7 +54,7 @@ TEST(Demux, NoFramesIsNotZeroLoss) {
     Demux demux({}, ledger);
     EXPECT_FALSE(ledger.zero_loss());
     ASSERT_EQ(ledger.loss_reasons().size(), 1u);
-    EXPECT_EQ(ledger.loss_reasons()[0], "no CODIF frames were received");
+    EXPECT_EQ(ledger.loss_reasons()[0], "no stream frames were received");
 }
 
 TEST(Demux, StreamsAreGroupAntennaThread) {
@@ -172,7 +172,7 @@ TEST(Demux, OneCorruptSecondsFieldIsImplausibleNotAbsurdLoss) {
     EXPECT_FALSE(ledger.zero_loss());
     const auto why = ledger.loss_reasons();
     EXPECT_NE(std::find(why.begin(), why.end(),
-                        "1 CODIF frames with implausible headers (too far from their stream to "
+                        "1 frames with implausible headers (too far from their stream to "
                         "place)"),
               why.end());
 }
