@@ -392,7 +392,7 @@ TEST_P(DemuxReason, CountedOnceUnderItsReason) {
     EXPECT_EQ(t.malformed, GetParam().loss ? 1u : 0u);
     EXPECT_EQ(t.non_codif, GetParam().loss ? 0u : 1u);
     expect_partition(ledger);
-    // A good frame next to it: non-CODIF frames do not make a loss, malformed ones do.
+    // A good frame next to it: non-stream frames do not make a loss, malformed ones do.
     auto g = good();
     demux.on_frame(whole(g));
     EXPECT_EQ(ledger.zero_loss(), !GetParam().loss);
