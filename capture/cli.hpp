@@ -132,7 +132,7 @@ struct CommonOptions {
 CommonOptions read_common_options(const cxxopts::ParseResult& args,
                                   const std::string& input_file = {});
 
-// The -v line for one CODIF frame.
+// The -v line for one stream frame.
 void print_frame(const Frame& frame, const UdpPacket& packet, const StreamHeader& header,
                  const StreamStats& stream);
 // End of a run: the report and the run page (when asked), the summary, one

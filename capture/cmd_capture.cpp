@@ -111,9 +111,10 @@ GpuRequest gpu_request(const cxxopts::ParseResult& args) {
 }  // namespace
 
 int cmd_capture(int argc, char** argv) {
-    cxxopts::Options options("ibvcap capture",
-                             "Capture CODIF and VDIF multicast streams through mlx5 raw-packet "
-                             "QPs, or libpcap (--source pcap).");
+    cxxopts::Options options(
+        "ibvcap capture",
+        "Capture CODIF, VDIF or VTP multicast streams through mlx5 raw-packet QPs, or libpcap "
+        "(--source pcap).");
     options.positional_help("GROUP:PORT[/FORMAT]...");
     // clang-format off
     options.add_options()
@@ -142,7 +143,7 @@ int cmd_capture(int argc, char** argv) {
         ("gpu-standin", "the GPU payload path with the block rings in host memory (tests, GPU-less hosts)")
         ("frames-per-block", "frame times per block of the block rings", cxxopts::value<std::uint32_t>()->default_value("256"), "N")
         ("gpu-blocks", "blocks per antenna ring", cxxopts::value<std::uint32_t>()->default_value("16"), "N")
-        ("block-threads", "threads (CODIF or VDIF) per antenna in a block", cxxopts::value<std::uint16_t>()->default_value("2"), "N")
+        ("block-threads", "threads per antenna in a block (the streams' thread ids 0..N-1)", cxxopts::value<std::uint16_t>()->default_value("2"), "N")
         ("gpu-standin-pci", "the PCI address --gpu-standin's GPU has for the XID witness (tests)", cxxopts::value<std::string>(), "ADDR")
         ("user", "after setup, run as this user (from root; every capability is dropped either way)", cxxopts::value<std::string>(), "NAME")
         ("tracefs-root", "where tracefs is, for the GPU XID witness (default /sys/kernel/tracing, else /sys/kernel/debug/tracing)", cxxopts::value<std::string>(), "DIR");

@@ -88,7 +88,7 @@ int cmd_doctor(int argc, char** argv) {
         ("cpu", "capture's --cpu, added to --cpus (repeatable)", cxxopts::value<std::vector<int>>(), "CPU")
         ("disk-cpu", "capture's --disk-cpu, added to --cpus", cxxopts::value<std::vector<int>>(), "LIST")
         ("gpu", "the GPU of --gpu: a CUDA device number or a PCI address", cxxopts::value<std::string>(), "ID")
-        ("frame-bytes", "UDP payload of one frame (CODIF header + data), for the MTU", cxxopts::value<std::uint32_t>()->default_value("8256"), "BYTES")
+        ("frame-bytes", "UDP payload of one frame (its header + data), for the MTU", cxxopts::value<std::uint32_t>()->default_value("8256"), "BYTES")
         ("ring-depth", "capture's --ring-depth, for the memlock figure", cxxopts::value<std::uint32_t>()->default_value("4096"), "N")
         ("max-frame", "capture's --max-frame, for the memlock figure", cxxopts::value<std::uint32_t>()->default_value("9022"), "BYTES")
         ("ptp-device", "a PTP clock device to open and read as this user, e.g. /dev/ptp0 (repeatable)", cxxopts::value<std::vector<std::string>>(), "PATH")

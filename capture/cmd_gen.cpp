@@ -140,9 +140,10 @@ void check_gen_files(const cxxopts::ParseResult& args, bool send) {
 }  // namespace
 
 int cmd_gen(int argc, char** argv) {
-    cxxopts::Options options("ibvcap gen",
-                             "Generate CODIF or VDIF multicast traffic with injected faults and a "
-                             "ground truth: to a pcap file (-w) or live (--send).");
+    cxxopts::Options options(
+        "ibvcap gen",
+        "Generate CODIF, VDIF or VTP multicast traffic with injected faults and a "
+        "ground truth: to a pcap file (-w) or live (--send).");
     options.positional_help("[GROUP:PORT...] (default 239.17.0.1:36001)");
     // clang-format off
     options.add_options()

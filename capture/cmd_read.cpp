@@ -10,7 +10,7 @@ namespace ibvcap::cli {
 
 int cmd_read(int argc, char** argv) {
     cxxopts::Options options("ibvcap read",
-                             "Read a pcap/pcapng capture through the stream demultiplexer, "
+                             "Read a pcap/pcapng capture through the demultiplexer, "
                              "loss ledger and writers.");
     options.positional_help("[GROUP:PORT...]");
     options.add_options()("r,read", "pcap or pcapng file to read", cxxopts::value<std::string>(),

@@ -1,5 +1,6 @@
-// ibvcap: zero-loss CODIF and VDIF multicast capture. Subcommand dispatch only; every
-// subcommand lives in its own file and calls into lib/.
+// ibvcap: zero-loss capture of CODIF, VDIF and VTP multicast streams.
+// Subcommand dispatch only; every subcommand lives in its own file and calls
+// into lib/.
 #include <fmt/format.h>
 
 #include <cstring>
@@ -22,8 +23,8 @@ void print_usage(std::FILE* out) {
                "  read -r FILE [options] [GROUP:PORT...]   offline: a pcap/pcapng through the\n"
                "                                           demux, loss ledger and writers\n"
                "  gen  -w FILE.pcap | --send -i IF [options] [GROUP:PORT...]\n"
-               "                                           synthetic CODIF or VDIF traffic, to a\n"
-               "                                           file or live multicast\n"
+               "                                           synthetic CODIF, VDIF or VTP traffic,\n"
+               "                                           to a file or live multicast\n"
                "  devices                                  RDMA devices, interfaces, capabilities\n"
                "  doctor [-i IF]... [-o DIR] [--cpus LIST] [--gpu ID] [--json]\n"
                "                                           preflight of this host: PASS/WARN/FAIL\n"

@@ -21,8 +21,8 @@ inline constexpr std::size_t kMaxVlanTags = 2;
 inline constexpr std::size_t kIpv4MinHeaderBytes = 20;
 inline constexpr std::size_t kIpv4MaxHeaderBytes = 60;
 inline constexpr std::size_t kUdpHeaderBytes = 8;
-// Ethernet + IPv4 + UDP without VLAN tags or IP options: where a CODIF header
-// starts in the common case (42).
+// Ethernet + IPv4 + UDP without VLAN tags or IP options: where a stream's
+// header starts in the common case (42).
 inline constexpr std::size_t kPlainUdpPayloadOffset =
     kEthernetHeaderBytes + kIpv4MinHeaderBytes + kUdpHeaderBytes;
 
@@ -52,10 +52,11 @@ inline constexpr std::size_t kLinuxSllHeaderBytes = 16;
 inline constexpr std::size_t kLinuxSll2HeaderBytes = 20;
 
 // Why a frame was not a well-formed IPv4/UDP datagram. The first group means
-// "not for us" (counted as non-CODIF), the second "damaged" (counted malformed).
+// "not for us" (counted as non_codif: not a stream's frame), the second
+// "damaged" (counted malformed).
 enum class PacketError : std::uint8_t {
     none,
-    // not IPv4/UDP: counted as non-CODIF
+    // not IPv4/UDP: counted as non_codif (not a stream's frame)
     not_ipv4,  // EtherType is not IPv4 (ARP, IPv6, LLDP, ...)
     not_udp,   // IPv4 protocol is not UDP (IGMP, ICMP, TCP, ...)
     // damaged or unusable: counted as malformed

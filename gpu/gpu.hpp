@@ -142,7 +142,7 @@ void copy_to_device(void* device_dst, const void* host_src, std::size_t bytes);
 
 // ---------------------------------------------------------------------------
 // The example consumer. A block (lib/sinks/block_ring.hpp) is frames_per_block frame
-// times × threads CODIF threads of payload_bytes each, slot (f, t) at byte
+// times × threads threads of payload_bytes each, slot (f, t) at byte
 // ((f * threads) + t) * payload_bytes of Block::data (device memory here), and
 // the presence bitmap Block::present (host memory) has bit f * threads + t,
 // bit b in word b / 64 at position b % 64.
@@ -179,7 +179,7 @@ class KernelScratch {
 // Asynchronously on `stream`: copies the block's presence bitmap to the
 // device, writes zeros over every absent slot of block.data, and writes to
 // `device_power_out` (`threads` floats of device memory; nullptr:
-// scratch.device_power()) the power of each CODIF thread over the block: the
+// scratch.device_power()) the power of each thread over the block: the
 // sum over its frame times of the sum of squares of its int8 sample
 // components (absent slots count zero). Sums are exact integers on the
 // device, rounded to float once at the end. Release the block to the ring only

@@ -1,6 +1,6 @@
 // The example consumer kernels: zero-fill of absent slots with per-thread
 // power, and the generator's payload pattern checked on the GPU. One CUDA
-// block per slot (frame time f, CODIF thread t) of a ring block; slot s is
+// block per slot (frame time f, thread t) of a ring block; slot s is
 // at byte s * payload_bytes and its presence is bit s of the bitmap (see
 // gpu/gpu.hpp for the layout and the sample format).
 #include <cuda_runtime.h>

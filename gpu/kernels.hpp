@@ -11,7 +11,7 @@ namespace ibvcap::gpu::detail {
 
 struct BlockShape {
     std::uint32_t frames = 0;         // frame times per block
-    std::uint32_t threads = 0;        // CODIF threads
+    std::uint32_t threads = 0;        // threads (of each frame time)
     std::uint32_t payload_bytes = 0;  // per slot
 };
 

@@ -137,7 +137,7 @@ inline pid_t spawn_to_files(const TempDir& dir, const std::vector<std::string>& 
 }
 
 // A live capture on the loopback interface with nothing sent (exit 3, "no
-// CODIF frames were received"): a run that only ends by its duration or a
+// stream frames were received"): a run that only ends by its duration or a
 // signal. Skips where libpcap may not capture.
 inline std::vector<std::string> silent_capture(std::vector<std::string> more) {
     std::vector<std::string> args{"capture", "--source", "pcap", "-i", "lo", "239.1.2.3:5000"};

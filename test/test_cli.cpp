@@ -517,7 +517,7 @@ TEST(Cli, PcapSourceOnASilentInterfaceExitsThree) {
         IBVCAP_SKIP_UNLESS_CI(r.err);
     }
     EXPECT_EQ(r.code, 3) << r.out << r.err;
-    EXPECT_NE(r.out.find("no CODIF frames were received"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("no stream frames were received"), std::string::npos) << r.out;
     EXPECT_EQ(r.err, "");
     for (const std::string args : {"--hw-demux", "--cpu 1", "--ring-depth 64", "-i lo"}) {
         const Result u = ibvcap(dir, "capture --source pcap -i lo 239.1.2.3:5000 " + args);
@@ -538,7 +538,7 @@ TEST(Cli, GpuWithoutAGpuFailsInOneLine) {
     test::TempDir dir;
     const Result r =
         ibvcap(dir, "capture --source pcap -i lo --gpu --duration 1 -q 239.1.2.3:5000");
-    if (r.code == 3 && r.out.find("no CODIF frames were received") != std::string::npos) {
+    if (r.code == 3 && r.out.find("no stream frames were received") != std::string::npos) {
         GTEST_SKIP() << "a GPU is present, so --gpu started a capture: this test checks the "
                         "error on hosts without one";
     }

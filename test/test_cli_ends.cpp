@@ -264,7 +264,7 @@ TEST(CliEnds, AStopBeforeTheFirstByteIsACleanStop) {
             const int status = wait_for(pid, std::chrono::seconds(20));
             ::close(writer);
             const std::string said = slurp(dir / "err");
-            // No CODIF frames: the verdict is loss (exit 3), not an error (1).
+            // No stream frames: the verdict is loss (exit 3), not an error (1).
             ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << describe(status) << said;
             EXPECT_EQ(said.find("Interrupted system call"), std::string::npos) << said;
             const auto j = nlohmann::json::parse(slurp(dir / (o + ".json")));

@@ -309,5 +309,64 @@ TEST(CliInputs, StreamFormatsPerGroup) {
     EXPECT_EQ(wrong["reasons"]["malformed"]["vdif_bad_length"], 40);
 }
 
+// Issue 42 item 3: a run of VDIF streams speaks of streams and their frames,
+// never of CODIF: the summary's counts, the reasons' classes, a payload-absent
+// read and every verdict reason (frames missing, no frames at all). A CODIF
+// run says the same words of its frames.
+TEST(CliInputs, VdifRunSaysStreamsNotCodif) {
+    TempDir dir;
+    // Two antennas: the second is left out by --antenna (non-stream frames).
+    ASSERT_EQ(ibvcap(dir,
+                     "gen -q -w v.pcap --vdif --vdif-frames-per-second 20 --antennas 2 "
+                     "--threads 2 -c 60 --loss 0.1 --duplicate 0.05 --reorder 0.05 "
+                     "239.1.0.2:4001")
+                  .code,
+              0);
+    const auto no_codif = [](const Result& r, const std::string& command) {
+        EXPECT_EQ((r.out + r.err).find("CODIF"), std::string::npos)
+            << command << " said CODIF of VDIF streams:\n"
+            << r.out << r.err;
+    };
+    const std::string lossy =
+        "read -r v.pcap --antenna 10.0.0.11 -F pcap --pcap-snaplen headers -o h "
+        "239.1.0.2:4001/vdif";
+    Result r = ibvcap(dir, lossy);
+    EXPECT_EQ(r.code, 3) << r.out << r.err;  // the injected loss
+    EXPECT_NE(r.out.find("  stream frames: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" in 2 streams "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("non-stream unlisted_source: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("frames missing from the stream sequences"), std::string::npos) << r.out;
+    no_codif(r, lossy);
+
+    // Its headers-only pcap read back: frames without their payload.
+    const std::string headers = "read -r h/*.pcap 239.1.0.2:4001/vdif";
+    r = ibvcap(dir, headers);
+    EXPECT_EQ(r.code, 3) << r.out << r.err;
+    EXPECT_NE(r.out.find("  stream frames without payload (cut after the header by the "
+                         "capture): "),
+              std::string::npos)
+        << r.out;
+    no_codif(r, headers);
+
+    // A group nothing was sent to: no stream frame at all.
+    const std::string nothing = "read -r v.pcap 239.9.9.9:4001/vdif";
+    r = ibvcap(dir, nothing);
+    EXPECT_EQ(r.code, 3) << r.out << r.err;
+    EXPECT_NE(r.out.find("no stream frames were received"), std::string::npos) << r.out;
+    no_codif(r, nothing);
+
+    // CODIF: the same summary and verdict words.
+    ASSERT_EQ(ibvcap(dir,
+                     "gen -q -w c.pcap --antennas 1 --threads 1 -c 40 --loss 0.1 "
+                     "239.1.0.1:4001")
+                  .code,
+              0);
+    r = ibvcap(dir, "read -r c.pcap 239.1.0.1:4001");
+    EXPECT_EQ(r.code, 3) << r.out << r.err;
+    EXPECT_NE(r.out.find("  stream frames: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" in 1 streams "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("frames missing from the stream sequences"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace ibvcap::test

@@ -54,7 +54,7 @@ TEST(Demux, NoFramesIsNotZeroLoss) {
     Demux demux({}, ledger);
     EXPECT_FALSE(ledger.zero_loss());
     ASSERT_EQ(ledger.loss_reasons().size(), 1u);
-    EXPECT_EQ(ledger.loss_reasons()[0], "no CODIF frames were received");
+    EXPECT_EQ(ledger.loss_reasons()[0], "no stream frames were received");
 }
 
 TEST(Demux, StreamsAreGroupAntennaThread) {
@@ -172,7 +172,7 @@ TEST(Demux, OneCorruptSecondsFieldIsImplausibleNotAbsurdLoss) {
     EXPECT_FALSE(ledger.zero_loss());
     const auto why = ledger.loss_reasons();
     EXPECT_NE(std::find(why.begin(), why.end(),
-                        "1 CODIF frames with implausible headers (too far from their stream to "
+                        "1 frames with implausible headers (too far from their stream to "
                         "place)"),
               why.end());
 }
@@ -392,7 +392,7 @@ TEST_P(DemuxReason, CountedOnceUnderItsReason) {
     EXPECT_EQ(t.malformed, GetParam().loss ? 1u : 0u);
     EXPECT_EQ(t.non_codif, GetParam().loss ? 0u : 1u);
     expect_partition(ledger);
-    // A good frame next to it: non-CODIF frames do not make a loss, malformed ones do.
+    // A good frame next to it: non-stream frames do not make a loss, malformed ones do.
     auto g = good();
     demux.on_frame(whole(g));
     EXPECT_EQ(ledger.zero_loss(), !GetParam().loss);

@@ -300,7 +300,7 @@ TEST(ExpectEvaluation, UnexpectedStreamsAreListedAndLoseNothing) {
     Ledger ledger;
     ledger.set_expectations(r);
     // (This ledger has no frames of its own.) An unexpected stream is not loss.
-    EXPECT_EQ(ledger.loss_reasons(), std::vector<std::string>{"no CODIF frames were received"});
+    EXPECT_EQ(ledger.loss_reasons(), std::vector<std::string>{"no stream frames were received"});
 }
 
 // Issue 25 item 12: the rate counts what was sent, not only what arrived. A
@@ -454,7 +454,7 @@ TEST(ExpectEvaluation, TheLedgersVerdictReportAndSummary) {
     Ledger ledger;
     ledger.set_expectations(evaluate_expectations(two_by_two(), {}, streams, {}, live(2.2)));
     EXPECT_EQ(ledger.loss_reasons(),
-              (std::vector<std::string>{"no CODIF frames were received",
+              (std::vector<std::string>{"no stream frames were received",
                                         "4 expected streams: group_never_seen",
                                         "1 expected stream: thread_missing"}));
     const auto j = report_json(ledger, RunInfo{});

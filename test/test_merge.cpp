@@ -501,7 +501,7 @@ TEST_F(Merge, TheMergedReportHasTheKeysOfARunsReport) {
     const Result loss = merge("l_g1.json l_g2.json");
     EXPECT_EQ(loss.code, 3) << loss.err;
     EXPECT_NE(loss.out.find("verdict: loss: "), std::string::npos) << loss.out;
-    EXPECT_NE(loss.out.find("frames missing from the CODIF sequences"), std::string::npos);
+    EXPECT_NE(loss.out.find("frames missing from the stream sequences"), std::string::npos);
 
     // --report -: the JSON alone on stdout, the summary on stderr.
     const Result out = merge("-q z_g1.json z_g2.json --report -");

@@ -86,7 +86,7 @@ ibvcap_packets_total{run="ibvcap"} 12
 # HELP ibvcap_bytes_total Wire bytes of the frames the source delivered.
 # TYPE ibvcap_bytes_total counter
 ibvcap_bytes_total{run="ibvcap"} 1200
-# HELP ibvcap_rejected_frames_total Frames that are not CODIF frames of a stream, by reason; class malformed makes the verdict loss, non_codif does not.
+# HELP ibvcap_rejected_frames_total Frames that are not frames of a stream, by reason; class malformed makes the verdict loss, non_codif does not.
 # TYPE ibvcap_rejected_frames_total counter
 ibvcap_rejected_frames_total{run="ibvcap",reason="not_ipv4",class="non_codif"} 0
 ibvcap_rejected_frames_total{run="ibvcap",reason="not_udp",class="non_codif"} 2
@@ -118,7 +118,7 @@ ibvcap_rejected_frames_total{run="ibvcap",reason="frame_length_changed",class="m
 ibvcap_rejected_frames_total{run="ibvcap",reason="epoch_changed",class="malformed"} 0
 ibvcap_rejected_frames_total{run="ibvcap",reason="stream_params_changed",class="malformed"} 0
 ibvcap_rejected_frames_total{run="ibvcap",reason="too_many_streams",class="malformed"} 0
-# HELP ibvcap_stream_packets_total CODIF frames of the stream received, duplicates included.
+# HELP ibvcap_stream_packets_total Frames of the stream received, duplicates included.
 # TYPE ibvcap_stream_packets_total counter
 ibvcap_stream_packets_total{run="ibvcap",group="239.17.0.1:36001",antenna="10.0.0.11",thread="0"} 9
 # HELP ibvcap_stream_bytes_total Wire bytes of the stream's frames.

@@ -435,7 +435,7 @@ TEST(PcapLive, StopFlagEndsTheRun) {
     EXPECT_EQ(out.ledger.totals().codif, 0u);
     const auto why = out.ledger.loss_reasons();
     ASSERT_FALSE(why.empty());
-    EXPECT_EQ(why.front(), "no CODIF frames were received");
+    EXPECT_EQ(why.front(), "no stream frames were received");
     EXPECT_EQ(out.exit_code, kExitLoss);
 }
 

@@ -497,7 +497,7 @@ TEST(VerdictSums, MissingAndTooLateOfEveryStream) {
     EXPECT_EQ(t.codif, 8u);
     EXPECT_TRUE(ledger.reconciles());
     EXPECT_EQ(ledger.loss_reasons(),
-              (std::vector<std::string>{"2 frames missing from the CODIF sequences",
+              (std::vector<std::string>{"2 frames missing from the stream sequences",
                                         "1 frames arrived too late to classify"}));
 }
 
@@ -699,7 +699,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         DeviceCase{"missing", [](Feed& f) { f.frame(codif_frame(kAntenna1, 1, 7)); },
                    [](const Ledger& l) { return l.totals().missing; }, 2,
-                   "2 frames missing from the CODIF sequences"},
+                   "2 frames missing from the stream sequences"},
         DeviceCase{"too_late",
                    [](Feed& f) {
                        f.frame(codif_frame(kAntenna1, 40, 0, 1));
@@ -709,7 +709,7 @@ INSTANTIATE_TEST_SUITE_P(
                    "1 frames arrived too late to classify"},
         DeviceCase{"implausible", [](Feed& f) { f.frame(codif_frame(kAntenna1, 1000000000, 0)); },
                    [](const Ledger& l) { return l.totals().implausible; }, 1,
-                   "1 CODIF frames with implausible headers (too far from their stream to place)"},
+                   "1 frames with implausible headers (too far from their stream to place)"},
         DeviceCase{"restarts",
                    [](Feed& f) {
                        for (std::uint32_t n = 0; n < SequenceTracker::kRestartRun; ++n) {

@@ -251,9 +251,9 @@ void Demux::accept_frame(const Frame& frame) {
     ledger_.count_frame(frame.wire_bytes);
     UdpPacket packet;
     PacketError perr = parse_udp_frame(frame.head, captured, packet, frame.link);
-    // A frame the capture cut after its CODIF header (ibvcap's own
+    // A frame the capture cut after its stream header (ibvcap's own
     // --pcap-snaplen headers, tcpdump -s): its headers agree with its length
-    // on the wire, so it is a CODIF frame whose payload was not captured.
+    // on the wire, so it is a stream frame whose payload was not captured.
     bool payload_absent = false;
     if (perr != PacketError::none && captured < frame.wire_bytes && frame.tail.empty()) {
         UdpPacket cut;

@@ -109,8 +109,8 @@ struct Options {
     std::string gpu_pci;
     std::string gpu_source;  // how gpu_pci was found, for the lines ("CUDA", "PCI bus order")
     std::optional<bool> gpu_dmabuf;  // CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED when CUDA told
-    // The UDP payload of one frame: a CODIF frame (64-byte header + data).
-    // The default is the generator's: 64 + 8192.
+    // The UDP payload of one frame: its header + data.
+    // The default is the generator's CODIF frame: 64 + 8192.
     std::uint32_t frame_bytes = 8256;
     // The capture's --ring-depth and --max-frame, for the memlock figure.
     std::uint32_t ring_depth = 4096;

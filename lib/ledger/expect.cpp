@@ -51,7 +51,7 @@ std::string_view hint(ExpectProblem problem) {
             return "the antenna sent nothing to this group: check its sender, its destination "
                    "and its source address";
         case ExpectProblem::thread_missing:
-            return "the antenna sends, but not this CODIF thread: check its thread ids";
+            return "the antenna sends, but not this thread: check its thread ids";
         case ExpectProblem::late_start:
             return "started after the grace: start the senders before the capture, or raise "
                    "--expect-grace";

@@ -4,7 +4,8 @@
 // and its evaluation against the ledger's streams at the end of a run.
 //
 // A stream is what the demux keys a stream by (lib/demux/demux.hpp): the
-// group (GROUP:PORT), the antenna (source IPv4) and the CODIF thread id.
+// group (GROUP:PORT), the antenna (source IPv4) and the thread id (CODIF's or
+// VDIF's).
 // Nothing here runs on the poll thread: the evaluation reads the per-stream
 // figures the demux keeps (first and last arrival, the sequence counts) once
 // the run has stopped.
@@ -34,9 +35,9 @@ struct ExpectManifestError : std::invalid_argument {
 
 struct ExpectedAntenna {
     std::uint32_t ip = 0;
-    std::vector<std::uint16_t> threads;  // CODIF thread ids, ascending, distinct
-    // The rate, when the manifest gives one (else learned from the CODIF
-    // header: frames per period / period).
+    std::vector<std::uint16_t> threads;  // thread ids, ascending, distinct
+    // The rate, when the manifest gives one (else the stream's: a CODIF
+    // header's frames per period / period, a VDIF stream's given or learned).
     std::optional<double> frames_per_second;
     std::optional<std::uint64_t> frames_per_period;
 };
@@ -100,7 +101,7 @@ struct ExpectTimes {
     // true (live capture): join and end are CLOCK_MONOTONIC ns, and a stream
     // arrived when the demux registered it (StreamStats::registered_ns);
     // its last arrival is that plus the span of its frame timestamps.
-    // false (read): the frames' own timestamps; the join is the first CODIF
+    // false (read): the frames' own timestamps; the join is the first stream
     // frame of the file, the end its last (join_ns and end_ns are ignored).
     bool host_clock = true;
     std::int64_t join_ns = 0;

@@ -279,8 +279,8 @@ std::string Ledger::disagreement() const {
     const Totals t = totals();
     if (t.packets != t.codif + t.malformed + t.non_codif) {
         return fmt::format(
-            "the source delivered {} frames but {} were classified ({} CODIF, {} malformed, {} "
-            "not CODIF)",
+            "the source delivered {} frames but {} were classified ({} stream frames, {} "
+            "malformed, {} non-stream)",
             t.packets, t.codif + t.malformed + t.non_codif, t.codif, t.malformed, t.non_codif);
     }
     for (const auto& s : streams_) {
@@ -372,10 +372,10 @@ std::vector<std::string> Ledger::loss_reasons() const {
     const Totals t = totals();
     std::vector<std::string> why;
     if (t.codif == 0) {
-        why.emplace_back("no CODIF frames were received");
+        why.emplace_back("no stream frames were received");
     }
     if (t.missing > 0) {
-        why.push_back(fmt::format("{} frames missing from the CODIF sequences", t.missing));
+        why.push_back(fmt::format("{} frames missing from the stream sequences", t.missing));
     }
     // The VTP sequence numbers: a witness of their own, whatever the headers say.
     std::uint64_t psn_missing = 0;
@@ -390,9 +390,9 @@ std::vector<std::string> Ledger::loss_reasons() const {
         why.push_back(fmt::format("{} frames arrived too late to classify", t.too_late));
     }
     if (t.implausible > 0) {
-        why.push_back(fmt::format(
-            "{} CODIF frames with implausible headers (too far from their stream to place)",
-            t.implausible));
+        why.push_back(
+            fmt::format("{} frames with implausible headers (too far from their stream to place)",
+                        t.implausible));
     }
     if (t.restarts > 0) {
         // The largest jump, by size, says how far a stream moved.

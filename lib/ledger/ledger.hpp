@@ -1,5 +1,5 @@
 // The loss ledger: every frame a source delivers is counted exactly once, as a
-// CODIF frame of some stream or under a named reason
+// frame of some stream (CODIF, VDIF or VTP) or under a named reason
 // (docs/architecture.md, "Every frame counted once").
 #pragma once
 
@@ -19,11 +19,12 @@
 
 namespace ibvcap {
 
-// Why a frame is not counted as CODIF data of a stream. The first group is
-// "not telescope data" (non_codif); the rest are damaged or unusable frames
-// (malformed), which make the verdict "loss".
+// Why a frame is not counted as a frame of a stream. The first group is
+// "not telescope data" (the report's class non_codif, whatever the streams'
+// format); the rest are damaged or unusable frames (malformed), which make
+// the verdict "loss".
 enum class Reason : std::uint8_t {
-    // non_codif
+    // non_codif (not a stream's frame)
     not_ipv4,
     not_udp,
     other_destination,  // to a GROUP:PORT not asked for (named groups: damaged frames too)
@@ -92,7 +93,7 @@ struct alignas(64) StreamStats {
     StreamFormat format = StreamFormat::codif;
     std::uint8_t layout = 0;  // StreamHeader::layout of its first frame
     std::uint8_t epoch = 0;
-    // VDIF: where the frames per second came from: the header (CODIF),
+    // Where the frames per second came from: the header (CODIF's period),
     // --vdif-frames-per-second, or learned from the stream's frames
     // (lib/demux/rate.hpp); while learning, timing holds a provisional rate.
     enum class Rate : std::uint8_t { header, given, learning, learned };
@@ -245,8 +246,8 @@ struct GpuXid {
 // "2026-11-24T06:50:53.123456Z": UTC, microseconds (what trace times carry).
 std::string format_utc_time(std::int64_t time_ns);
 
-// The first frame addressed to a group (lib/ledger/mcast_path.hpp), CODIF or
-// not: noted by the demux once per group, never per frame.
+// The first frame addressed to a group (lib/ledger/mcast_path.hpp), a stream's
+// frame or not: noted by the demux once per group, never per frame.
 struct GroupArrival {
     Endpoint group;
     std::uint64_t first_ns = 0;  // that frame's timestamp (Frame::timestamp_ns, UNIX ns)
@@ -255,17 +256,17 @@ struct GroupArrival {
 struct Totals {
     std::uint64_t packets = 0;  // frames the source delivered
     std::uint64_t bytes = 0;    // their wire bytes
-    std::uint64_t codif = 0;    // of those, CODIF frames of a stream
+    std::uint64_t codif = 0;    // of those, frames of a stream, any format (key "codif")
     std::uint64_t missing = 0;
     std::uint64_t duplicates = 0;
     std::uint64_t out_of_order = 0;
     std::uint64_t too_late = 0;
-    std::uint64_t implausible = 0;  // CODIF frames not placed: header too far from the stream's
+    std::uint64_t implausible = 0;  // frames not placed: header too far from the stream's
     std::uint64_t restarts = 0;     // streams re-synchronised at a new position
     std::uint64_t invalid = 0;
-    std::uint64_t payload_absent = 0;  // CODIF frames captured without their payload
+    std::uint64_t payload_absent = 0;  // stream frames captured without their payload
     std::uint64_t malformed = 0;
-    std::uint64_t non_codif = 0;
+    std::uint64_t non_codif = 0;  // frames of no stream, not damaged (key "non_codif")
     std::uint64_t nic_drops = 0;
     std::uint64_t wc_errors = 0;
     std::uint64_t written = 0;      // records written, all outputs together

@@ -19,7 +19,7 @@ std::optional<std::int64_t> first_arrival(const Ledger& ledger, const Endpoint& 
     return std::nullopt;
 }
 
-std::uint64_t codif_frames(const Ledger& ledger, const Endpoint& group) {
+std::uint64_t stream_frames(const Ledger& ledger, const Endpoint& group) {
     std::uint64_t n = 0;
     for (const auto& s : ledger.streams()) {
         if (s.group == group) {
@@ -67,7 +67,7 @@ std::vector<GroupPath> group_paths(const Ledger& ledger, const MulticastPath& pa
         GroupPath& p = out.emplace_back();
         p.group = g;
         p.first_ns = first_arrival(ledger, g);
-        p.frames = codif_frames(ledger, g);
+        p.frames = stream_frames(ledger, g);
         return &p;
     };
     if (path.live) {
@@ -78,7 +78,7 @@ std::vector<GroupPath> group_paths(const Ledger& ledger, const MulticastPath& pa
             p.joined_ns = j.joined_ns;
             p.rejoins = j.rejoins;
             p.first_ns = first_arrival(ledger, j.group);
-            p.frames = codif_frames(ledger, j.group);
+            p.frames = stream_frames(ledger, j.group);
         }
         return out;
     }

@@ -70,7 +70,7 @@ struct GroupPath {
     std::string interface;                  // empty for `read`
     std::optional<std::int64_t> joined_ns;  // none for `read`
     std::optional<std::int64_t> first_ns;   // none: never seen
-    std::uint64_t frames = 0;               // CODIF frames of the group's streams
+    std::uint64_t frames = 0;               // frames of the group's streams
     std::uint64_t rejoins = 0;
 };
 // The groups of a run: every join (live), or every group a frame was seen on

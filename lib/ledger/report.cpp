@@ -159,6 +159,9 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     if (!run.error.empty()) {
         j["error"] = run.error;
     }
+    // "codif" and "non_codif" keep their first names for the reports' readers:
+    // the frames of every stream, CODIF, VDIF or VTP alike, and the frames of
+    // none that are not damaged.
     j["totals"] = {{"packets", t.packets},
                    {"bytes", t.bytes},
                    {"codif", t.codif},
@@ -499,7 +502,7 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
                    static_cast<double>(t.bytes) * 8e-9 / run.duration_s);
     }
     fmt::print(out,
-               "  CODIF packets: {} in {} streams   mismatches: {} (missing {}, duplicates {}, "
+               "  stream frames: {} in {} streams   mismatches: {} (missing {}, duplicates {}, "
                "out of order {})\n",
                t.codif, ledger.streams().size(), t.missing + t.duplicates + t.out_of_order,
                t.missing, t.duplicates, t.out_of_order);
@@ -522,15 +525,15 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
     }
     if (t.payload_absent > 0) {
         fmt::print(out,
-                   "  CODIF frames without payload (cut after the header by the capture): {}\n",
+                   "  stream frames without payload (cut after the header by the capture): {}\n",
                    t.payload_absent);
     }
-    fmt::print(out, "  malformed: {}   non-CODIF: {}   NIC drops: {}   WC errors: {}\n",
+    fmt::print(out, "  malformed: {}   non-stream: {}   NIC drops: {}   WC errors: {}\n",
                t.malformed, t.non_codif, t.nic_drops, t.wc_errors);
     for (std::size_t i = 0; i < kReasonCount; ++i) {
         const auto r = static_cast<Reason>(i);
         if (const auto n = ledger.reason_count(r); n > 0) {
-            fmt::print(out, "    {} {}: {}\n", is_malformed(r) ? "malformed" : "non-CODIF",
+            fmt::print(out, "    {} {}: {}\n", is_malformed(r) ? "malformed" : "non-stream",
                        to_string(r), n);
         }
     }

@@ -1,4 +1,4 @@
-// Per-stream CODIF sequence tracking (docs/formats.md, "How a stream's frames are counted").
+// Per-stream sequence tracking (docs/formats.md, "How a stream's frames are counted").
 //
 // Frames are numbered by their absolute index (CodifTiming::index). The
 // tracker remembers which of the last kWindow indices behind the newest frame

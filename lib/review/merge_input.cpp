@@ -403,7 +403,7 @@ void check_verdict(const json& report, const std::string& path) {
         (totals.contains("codif") && totals["codif"].get<std::uint64_t>() == 0)) {
         not_a_report(path, "/verdict",
                      "is \"zero-loss\" but the report says otherwise (loss_reasons, error, "
-                     "reconciled or no CODIF frames; the report was edited or damaged)");
+                     "reconciled or no stream frames; the report was edited or damaged)");
     }
 }
 

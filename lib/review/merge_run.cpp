@@ -159,8 +159,8 @@ void print_merge_summary(std::FILE* out, const json& merged, bool hosts_table) {
     }
     const json& t = merged["totals"];
     fmt::print(out,
-               "  total: {} packets, {} CODIF in {} streams, {} not CODIF   missing {}, duplicates "
-               "{}, out of order {}   malformed {}, NIC drops {}, not written {}\n",
+               "  total: {} packets, {} stream frames in {} streams, {} non-stream   missing {}, "
+               "duplicates {}, out of order {}   malformed {}, NIC drops {}, not written {}\n",
                count_of(t, "packets"), count_of(t, "codif"), merged["streams"].size(),
                count_of(t, "non_codif"), count_of(t, "missing"), count_of(t, "duplicates"),
                count_of(t, "out_of_order"), count_of(t, "malformed"), count_of(t, "nic_drops"),

@@ -111,7 +111,7 @@ Walk walk_vdif(Bytes file, Wrapper& wrap, Demux& demux) {
 
 // raw: whole Ethernet frames back to back, no record lengths (formats/output.hpp):
 // each frame's length is its headers' (IPv4 total length; the parser checks the
-// UDP length against it), which holds for the CODIF frames the raw files get.
+// UDP length against it), which holds for the stream frames the raw files get.
 Walk walk_raw(Bytes file, Demux& demux) {
     Walk w;
     std::size_t at = 0;

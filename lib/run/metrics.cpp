@@ -173,7 +173,7 @@ std::string format_metrics(const MetricsInput& in) {
     }
     {
         Family f("ibvcap_rejected_frames_total", "counter",
-                 "Frames that are not CODIF frames of a stream, by reason; class malformed "
+                 "Frames that are not frames of a stream, by reason; class malformed "
                  "makes the verdict loss, non_codif does not.",
                  in.run);
         for (std::size_t r = 0; r < kReasonCount; ++r) {
@@ -191,7 +191,7 @@ std::string format_metrics(const MetricsInput& in) {
         std::uint64_t LiveStream::*field;
     };
     static constexpr StreamCount kStreamCounts[] = {
-        {"ibvcap_stream_packets_total", "CODIF frames of the stream received, duplicates included.",
+        {"ibvcap_stream_packets_total", "Frames of the stream received, duplicates included.",
          &LiveStream::packets},
         {"ibvcap_stream_bytes_total", "Wire bytes of the stream's frames.", &LiveStream::bytes},
         {"ibvcap_stream_missing_frames_total", "Frames of the stream that never arrived (gaps).",

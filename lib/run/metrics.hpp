@@ -55,7 +55,7 @@ struct MetricsInput {
 // implausible or restarts, a malformed frame, a drop counter (is_drop), a
 // witness of a cause the verdict counts itself (completion errors, writer
 // drops, a GPU XID), or a loss by cause. What only the end of the run knows
-// (no CODIF frame at all, an output's error, block misses, reconciliation) is
+// (no stream frame at all, an output's error, block misses, reconciliation) is
 // in the final file's verdict, not here.
 bool loss_so_far(const MetricsInput& in);
 

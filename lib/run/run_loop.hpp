@@ -76,7 +76,7 @@ struct RunSettings {
     // --expect FILE or --expect-antennas/--expect-threads (none: nothing
     // expected): judged against the ledger's streams once the run has stopped
     // (lib/ledger/expect.hpp). A live source's join is when it starts, its
-    // end when the loop stops; a file's are its first and last CODIF frames.
+    // end when the loop stops; a file's are its first and last stream frames.
     std::optional<ExpectManifest> expect;
     ExpectOptions expect_options;
 };

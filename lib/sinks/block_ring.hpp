@@ -1,7 +1,7 @@
 // The per-antenna block ring (the GPU payload path's hand-off to consumers).
 //
 // Frames of one antenna are placed, by sequence index, into blocks of
-// `frames_per_block` frame times × `threads` CODIF threads. A block is a
+// `frames_per_block` frame times × `threads` threads. A block is a
 // contiguous array of payloads, slot (frame time f, thread t) at offset
 // ((f * threads) + t) * payload_bytes, with a presence bitmap of the same
 // shape and the (seconds, frame) of its first frame time. Missing frames are
@@ -105,7 +105,7 @@ std::unique_ptr<BlockMemory> make_host_block_memory(DeviceCallLog* log = nullptr
 
 struct BlockRingOptions {
     std::uint32_t frames_per_block = 256;  // frame times per block
-    std::uint16_t threads = 1;             // CODIF threads of the antenna (thread ids 0..threads-1)
+    std::uint16_t threads = 1;             // the antenna's threads (thread ids 0..threads-1)
     std::uint32_t payload_bytes = 8192;
     std::uint32_t blocks = 8;     // ring depth
     std::uint32_t lateness = 64;  // frame times a block waits for late frames

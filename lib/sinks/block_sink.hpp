@@ -1,4 +1,4 @@
-// Feeds CODIF frames from the demultiplexer into one block ring per antenna of
+// Feeds stream frames from the demultiplexer into one block ring per antenna of
 // each group (lib/sinks/block_ring.hpp): the consumer-facing end of the payload path.
 // Two groups carry different data (sub-bands) of the same antenna, so each
 // (group, antenna) has its own ring.

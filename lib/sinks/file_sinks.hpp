@@ -67,10 +67,11 @@ inline constexpr std::uint32_t kDefaultOrderedWindow = 256;
 inline constexpr std::uint32_t kMaxOrderedWindow = 8192;
 
 // The pcapng file's snapshot length with --pcap-snaplen headers: every record
-// is at most this long (a UDP frame ends after its CODIF header, any other
+// is at most this long (a UDP frame ends 64 bytes into its payload, after a
+// CODIF header or the VDIF or VTP headers: kStreamHeaderMaxBytes; any other
 // frame is cut here, as tcpdump -s 256 would), so the interface block can say
 // so. 256 bytes leave 124 for the link header and its tags in front of the
-// longest IPv4 header (60), UDP (8) and CODIF (64) headers.
+// longest IPv4 header (60), UDP (8) and a stream's (64) headers.
 inline constexpr std::uint32_t kPcapngHeadersSnaplen = 256;
 
 // What the run knows of its interface's counts, for the pcapng statistics
@@ -136,10 +137,10 @@ bool is_output_name(const OutputOptions& options, const std::string& name);
 bool is_run_output_name(const OutputOptions& options, const std::string& name);
 
 // Every frame into the run's pcap file. --pcap-snaplen headers: a UDP frame
-// is cut after its CODIF header (the original length is kept, as tcpdump -s
-// does); others go whole. A frame whose time does not fit a pcap record
-// (2^32 s and later) is not written but counted, and fails the output
-// (Writer::refuse).
+// is cut 64 bytes into its payload, after its stream header (the original
+// length is kept, as tcpdump -s does); others go whole. A frame whose time
+// does not fit a pcap record (2^32 s and later) is not written but counted,
+// and fails the output (Writer::refuse).
 class PcapFileSink final : public FrameSink {
   public:
     PcapFileSink(const OutputOptions& options, Writer& writer);

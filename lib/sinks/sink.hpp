@@ -3,7 +3,7 @@
 // are all FrameSinks. The demux classifies and accounts; it knows nothing of
 // files, names or formats. A sink is registered with the demux (Demux::add_sink)
 // either for every frame the source delivers (before classification: the pcap
-// file keeps what was on the wire, CODIF or not) or for the frames accepted
+// file keeps what was on the wire, a stream's frame or not) or for the frames accepted
 // into a stream; sinks are called in the order they were added.
 //
 // A per-stream sink is told once, when a stream is registered, and returns

@@ -186,7 +186,7 @@ SendResult send_generated(Generator& generator, const SendOptions& options,
     set_option(fd, IPPROTO_IP, IP_RECVERR, 1, "IP_RECVERR");
     // DF on every datagram, as in the generated frames; a datagram larger
     // than the interface MTU fails with EMSGSIZE instead of going out as
-    // fragments (ip(7) IP_MTU_DISCOVER), which a CODIF receiver cannot use.
+    // fragments (ip(7) IP_MTU_DISCOVER), which a stream's receiver cannot use.
     set_option(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO, "IP_MTU_DISCOVER");
     // UDP checksum 0, as in the generated frames and CODIF senders (socket(7)
     // SO_NO_CHECK; allowed for IPv4 by RFC 768).

@@ -1,4 +1,4 @@
-// Live multicast sending of generated CODIF or VDIF traffic: the network twin of
+// Live multicast sending of generated CODIF, VDIF or VTP traffic: the network twin of
 // write_generated_pcap (lib/run/common.hpp).
 //
 // One UDP socket sends for every antenna: each datagram carries its antenna's

@@ -3,7 +3,7 @@
 # written, line by line, in an empty directory, with `ibvcap` the binary
 # under test. Each line's exit code is the one the block promises: gen,
 # devices and verify 0; read and merge 3 (the faults gen injected are loss); the live
-# libpcap capture on lo 3 (nothing sent: no CODIF frames). On a host without
+# libpcap capture on lo 3 (nothing sent: no stream frames). On a host without
 # an RDMA NIC the mlx5 lines each fail in one line naming the cause (exit 1)
 # and leave no -o directory behind ("a capture that fails before it starts
 # leaves no empty -o directory"). /data and /var/lib/prometheus are made

@@ -125,7 +125,7 @@ audit "$WORK/bt-read.json" "$PID" "$R" 3 read
 say "read: every probe count equals the report ($(j "$R" .totals.codif) frames, missing $(j "$R" .totals.missing)," \
   "dup $(j "$R" .totals.duplicates), ooo $(j "$R" .totals.out_of_order), too late $(j "$R" .totals.too_late)," \
   "implausible $(j "$R" .totals.implausible), restarts $(j "$R" .totals.restarts)," \
-  "malformed $(j "$R" .totals.malformed), non-CODIF $(j "$R" .totals.non_codif), written $(j "$R" .totals.written))"
+  "malformed $(j "$R" .totals.malformed), non-stream $(j "$R" .totals.non_codif), written $(j "$R" .totals.written))"
 
 # (b) live capture -----------------------------------------------------------
 testbed_up

@@ -309,7 +309,7 @@ expect "ramp: why each mode stopped" "$(jv "$J" '.modes[0].stopped')" "loss at 4
 expect "ramp: the lossy step's ledger" "$(jv "$J" '.steps[2] | [.expected_packets, .captured_packets, .lost, .missing, .nic_drops, .verdict, .capture_exit, .ledger_matches_truth, .pass] | map(tostring) | join(" ")')" \
   "40000 39997 3 3 3 loss 3 false false"
 expect "ramp: the lossy step's detail" "$(jv "$J" '.steps[2].detail')" \
-  "loss: 3 frames missing from the CODIF sequences; 3 frames dropped before capture (NIC/kernel) (3 of 40000 packets not captured)"
+  "loss: 3 frames missing from the stream sequences; 3 frames dropped before capture (NIC/kernel) (3 of 40000 packets not captured)"
 expect "ramp: the lossy step's mlx5 counters" \
   "$(jv "$J" '.steps[2].mlx5 | [.out_of_buffer, .flow_matched, .flow_undelivered, .bad_wr_id, .split_misaligned] | map(tostring) | join(" ")')" \
   "3 40000 3 0 0"

@@ -641,7 +641,7 @@ void VerbsEngine::report_to(Ledger& ledger) const {
             dev, stats_.split_misaligned, options_.vlan_tags,
             std::any_of(qps_.begin(), qps_.end(),
                         [](const auto& q) { return q->payload.host_view == nullptr; })
-                ? "; with payload in GPU memory their CODIF header is not "
+                ? "; with payload in GPU memory their stream header is not "
                   "read on the poll thread and they are counted as "
                   "headers_split (loss)"
                 : ""));
