@@ -5,8 +5,10 @@
 // them (writer_io.cpp). Include only from lib/sinks/writer*.cpp.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 

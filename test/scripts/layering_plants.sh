@@ -20,30 +20,32 @@ fresh() {
     cp -r "$root/formats" "$root/lib" "$root/gpu" "$root/capture" "$work/tree/"
 }
 
-# expect_caught NAME WHAT_THE_LINE_NAMES: layering.sh on the planted tree
-# exits 1 and one of its lines names WHAT_THE_LINE_NAMES.
-expect_caught() {
-    local name=$1 names=$2 out rc=0
-    out=$(bash "$check" "$work/tree" 2>&1) || rc=$?
-    if ((rc == 1)) && grep -qF -- "$names" <<<"$out"; then
-        echo "ok: $name"
+# judge NAME OK OUT: one line for the check, OUT indented under a failure.
+judge() {
+    if (($2)); then
+        echo "ok: $1"
         passed=$((passed + 1))
     else
-        echo "FAIL: $name: exit $rc, no line naming '$names':"
-        while IFS= read -r l; do echo "    $l"; done <<<"$out"
+        echo "FAIL: $1:"
+        while IFS= read -r l; do echo "    $l"; done <<<"$3"
         failed=$((failed + 1))
     fi
 }
 
+# expect_caught NAME WHAT_THE_LINE_NAMES: layering.sh on the planted tree
+# exits 1 and one of its lines names WHAT_THE_LINE_NAMES.
+expect_caught() {
+    local out rc=0
+    out=$(bash "$check" "$work/tree" 2>&1) || rc=$?
+    local ok=0
+    ((rc == 1)) && grep -qF -- "$2" <<<"$out" && ok=1
+    judge "$1 (exit $rc; a line naming '$2')" "$ok" "$out"
+}
+
 fresh
-if out=$(bash "$check" "$work/tree" 2>&1); then
-    echo "ok: the tree as committed passes"
-    passed=$((passed + 1))
-else
-    echo "FAIL: the tree as committed does not pass:"
-    while IFS= read -r l; do echo "    $l"; done <<<"$out"
-    failed=$((failed + 1))
-fi
+rc=0
+out=$(bash "$check" "$work/tree" 2>&1) || rc=$?
+judge "the tree as committed passes" "$((rc == 0))" "$out"
 
 fresh
 echo '#include "lib/review/verify.hpp"' >>"$work/tree/lib/run/stats_line.cpp"
