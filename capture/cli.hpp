@@ -20,6 +20,7 @@
 #include "lib/demux/demux.hpp"
 #include "lib/ledger/expect.hpp"
 #include "lib/run/common.hpp"
+#include "lib/sinks/dada_sink.hpp"
 #include "lib/sinks/file_sinks.hpp"
 
 namespace ibvcap::cli {
@@ -127,6 +128,7 @@ struct CommonOptions {
     // --expect FILE, --expect-antennas N --expect-threads M (none: nothing expected).
     std::optional<ExpectManifest> expect;
     ExpectOptions expect_options;  // --expect-grace, --expect-rate-tolerance
+    std::optional<DadaOptions> dada;  // --dada, --dada-header (none: no rings)
 };
 // `input_file`: read's -r FILE (the report may not overwrite it), or empty.
 CommonOptions read_common_options(const cxxopts::ParseResult& args,

@@ -320,6 +320,18 @@ int cmd_capture(int argc, char** argv) {
     }
     request.writable_dirs = dirs_written_later(common);
     install_stop_handler();
+    // The rings attached and locked before the capture starts: a missing
+    // one stops the command with nothing captured.
+    std::unique_ptr<DadaSink> dada;
+    if (common.dada) {
+        if (request.gpu.mode != GpuRequest::Mode::none) {
+            throw UsageError(
+                "--dada takes the payload from host memory: leave out --gpu (GPU rings, "
+                "dada_db -g, are not written yet: docs/operations.md)");
+        }
+        dada = std::make_unique<DadaSink>(*common.dada);
+        request.dada = dada.get();
+    }
     RunOutcome outcome = run_capture(request, stop_flag());
     outcome.info.frame_lines_dropped = stdout_console().dropped();
     return finish_run(outcome, common);

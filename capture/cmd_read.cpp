@@ -44,6 +44,13 @@ int cmd_read(int argc, char** argv) {
     request.counts_request = &counts_flag();
     request.stop_signal = &stop_signal();
     request.notices = &stderr_console();  // "stopping: writing 120.0 MiB; ..."
+    // The rings attached and locked before anything is read: a missing
+    // one stops the command with nothing lost.
+    std::unique_ptr<DadaSink> dada;
+    if (common.dada) {
+        dada = std::make_unique<DadaSink>(*common.dada);
+        request.dada = dada.get();
+    }
     install_stop_handler();
     RunOutcome outcome = run_read(request, stop_flag());
     outcome.info.frame_lines_dropped = stdout_console().dropped();

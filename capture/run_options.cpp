@@ -11,6 +11,7 @@
 #include "lib/review/run_page.hpp"
 #include "lib/run/metrics.hpp"
 #include "lib/run/run_paths.hpp"
+#include "lib/sinks/dada_header.hpp"
 
 namespace ibvcap::cli {
 
@@ -39,6 +40,8 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
         ("F,format", "output format: raw, codif, codifhdr, vdif, pcap, pcapng (repeatable)", cxxopts::value<std::vector<std::string>>(), "FORMAT")
         ("ordered", "codif and vdif files in sequence order per stream, a fill frame (invalid bit set) in place of each frame that never came (docs/formats.md)")
         ("ordered-window", "with --ordered: frames a stream waits for a missing one (held in host memory, FRAMES x the frame length per stream)", cxxopts::value<std::uint32_t>()->default_value(std::to_string(kDefaultOrderedWindow)), "FRAMES")
+        ("dada", "write a stream's payload, in time order with fill records for frames that never came, into the PSRDADA ring made by dada_db -k KEY (repeatable, or KEY,KEY...; KEY@ANTENNA[/THREAD] picks the stream; docs/operations.md)", cxxopts::value<std::vector<std::string>>(), "KEY[@ANTENNA[/THREAD]]")
+        ("dada-header", "with --dada: a KEY=VALUE line for every ring's header, added or replacing ibvcap's (FREQ, BW, SOURCE, TELESCOPE, NPOL...; repeatable)", cxxopts::value<std::vector<std::string>>(), "KEY=VALUE")
         ("prefix", "output file name prefix (no / or ..)", cxxopts::value<std::string>()->default_value("ibvcap"), "NAME")
         ("overwrite", "replace an earlier run's output files of the same names (and its rotated set)")
         ("pcap-snaplen", "pcap and pcapng records: full frames, or headers (each UDP frame up to 64 bytes into its payload: a CODIF header, a VDIF or VTP header; original length kept)", cxxopts::value<std::string>()->default_value("full"), "full|headers")
@@ -128,9 +131,20 @@ void read_expect_options(const cxxopts::ParseResult& args, CommonOptions& c) {
 void read_stream_file_options(const cxxopts::ParseResult& args, CommonOptions& c) {
     c.outputs.group_formats = c.demux.group_formats;
     c.outputs.any_group_format = c.demux.any_group_format;
+    const std::uint32_t window = args["ordered-window"].as<std::uint32_t>();
+    if (window < 1 || window > kMaxOrderedWindow) {
+        throw UsageError(fmt::format(
+            "bad --ordered-window {}: expected {} (a frame later than the sequence tracker's "
+            "8192 is too late for the ledger too)",
+            window, valid_range("ordered-window")));
+    }
+    if (c.dada) {
+        c.dada->window = window;  // the rings' reorder window too
+    }
     if (args.count("ordered") == 0) {
-        if (args.count("ordered-window")) {
-            throw UsageError("--ordered-window applies only with --ordered: add --ordered");
+        if (args.count("ordered-window") && !c.dada) {
+            throw UsageError(
+                "--ordered-window applies only with --ordered or --dada: add --ordered");
         }
         return;
     }
@@ -139,14 +153,54 @@ void read_stream_file_options(const cxxopts::ParseResult& args, CommonOptions& c
         std::find(f.begin(), f.end(), OutputFormat::vdif) == f.end()) {
         throw UsageError("--ordered orders the codif and vdif files: add -F codif or -F vdif");
     }
-    const std::uint32_t window = args["ordered-window"].as<std::uint32_t>();
-    if (window < 1 || window > kMaxOrderedWindow) {
-        throw UsageError(fmt::format(
-            "bad --ordered-window {}: expected {} (a frame later than the sequence tracker's "
-            "8192 is too late for the ledger too)",
-            window, valid_range("ordered-window")));
-    }
     c.outputs.ordered_window = window;
+}
+
+// --dada and --dada-header (docs/operations.md, "Feeding a PSRDADA
+// pipeline"): the rings are attached later, by the command.
+void read_dada_options(const cxxopts::ParseResult& args, CommonOptions& c) {
+    if (args.count("dada") == 0) {
+        if (args.count("dada-header")) {
+            throw UsageError("--dada-header applies only with --dada: add --dada KEY");
+        }
+        return;
+    }
+    DadaOptions d;
+    try {
+        for (const std::string& list : args["dada"].as<std::vector<std::string>>()) {
+            std::size_t at = 0;
+            for (;;) {
+                const std::size_t comma = list.find(',', at);
+                d.targets.push_back(parse_dada_target(list.substr(at, comma - at)));
+                if (comma == std::string::npos) {
+                    break;
+                }
+                at = comma + 1;
+            }
+        }
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
+    if (args.count("dada-header")) {
+        for (const std::string& kv : args["dada-header"].as<std::vector<std::string>>()) {
+            const auto eq = kv.find('=');
+            const std::string key = kv.substr(0, eq);
+            if (eq == std::string::npos) {
+                throw UsageError(fmt::format(
+                    "bad --dada-header '{}': expected KEY=VALUE (e.g. FREQ=1400)", kv));
+            }
+            if (const std::string why = dada_header_key_problem(key); !why.empty()) {
+                throw UsageError(fmt::format("bad --dada-header '{}': {}", kv, why));
+            }
+            const std::string value = kv.substr(eq + 1);
+            if (value.empty() || value.find_first_of("\n\r") != std::string::npos) {
+                throw UsageError(fmt::format(
+                    "bad --dada-header '{}': the value must be one non-empty line", kv));
+            }
+            d.header.emplace_back(key, value);
+        }
+    }
+    c.dada = std::move(d);
 }
 
 // The files the run names, before it starts: none is another of them or an
@@ -251,6 +305,7 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
             fmt::format("unknown --pcap-snaplen '{}' (valid: full, headers)", snaplen));
     }
     c.outputs.pcap_headers_only = snaplen == "headers";
+    read_dada_options(args, c);
     read_stream_file_options(args, c);
     if (const std::string problem = output_format_problem(c.outputs); !problem.empty()) {
         throw UsageError(problem);  // (-F codif for a /vdif group: files of no stream)

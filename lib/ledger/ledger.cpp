@@ -77,6 +77,8 @@ std::string_view to_string(LossCause cause) {
             return "kernel";
         case LossCause::writer:
             return "writer";
+        case LossCause::consumer:
+            return "consumer";
         case LossCause::upstream:
             return "upstream";
         case LossCause::count_:
@@ -190,6 +192,7 @@ void Ledger::merge(const Ledger& other) {
     }
     streams_.insert(streams_.end(), other.streams_.begin(), other.streams_.end());
     outputs_.insert(outputs_.end(), other.outputs_.begin(), other.outputs_.end());
+    rings_.insert(rings_.end(), other.rings_.begin(), other.rings_.end());
     if (output_formats_.empty()) {
         output_formats_ = other.output_formats_;
     }
@@ -271,6 +274,10 @@ Totals Ledger::totals() const {
         t.write_drops += o.dropped;
         t.fills += o.ordered.fills;
         t.ordered_too_late += o.ordered.too_late + o.ordered.unheld;
+    }
+    for (const auto& r : rings_) {
+        t.consumer_drops += r.consumer;
+        t.ring_unwritten += r.unwritten + r.ordered.unheld + r.ordered.too_late;
     }
     return t;
 }
@@ -439,6 +446,28 @@ std::vector<std::string> Ledger::loss_reasons() const {
     if (t.write_drops > 0) {
         why.push_back(fmt::format("{} records not written{}{}", t.write_drops,
                                   write_drops_why_.empty() ? "" : ": ", write_drops_why_));
+    }
+    if (t.consumer_drops > 0) {
+        std::string keys;
+        for (const auto& r : rings_) {
+            if (r.consumer > 0) {
+                keys += fmt::format("{}{} ({})", keys.empty() ? "" : ", ", r.key, r.consumer);
+            }
+        }
+        why.push_back(fmt::format(
+            "{} frames the pipeline did not get: PSRDADA ring {} was full (its reader was behind; "
+            "each is a fill record in the ring, at its time)",
+            t.consumer_drops, keys));
+    }
+    for (const auto& r : rings_) {
+        if (!r.error.empty()) {
+            why.push_back(fmt::format("{} frames not in PSRDADA ring {}: {}", r.unwritten,
+                                      r.key, r.error));
+        } else if (r.unwritten + r.ordered.unheld + r.ordered.too_late > 0) {
+            why.push_back(fmt::format(
+                "{} frames not in PSRDADA ring {} (too late for its window, or not copied)",
+                r.unwritten + r.ordered.unheld + r.ordered.too_late, r.key));
+        }
     }
     if (!output_formats_.empty()) {
         // Streams no format asked for takes, per stream format: how many

@@ -206,6 +206,37 @@ struct OutputStats {
     bool stopped_waiting = false;
 };
 
+// A PSRDADA ring the run wrote one stream's payload into (--dada;
+// lib/sinks/dada_sink.hpp, docs/formats.md "PSRDADA rings"). Every record
+// routed to it is one of frames, fills, consumer, unwritten, owed_at_end or
+// the window's left-outs (ordered); the ring holds frames + fills + consumer
+// - owed_at_end records of payload_bytes.
+struct RingStats {
+    std::string key;     // "dada": the data ring's key, hex (the header ring is key + 1)
+    std::string stream;  // the stream written into it; empty when none came
+    std::string format;  // the stream's format (codif, vdif)
+    std::uint64_t payload_bytes = 0;
+    std::uint64_t block_bytes = 0;
+    std::uint64_t blocks = 0;
+    std::uint64_t header_block_bytes = 0;
+    std::uint32_t readers = 0;           // the ring's readers (dada_db -r)
+    std::uint32_t readers_attached = 0;  // readers locked on it at the end
+    std::uint64_t frames = 0;            // the stream's frames in the ring
+    std::uint64_t fills = 0;             // fill records for frames that never came (as --ordered)
+    // Frames the ring had no room for when they were due: its reader was
+    // behind. Each was written as a fill record once room came back, so
+    // every later byte is still at its time (LossCause::consumer).
+    std::uint64_t consumer = 0;
+    // Fill records owed (for consumer drops or missing frames) when the run
+    // ended with the ring still full: the ring's data ends before them.
+    std::uint64_t owed_at_end = 0;
+    std::uint64_t unwritten = 0;  // frames not in the ring because it failed (error)
+    OrderedCounts ordered;        // the reorder window's duplicates, too late, unheld
+    std::uint64_t bytes = 0;      // data bytes written into the ring
+    bool end_of_data = false;     // the transfer was ended (end of data marked)
+    std::string error;            // empty unless the ring failed
+};
+
 // Where frames were lost, as a witness outside the sequence counts tells it
 // (docs/observability.md, "The timeline and a cause for every gap").
 enum class LossCause : std::uint8_t {
@@ -218,6 +249,7 @@ enum class LossCause : std::uint8_t {
     gpu_xid,            // the capture's GPU reported an XID
     kernel,             // the kernel's receive path (libpcap ring, netdev rings)
     writer,             // records the writers could not write
+    consumer,           // a PSRDADA ring was full: its reader (the pipeline) was behind
     upstream,           // no witness on this host moved: the sender or the network
     count_
 };
@@ -280,6 +312,10 @@ struct Totals {
     // Frames captured but in no block of the block rings (--gpu, --gpu-standin):
     // the consumer never sees them, so they are loss for it.
     std::uint64_t block_misses = 0;
+    // PSRDADA rings (--dada): frames a full ring could not take (its reader
+    // was behind: LossCause::consumer), and frames a failed ring did not get.
+    std::uint64_t consumer_drops = 0;
+    std::uint64_t ring_unwritten = 0;
     // Frames whose length on the wire was less than the bytes captured or
     // more than kMaxWireBytes (a damaged pcap record header): counted at
     // their captured length, so one such record cannot inflate the bytes.
@@ -314,6 +350,9 @@ class Ledger {
 
     // End-of-run inputs.
     void set_outputs(std::vector<OutputStats> outputs) { outputs_ = std::move(outputs); }
+    // The PSRDADA rings the run wrote (--dada).
+    void add_ring(RingStats ring) { rings_.push_back(std::move(ring)); }
+    const std::vector<RingStats>& rings() const { return rings_; }
     // The formats the run wrote (-F; empty: no files asked for), once its
     // streams are all in. A stream that none of them takes (takes_stream) is
     // captured and written nowhere: its frames are `unwritten`, a note says
@@ -386,6 +425,7 @@ class Ledger {
     std::array<std::uint64_t, kReasonCount> reasons_{};
     std::vector<StreamStats> streams_;
     std::vector<OutputStats> outputs_;
+    std::vector<RingStats> rings_;
     std::vector<OutputFormat> output_formats_;
     std::vector<SourceCounter> source_counters_;
     std::vector<std::string> notes_;

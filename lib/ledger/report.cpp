@@ -183,6 +183,8 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
                    {"ordered_too_late", t.ordered_too_late},
                    {"payload_mismatches", t.payload_mismatches},
                    {"block_misses", t.block_misses},
+                   {"consumer_drops", t.consumer_drops},
+                   {"ring_unwritten", t.ring_unwritten},
                    {"bad_wire_length", t.bad_wire_length}};
     nlohmann::json malformed = nlohmann::json::object();
     nlohmann::json non_codif = nlohmann::json::object();
@@ -278,6 +280,37 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
         outputs.push_back(std::move(e));
     }
     j["outputs"] = outputs;
+    if (!ledger.rings().empty()) {
+        // docs/formats.md, "PSRDADA rings".
+        nlohmann::json rings = nlohmann::json::array();
+        for (const auto& r : ledger.rings()) {
+            nlohmann::json e = {{"key", r.key},
+                                {"stream", r.stream},
+                                {"format", r.format},
+                                {"payload_bytes", r.payload_bytes},
+                                {"block_bytes", r.block_bytes},
+                                {"blocks", r.blocks},
+                                {"header_block_bytes", r.header_block_bytes},
+                                {"readers", r.readers},
+                                {"readers_attached", r.readers_attached},
+                                {"frames", r.frames},
+                                {"fills", r.fills},
+                                {"consumer", r.consumer},
+                                {"owed_at_end", r.owed_at_end},
+                                {"unwritten", r.unwritten},
+                                {"duplicates", r.ordered.duplicates},
+                                {"too_late", r.ordered.too_late},
+                                {"unheld", r.ordered.unheld},
+                                {"restarts", r.ordered.restarts},
+                                {"bytes", r.bytes},
+                                {"end_of_data", r.end_of_data}};
+            if (!r.error.empty()) {
+                e["error"] = r.error;
+            }
+            rings.push_back(std::move(e));
+        }
+        j["rings"] = std::move(rings);
+    }
     nlohmann::json polling = nlohmann::json::array();
     for (const auto& p : run.polling) {
         polling.push_back({{"device", p.device},
@@ -564,7 +597,10 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
             if (lost[c] > 0) {
                 const auto cause = static_cast<LossCause>(c);
                 line += fmt::format("{}{} {}{}", line.empty() ? "" : ", ", to_string(cause),
-                                    lost[c], cause == LossCause::writer ? " (not written)" : "");
+                                    lost[c],
+                                    cause == LossCause::writer     ? " (not written)"
+                                    : cause == LossCause::consumer ? " (a PSRDADA ring was full)"
+                                                                   : "");
             }
         }
         if (!line.empty()) {
@@ -585,6 +621,19 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
                    "  not printed: {} stats lines, {} -v lines (stderr or stdout was blocked or "
                    "closed; the capture did not wait for it)\n",
                    run.stats_lines_dropped, run.frame_lines_dropped);
+    }
+    for (const auto& r : ledger.rings()) {
+        // docs/operations.md, "Feeding a PSRDADA pipeline".
+        fmt::print(out,
+                   "  PSRDADA ring {}: {}: {} frames, {} fills, {} the pipeline did not get "
+                   "(ring full){}, {} MiB; {} of {} readers attached at the end; {}{}\n",
+                   r.key, r.stream.empty() ? "no stream came" : r.stream, r.frames, r.fills,
+                   r.consumer,
+                   r.owed_at_end > 0 ? fmt::format(", {} fill records still owed", r.owed_at_end)
+                                     : "",
+                   double(r.bytes) / double(1 << 20), r.readers_attached, r.readers,
+                   r.end_of_data ? "end of data marked" : "END OF DATA NOT MARKED",
+                   r.error.empty() ? "" : "; FAILED: " + r.error);
     }
     if (!ledger.outputs().empty()) {
         fmt::print(out, "  written: {} records to {} files   not written: {}\n", t.written,

@@ -89,8 +89,8 @@ void Timeline::attribute(Gap& gap, std::size_t window) const {
         for (const auto& [name, growth] : seconds_[w].counters) {
             const auto it = causes_.find(name);
             if (it == causes_.end() || it->second == LossCause::none ||
-                it->second == LossCause::writer) {
-                continue;  // a writer's drops are not sequence gaps
+                it->second == LossCause::writer || it->second == LossCause::consumer) {
+                continue;  // a writer's or a ring's drops are not sequence gaps
             }
             moved[static_cast<std::size_t>(it->second)] = true;
             if (std::find(gap.witnesses.begin(), gap.witnesses.end(), name) ==
@@ -146,6 +146,7 @@ std::array<std::uint64_t, kLossCauseCount> Timeline::lost_by_cause() const {
         }
     }
     by[static_cast<std::size_t>(LossCause::writer)] += write_drops_;
+    by[static_cast<std::size_t>(LossCause::consumer)] += consumer_drops_;
     return by;
 }
 

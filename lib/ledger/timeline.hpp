@@ -74,6 +74,9 @@ class Timeline {
     // The writers' dropped records (they are not sequence gaps: the frames
     // were captured, then not written), counted under LossCause::writer.
     void set_write_drops(std::uint64_t records) { write_drops_ = records; }
+    // Frames PSRDADA rings had no room for (their readers were behind),
+    // counted under LossCause::consumer; not sequence gaps either.
+    void set_consumer_drops(std::uint64_t frames) { consumer_drops_ = frames; }
 
     const std::vector<TimelineSecond>& seconds() const { return seconds_; }
     // The gaps listed, late arrivals taken back (a gap filled whole is gone).
@@ -112,6 +115,7 @@ class Timeline {
     std::vector<Gap> gaps_;
     std::uint64_t unlisted_gaps_ = 0;
     std::uint64_t write_drops_ = 0;
+    std::uint64_t consumer_drops_ = 0;
     Presence presence_;
 };
 

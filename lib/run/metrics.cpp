@@ -75,9 +75,10 @@ class Family {
 };
 
 // Causes whose witnesses the verdict counts as loss by themselves (the
-// ledger's wc_errors, write_drops; an XID on the capture's GPU).
+// ledger's wc_errors, write_drops, consumer_drops; an XID on the capture's GPU).
 bool verdict_cause(LossCause c) {
-    return c == LossCause::completion_errors || c == LossCause::writer || c == LossCause::gpu_xid;
+    return c == LossCause::completion_errors || c == LossCause::writer ||
+           c == LossCause::consumer || c == LossCause::gpu_xid;
 }
 
 }  // namespace

@@ -60,6 +60,11 @@ std::vector<SourceCounter> all_witnesses(const Source& source, const RunSettings
     if (const auto dropped = sum_writers(lanes, &Writer::dropped_so_far)) {
         out.push_back({"writer/dropped", *dropped, false, LossCause::writer});
     }
+    if (settings.dada != nullptr) {
+        // Frames a PSRDADA ring had no room for: its reader was behind.
+        out.push_back({"dada/consumer", settings.dada->consumer_so_far(), false,
+                       LossCause::consumer});
+    }
     return out;
 }
 

@@ -42,6 +42,10 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         throw std::runtime_error(
             "--gpu takes one -i interface (one poll thread feeds the block rings)");
     }
+    if (settings.dada != nullptr && lane_count > 1) {
+        throw std::runtime_error(
+            "--dada takes one -i interface and one queue (one poll thread writes the rings)");
+    }
     // Held until every file of the run is closed (it outlives the lanes).
     OutputDirLock output_lock;
     if (!settings.outputs.formats.empty()) {
@@ -65,6 +69,12 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     Writer::Options writer_options = settings.writer;
     outcome.info.run_id = new_run_id();
     writer_options.run_id = outcome.info.run_id;
+    if (settings.dada != nullptr) {
+        settings.dada->set_run_id(outcome.info.run_id);
+        if (!source.live()) {
+            settings.dada->wait_while_full(&stop);  // the file will still be there
+        }
+    }
     // Never more than the host can give: capped, saying so. One core for the
     // poll thread and the writers' threads: said too (lib/host/cores.hpp).
     const WriterMemoryCap memory_cap = cap_writer_memory(writer_options.memory_bytes);
@@ -131,6 +141,9 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         }
         if (settings.blocks != nullptr) {
             lane->demux->add_sink(*settings.blocks);
+        }
+        if (settings.dada != nullptr) {
+            lane->demux->add_sink(*settings.dada);
         }
         targets.push_back({lane->demux.get(), &lane->ledger, &lane->live});
         lanes.push_back(std::move(lane));
@@ -275,10 +288,12 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         in.lost_by_cause = timeline.lost_by_cause();
         // The writers' drops reach the timeline at the end; until then their
         // witness has them.
-        auto& writer_lost = in.lost_by_cause[static_cast<std::size_t>(LossCause::writer)];
-        for (const auto& w : witnesses) {
-            if (w.cause == LossCause::writer) {
-                writer_lost = std::max(writer_lost, w.value);
+        for (const LossCause c : {LossCause::writer, LossCause::consumer}) {
+            auto& lost = in.lost_by_cause[static_cast<std::size_t>(c)];
+            for (const auto& w : witnesses) {
+                if (w.cause == c) {
+                    lost = std::max(lost, w.value);
+                }
             }
         }
         in.writer_backlog_bytes = sum_writers(lanes, &Writer::backlog_bytes);
@@ -383,6 +398,12 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     if (settings.blocks != nullptr) {
         settings.blocks->flush();  // the producers have stopped: hand out the open blocks
     }
+    if (settings.dada != nullptr) {
+        // The producers have stopped: the windows written, every transfer
+        // ended (end of data), the rings unlocked.
+        settings.dada->finish();
+        settings.dada->report_to(lanes.front()->ledger);
+    }
     // The pcapng files' last statistics blocks: the counters read once more
     // (the poll threads have ended, so no watchdog speaks), as they stand now.
     if (lanes_write_pcapng(lanes)) {
@@ -422,12 +443,16 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             pending.open = false;
         }
         std::uint64_t write_drops = 0;
+        std::uint64_t consumer_drops = 0;
         for (std::size_t i = 0; i < lanes.size(); ++i) {
             views[i].copy_from(lanes[i]->ledger);
-            write_drops += lanes[i]->ledger.totals().write_drops;
+            const Totals t = lanes[i]->ledger.totals();
+            write_drops += t.write_drops;
+            consumer_drops += t.consumer_drops;
         }
         sample(Clock::now(), all_witnesses(source, settings, lanes));
         timeline.set_write_drops(write_drops);
+        timeline.set_consumer_drops(consumer_drops);
     }
     if (lanes.size() == 1) {
         outcome.ledger = std::move(lanes.front()->ledger);

@@ -28,6 +28,7 @@
 #include "lib/run/common.hpp"
 #include "lib/run/console.hpp"
 #include "lib/sinks/block_sink.hpp"
+#include "lib/sinks/dada_sink.hpp"
 #include "lib/sinks/file_sinks.hpp"
 #include "lib/sinks/writer.hpp"
 #include "lib/sources/source.hpp"
@@ -47,6 +48,9 @@ struct RunSettings {
     double duration_s = 0;        // stop after this long (0, negative, NaN: no limit)
     FrameObserver observer;       // -v
     BlockSink* blocks = nullptr;  // the GPU payload path's block rings (one lane only)
+    // PSRDADA rings (--dada; one lane only): attached and locked by the
+    // caller before the run, so that a missing ring stops nothing captured.
+    DadaSink* dada = nullptr;
     std::FILE* stats = nullptr;   // the live stats line once a second (null: none)
     // The acknowledgement of a stop (Ctrl-C, SIGTERM...), printed when the loop
     // sees the stop flag: "stopping: writing 120.0 MiB; Ctrl-C again to
