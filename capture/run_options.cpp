@@ -186,8 +186,8 @@ void read_dada_options(const cxxopts::ParseResult& args, CommonOptions& c) {
             const auto eq = kv.find('=');
             const std::string key = kv.substr(0, eq);
             if (eq == std::string::npos) {
-                throw UsageError(fmt::format(
-                    "bad --dada-header '{}': expected KEY=VALUE (e.g. FREQ=1400)", kv));
+                throw UsageError(
+                    fmt::format("bad --dada-header '{}': expected KEY=VALUE (e.g. FREQ=1400)", kv));
             }
             if (const std::string why = dada_header_key_problem(key); !why.empty()) {
                 throw UsageError(fmt::format("bad --dada-header '{}': {}", kv, why));

@@ -461,8 +461,8 @@ std::vector<std::string> Ledger::loss_reasons() const {
     }
     for (const auto& r : rings_) {
         if (!r.error.empty()) {
-            why.push_back(fmt::format("{} frames not in PSRDADA ring {}: {}", r.unwritten,
-                                      r.key, r.error));
+            why.push_back(
+                fmt::format("{} frames not in PSRDADA ring {}: {}", r.unwritten, r.key, r.error));
         } else if (r.unwritten + r.ordered.unheld + r.ordered.too_late > 0) {
             why.push_back(fmt::format(
                 "{} frames not in PSRDADA ring {} (too late for its window, or not copied)",

@@ -596,11 +596,11 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
         for (std::size_t c = 0; c < kLossCauseCount; ++c) {
             if (lost[c] > 0) {
                 const auto cause = static_cast<LossCause>(c);
-                line += fmt::format("{}{} {}{}", line.empty() ? "" : ", ", to_string(cause),
-                                    lost[c],
-                                    cause == LossCause::writer     ? " (not written)"
-                                    : cause == LossCause::consumer ? " (a PSRDADA ring was full)"
-                                                                   : "");
+                line +=
+                    fmt::format("{}{} {}{}", line.empty() ? "" : ", ", to_string(cause), lost[c],
+                                cause == LossCause::writer     ? " (not written)"
+                                : cause == LossCause::consumer ? " (a PSRDADA ring was full)"
+                                                               : "");
             }
         }
         if (!line.empty()) {
@@ -624,16 +624,15 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
     }
     for (const auto& r : ledger.rings()) {
         // docs/operations.md, "Feeding a PSRDADA pipeline".
-        fmt::print(out,
-                   "  PSRDADA ring {}: {}: {} frames, {} fills, {} the pipeline did not get "
-                   "(ring full){}, {} MiB; {} of {} readers attached at the end; {}{}\n",
-                   r.key, r.stream.empty() ? "no stream came" : r.stream, r.frames, r.fills,
-                   r.consumer,
-                   r.owed_at_end > 0 ? fmt::format(", {} fill records still owed", r.owed_at_end)
-                                     : "",
-                   double(r.bytes) / double(1 << 20), r.readers_attached, r.readers,
-                   r.end_of_data ? "end of data marked" : "END OF DATA NOT MARKED",
-                   r.error.empty() ? "" : "; FAILED: " + r.error);
+        fmt::print(
+            out,
+            "  PSRDADA ring {}: {}: {} frames, {} fills, {} the pipeline did not get "
+            "(ring full){}, {} MiB; {} of {} readers attached at the end; {}{}\n",
+            r.key, r.stream.empty() ? "no stream came" : r.stream, r.frames, r.fills, r.consumer,
+            r.owed_at_end > 0 ? fmt::format(", {} fill records still owed", r.owed_at_end) : "",
+            double(r.bytes) / double(1 << 20), r.readers_attached, r.readers,
+            r.end_of_data ? "end of data marked" : "END OF DATA NOT MARKED",
+            r.error.empty() ? "" : "; FAILED: " + r.error);
     }
     if (!ledger.outputs().empty()) {
         fmt::print(out, "  written: {} records to {} files   not written: {}\n", t.written,

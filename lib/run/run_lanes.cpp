@@ -62,8 +62,8 @@ std::vector<SourceCounter> all_witnesses(const Source& source, const RunSettings
     }
     if (settings.dada != nullptr) {
         // Frames a PSRDADA ring had no room for: its reader was behind.
-        out.push_back({"dada/consumer", settings.dada->consumer_so_far(), false,
-                       LossCause::consumer});
+        out.push_back(
+            {"dada/consumer", settings.dada->consumer_so_far(), false, LossCause::consumer});
     }
     return out;
 }

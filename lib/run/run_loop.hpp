@@ -51,7 +51,7 @@ struct RunSettings {
     // PSRDADA rings (--dada; one lane only): attached and locked by the
     // caller before the run, so that a missing ring stops nothing captured.
     DadaSink* dada = nullptr;
-    std::FILE* stats = nullptr;   // the live stats line once a second (null: none)
+    std::FILE* stats = nullptr;  // the live stats line once a second (null: none)
     // The acknowledgement of a stop (Ctrl-C, SIGTERM...), printed when the loop
     // sees the stop flag: "stopping: writing 120.0 MiB; Ctrl-C again to
     // abandon it" (null: none). Written only if the stream takes it at once.

@@ -1,12 +1,11 @@
 // The PSRDADA header (lib/sinks/dada_header.hpp).
 #include "lib/sinks/dada_header.hpp"
 
+#include <fmt/format.h>
 #include <time.h>
 
 #include <cctype>
 #include <stdexcept>
-
-#include <fmt/format.h>
 
 #include "formats/fill_frame.hpp"
 
@@ -71,9 +70,9 @@ std::string dada_header_key_problem(const std::string& key) {
 std::string dada_header(const DadaHeaderInput& in) {
     const Samples s = samples_of(in.first);
     if (s.nbit == 0 || s.nchan == 0 || in.payload_bytes == 0) {
-        throw std::invalid_argument(fmt::format(
-            "stream {}: its frame header gives no sample layout ({} bits, {} channels)",
-            in.stream, s.nbit, s.nchan));
+        throw std::invalid_argument(
+            fmt::format("stream {}: its frame header gives no sample layout ({} bits, {} channels)",
+                        in.stream, s.nbit, s.nchan));
     }
     std::uint32_t seconds = 0;
     std::uint32_t frame = 0;
@@ -104,10 +103,10 @@ std::string dada_header(const DadaHeaderInput& in) {
         const double bits_per_sample = double(s.nbit) * s.ndim * s.nchan;
         const double samples_per_frame = double(in.payload_bytes) * 8.0 / bits_per_sample;
         keys.emplace_back("BYTES_PER_SECOND",
-                          fmt::format("{}", static_cast<std::uint64_t>(
-                                                frames_per_second * double(in.payload_bytes))));
-        keys.emplace_back("TSAMP", fmt::format("{:.12g}", 1e6 / (samples_per_frame *
-                                                                 frames_per_second)));
+                          fmt::format("{}", static_cast<std::uint64_t>(frames_per_second *
+                                                                       double(in.payload_bytes))));
+        keys.emplace_back("TSAMP",
+                          fmt::format("{:.12g}", 1e6 / (samples_per_frame * frames_per_second)));
     }
     for (const auto& [k, v] : in.extra) {
         bool replaced = false;

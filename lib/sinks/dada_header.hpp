@@ -26,15 +26,15 @@
 namespace ibvcap {
 
 struct DadaHeaderInput {
-    StreamHeader first;          // the stream's first frame header (format, epoch, params)
-    StreamTiming timing;         // the stream's position arithmetic
-    bool rate_known = true;      // false: a VDIF stream still learning its rate
+    StreamHeader first;             // the stream's first frame header (format, epoch, params)
+    StreamTiming timing;            // the stream's position arithmetic
+    bool rate_known = true;         // false: a VDIF stream still learning its rate
     std::uint64_t first_index = 0;  // the first record's index (StreamTiming::index)
     std::uint64_t payload_bytes = 0;
     std::uint64_t header_block_bytes = 4096;
     std::string stream;  // the stream's label
     std::string run_id;
-    std::string key;     // the data ring's key
+    std::string key;             // the data ring's key
     std::uint64_t transfer = 0;  // 0 for the run's first transfer into the ring
     // --dada-header KEY=VALUE: added, or replacing ibvcap's own value.
     std::vector<std::pair<std::string, std::string>> extra;

@@ -2,6 +2,7 @@
 // the psrdada function whose behaviour it follows).
 #include "lib/sinks/dada_ring.hpp"
 
+#include <fmt/format.h>
 #include <sys/ipc.h>
 #include <sys/sem.h>
 #include <sys/shm.h>
@@ -9,8 +10,6 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-
-#include <fmt/format.h>
 
 namespace ibvcap {
 
@@ -111,9 +110,9 @@ DadaBuffer::DadaBuffer(key_t key) : key_(key) {
     for (unsigned r = 0; r < readers_; ++r) {
         const int id = semget(sync_->semkey_data[r], dada_sem::data_count, 0);
         if (id < 0) {
-            throw DadaError(fmt::format(
-                "PSRDADA ring at key {}: reader {}'s semaphores are missing: {}",
-                dada_key_name(key), r, errno_text(errno)));
+            throw DadaError(
+                fmt::format("PSRDADA ring at key {}: reader {}'s semaphores are missing: {}",
+                            dada_key_name(key), r, errno_text(errno)));
         }
         semid_data_.push_back(id);
     }
@@ -167,8 +166,8 @@ struct Side {
 
     // ipcbuf_lock_write.
     int lock() {
-        if (const int err = dada_semop(buf.connect_set(), dada_sem::write, -1,
-                                       IPC_NOWAIT | SEM_UNDO)) {
+        if (const int err =
+                dada_semop(buf.connect_set(), dada_sem::write, -1, IPC_NOWAIT | SEM_UNDO)) {
             return err;
         }
         state = buf.sync().w_state == 0 ? WriterState::wchange : WriterState::writing;
@@ -274,8 +273,8 @@ std::string gone_or(int err, const std::string& what) {
 
 DadaRingWriter::DadaRingWriter(key_t key) : data_(key), header_(key + 1) {
     if (data_.on_device() != header_.on_device() && header_.on_device()) {
-        throw DadaError(fmt::format("PSRDADA ring at key {}: its header ring is on a GPU",
-                                    dada_key_name(key)));
+        throw DadaError(
+            fmt::format("PSRDADA ring at key {}: its header ring is on a GPU", dada_key_name(key)));
     }
     Side h{header_};
     if (const int err = h.lock()) {
@@ -297,8 +296,8 @@ DadaRingWriter::DadaRingWriter(key_t key) : data_(key), header_(key + 1) {
                 ? fmt::format("PSRDADA ring {} already has a writer on its data ring: stop it "
                               "and start the capture again",
                               dada_key_name(key))
-                : fmt::format("PSRDADA ring {}: cannot lock its data ring: {}",
-                              dada_key_name(key), errno_text(err)));
+                : fmt::format("PSRDADA ring {}: cannot lock its data ring: {}", dada_key_name(key),
+                              errno_text(err)));
     }
     data_locked_ = true;
     // A transfer a writer left open (it died after its start of data):
@@ -334,14 +333,15 @@ void DadaRingWriter::write_header(std::string_view text) {
     h.state = header_.sync().w_state == 0 ? WriterState::wchange : WriterState::writing;
     h.xfer = header_.sync().w_xfer % kDadaXfers;
     if (text.size() >= header_.block_bytes()) {
-        throw DadaError(fmt::format("PSRDADA ring {}: the header ({} bytes) does not fit its "
-                                    "header block ({} bytes): make the ring with dada_db -a {}",
-                                    dada_key_name(key()), text.size(), header_.block_bytes(),
-                                    text.size() + 1 < 4096 ? 4096 : text.size() + 1));
+        throw DadaError(
+            fmt::format("PSRDADA ring {}: the header ({} bytes) does not fit its "
+                        "header block ({} bytes): make the ring with dada_db -a {}",
+                        dada_key_name(key()), text.size(), header_.block_bytes(),
+                        text.size() + 1 < 4096 ? 4096 : text.size() + 1));
     }
     if (header_.on_device()) {
-        throw DadaError(fmt::format("PSRDADA ring {}: its header ring is on a GPU",
-                                    dada_key_name(key())));
+        throw DadaError(
+            fmt::format("PSRDADA ring {}: its header ring is on a GPU", dada_key_name(key())));
     }
     std::uint64_t bufnum = 0;
     if (const int err = h.next(bufnum)) {

@@ -1,14 +1,14 @@
 // Streams into PSRDADA rings (lib/sinks/dada_sink.hpp).
 #include "lib/sinks/dada_sink.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
-#include <thread>
 #include <cstring>
 #include <stdexcept>
-
-#include <fmt/format.h>
+#include <thread>
 
 #include "formats/fill_frame.hpp"
 #include "lib/core/netaddr.hpp"
@@ -47,9 +47,8 @@ DadaTarget parse_dada_target(const std::string& text) {
         std::uint32_t v = 0;
         const auto [end, ec] = std::from_chars(th.data(), th.data() + th.size(), v);
         if (th.empty() || ec != std::errc() || end != th.data() + th.size() || v > 0xFFFF) {
-            throw std::invalid_argument(
-                fmt::format("bad --dada ring '{}': thread '{}' is not a number from 0 to 65535",
-                            text, th));
+            throw std::invalid_argument(fmt::format(
+                "bad --dada ring '{}': thread '{}' is not a number from 0 to 65535", text, th));
         }
         t.thread = static_cast<std::uint16_t>(v);
     }
@@ -221,15 +220,16 @@ bool DadaSink::RingStream::begin_transfer(std::uint64_t index) {
                 "{} ({} bytes){}: make it with dada_db -k {} -b {} -n 8 (or more blocks)",
                 dada_key_name(w.key()), w.data().blocks(), block, label_, payload_bytes_,
                 w.data().blocks() < 2 ? ", or are fewer than 2" : "", dada_key_name(w.key()),
-                payload_bytes_ * std::max<std::uint64_t>(1, (block + payload_bytes_ - 1) /
-                                                                std::max<std::size_t>(
-                                                                    payload_bytes_, 1))));
+                payload_bytes_ *
+                    std::max<std::uint64_t>(1, (block + payload_bytes_ - 1) /
+                                                   std::max<std::size_t>(payload_bytes_, 1))));
             return false;
         }
         if (w.data().on_device()) {
-            ring_.fail(fmt::format("PSRDADA ring {} is in GPU memory (dada_db -g): this capture's "
-                                   "payload is in host memory; make the ring without -g",
-                                   dada_key_name(w.key())));
+            ring_.fail(
+                fmt::format("PSRDADA ring {} is in GPU memory (dada_db -g): this capture's "
+                            "payload is in host memory; make the ring without -g",
+                            dada_key_name(w.key())));
             return false;
         }
     }
@@ -349,9 +349,10 @@ DadaSink::DadaSink(DadaOptions options) : options_(std::move(options)) {
     for (std::size_t i = 0; i < options_.targets.size(); ++i) {
         for (std::size_t j = 0; j < i; ++j) {
             if (options_.targets[j].key == options_.targets[i].key) {
-                throw DadaError(fmt::format("--dada names ring {} twice: a ring has one writer, "
-                                            "and one stream",
-                                            dada_key_name(options_.targets[i].key)));
+                throw DadaError(
+                    fmt::format("--dada names ring {} twice: a ring has one writer, "
+                                "and one stream",
+                                dada_key_name(options_.targets[i].key)));
             }
         }
         auto r = std::make_unique<Ring>();
@@ -381,8 +382,8 @@ SinkRoute DadaSink::open_stream(const StreamStats& stream) {
             continue;
         }
         // The window's slots: allocated here, at registration time.
-        r->stream = std::make_unique<RingStream>(*r, stream, std::max<std::uint32_t>(
-                                                                 options_.window, 1));
+        r->stream =
+            std::make_unique<RingStream>(*r, stream, std::max<std::uint32_t>(options_.window, 1));
         r->stats.stream = r->stream->label();
         r->stats.format = std::string(to_string(stream.format));
         return r.get();
