@@ -127,7 +127,7 @@ struct CommonOptions {
     bool verbose = false;
     // --expect FILE, --expect-antennas N --expect-threads M (none: nothing expected).
     std::optional<ExpectManifest> expect;
-    ExpectOptions expect_options;  // --expect-grace, --expect-rate-tolerance
+    ExpectOptions expect_options;     // --expect-grace, --expect-rate-tolerance
     std::optional<DadaOptions> dada;  // --dada, --dada-header (none: no rings)
 };
 // `input_file`: read's -r FILE (the report may not overwrite it), or empty.

@@ -815,10 +815,12 @@ const std::vector<std::pair<const char*, std::uint64_t Totals::*>> kTotalsKeys =
     {"ordered_too_late", &Totals::ordered_too_late},
     {"payload_mismatches", &Totals::payload_mismatches},
     {"block_misses", &Totals::block_misses},
+    {"consumer_drops", &Totals::consumer_drops},
+    {"ring_unwritten", &Totals::ring_unwritten},
     {"bad_wire_length", &Totals::bad_wire_length},
 };
 // A counter added to Totals without its key above does not build.
-static_assert(sizeof(Totals) == 22 * sizeof(std::uint64_t),
+static_assert(sizeof(Totals) == 24 * sizeof(std::uint64_t),
               "a new Totals counter needs its row in kTotalsKeys (and in docs/formats.md)");
 
 std::set<std::string> keys_of(const nlohmann::json& object) {

@@ -627,7 +627,7 @@ void print_summary(std::FILE* out, const Ledger& ledger, const RunInfo& run, boo
         fmt::print(
             out,
             "  PSRDADA ring {}: {}: {} frames, {} fills, {} the pipeline did not get "
-            "(ring full){}, {} MiB; {} of {} readers attached at the end; {}{}\n",
+            "(ring full){}, {:.1f} MiB; {} of {} readers attached at the end; {}{}\n",
             r.key, r.stream.empty() ? "no stream came" : r.stream, r.frames, r.fills, r.consumer,
             r.owed_at_end > 0 ? fmt::format(", {} fill records still owed", r.owed_at_end) : "",
             double(r.bytes) / double(1 << 20), r.readers_attached, r.readers,

@@ -390,8 +390,8 @@ void check_verdict(const json& report, const std::string& path) {
     const json& totals = report["totals"];
     for (const char* key :
          {"missing", "too_late", "implausible", "restarts", "malformed", "nic_drops", "wc_errors",
-          "payload_mismatches", "write_drops", "ordered_too_late", "block_misses",
-          "consumer_drops", "ring_unwritten"}) {
+          "payload_mismatches", "write_drops", "ordered_too_late", "block_misses", "consumer_drops",
+          "ring_unwritten"}) {
         if (totals.contains(key) && totals[key].get<std::uint64_t>() > 0) {
             not_a_report(path, "/verdict",
                          fmt::format("is \"zero-loss\" but its totals count {} {} (the report was "
