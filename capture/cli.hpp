@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "formats/output.hpp"
+#include "gpu/gpu.hpp"
 #include "lib/core/netaddr.hpp"
 #include "lib/core/usage_error.hpp"
 #include "lib/demux/demux.hpp"

@@ -324,12 +324,13 @@ int cmd_capture(int argc, char** argv) {
     // one stops the command with nothing captured.
     std::unique_ptr<DadaSink> dada;
     if (common.dada) {
-        if (request.gpu.mode != GpuRequest::Mode::none) {
-            throw UsageError(
-                "--dada takes the payload from host memory: leave out --gpu (GPU rings, "
-                "dada_db -g, are not written yet: docs/operations.md)");
-        }
-        dada = std::make_unique<DadaSink>(*common.dada);
+        DadaOptions o = *common.dada;
+        // A GPU ring's blocks (dada_db -g): the stand-in's with --gpu-standin,
+        // else the CUDA build's (the stub's says "built without CUDA").
+        o.device_opener = request.gpu.mode == GpuRequest::Mode::standin
+                              ? standin_dada_opener(nullptr)
+                              : gpu::dada_ring_opener();
+        dada = std::make_unique<DadaSink>(o);
         request.dada = dada.get();
     }
     RunOutcome outcome = run_capture(request, stop_flag());

@@ -48,7 +48,9 @@ int cmd_read(int argc, char** argv) {
     // one stops the command with nothing lost.
     std::unique_ptr<DadaSink> dada;
     if (common.dada) {
-        dada = std::make_unique<DadaSink>(*common.dada);
+        DadaOptions o = *common.dada;
+        o.device_opener = gpu::dada_ring_opener();  // a dada_db -g ring: the CUDA build's
+        dada = std::make_unique<DadaSink>(o);
         request.dada = dada.get();
     }
     install_stop_handler();

@@ -30,6 +30,7 @@
 #include "gpu/gpu_info.hpp"
 #include "lib/host/devices.hpp"
 #include "lib/sinks/block_ring.hpp"
+#include "lib/sinks/dada_device.hpp"
 #include "lib/sources/verbs/engine.hpp"
 
 struct CUstream_st;  // the CUDA runtime's stream object (cudaStream_t = CUstream_st*)
@@ -101,6 +102,12 @@ std::string format_gpu_info(const GpuInfo& info);
 // when the NIC rewrites the re-posted slot. host_visible() is false.
 // Use from one producer thread (the ring's).
 std::unique_ptr<BlockMemory> make_device_block_memory(int gpu);
+
+// Opens a GPU PSRDADA ring's blocks (dada_db -g) from the CUDA IPC handles in
+// its block segments, with a make_device_block_memory on the ring's GPU for
+// the copies (gpu/cuda_dada.cpp). The stub's opener throws "built without
+// CUDA".
+DadaDeviceOpener dada_ring_opener();
 
 enum class Mode { dmabuf, peermem, staging };
 const char* to_string(Mode mode);  // "dma-buf", "nvidia-peermem", "staging"

@@ -32,6 +32,12 @@ std::unique_ptr<PayloadMemory> make_gpu_payload_memory(int /*gpu*/, Mode /*prefe
     built_without_cuda();
 }
 
+DadaDeviceOpener dada_ring_opener() {
+    return [](int, const std::vector<const std::uint8_t*>&, std::uint64_t) -> DadaDeviceBlocks {
+        built_without_cuda();
+    };
+}
+
 std::uint64_t device_copy_calls(const DeviceMemory& /*memory*/) {
     built_without_cuda();
 }

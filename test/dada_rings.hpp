@@ -21,14 +21,20 @@
 #include <string>
 #include <vector>
 
+#include "lib/sinks/dada_device.hpp"
 #include "lib/sinks/dada_ring.hpp"
 
 namespace ibvcap::test {
 
-// One ipcbuf made as ipcbuf_create_work makes it (host blocks).
+// One ipcbuf made as ipcbuf_create_work makes it: host blocks, or with
+// `standin_gpu` a GPU ring of the stand-in's (each block segment holds a
+// handle, lib/sinks/dada_device.hpp, naming a segment that holds the block,
+// as a dada_db -g ring's holds a cudaIpcMemHandle_t).
 class MadeBuffer {
   public:
-    MadeBuffer(key_t key, std::uint64_t nbufs, std::uint64_t bufsz, unsigned readers) : key_(key) {
+    MadeBuffer(key_t key, std::uint64_t nbufs, std::uint64_t bufsz, unsigned readers,
+               bool standin_gpu = false)
+        : key_(key) {
         const int flag = 0666 | IPC_CREAT | IPC_EXCL;
         const std::size_t size = sizeof(DadaSync) + nbufs + sizeof(key_t) * nbufs;
         syncid_ = shmget(key, size, flag);
@@ -41,7 +47,7 @@ class MadeBuffer {
         sync->nbufs = nbufs;
         sync->bufsz = bufsz;
         sync->n_readers = readers;
-        sync->on_device_id = -1;
+        sync->on_device_id = standin_gpu ? 0 : -1;
         for (unsigned x = 0; x < kDadaXfers; ++x) {
             sync->s_buf[x] = sync->s_byte[x] = sync->e_buf[x] = sync->e_byte[x] = 0;
             sync->eod[x] = 1;
@@ -56,11 +62,19 @@ class MadeBuffer {
             count[b] = 0;
             k += kDadaKeyIncrement;
             std::memcpy(keys + b * sizeof(key_t), &k, sizeof k);
-            const int id = shmget(k, bufsz, flag);
+            const int id = shmget(k, standin_gpu ? 64 : bufsz, flag);
             if (id < 0) {
                 throw std::runtime_error("shmget block: " + std::string(std::strerror(errno)));
             }
             shm_.push_back(id);
+            if (standin_gpu) {
+                const key_t backing = key + kDadaKeyIncrement * static_cast<key_t>(40 + b);
+                shm_.push_back(shmget(backing, bufsz, flag));
+                auto* handle = static_cast<std::uint8_t*>(shmat(id, nullptr, 0));
+                std::memcpy(handle, kDadaStandinMagic, sizeof kDadaStandinMagic);
+                std::memcpy(handle + sizeof kDadaStandinMagic, &backing, sizeof backing);
+                shmdt(handle);
+            }
         }
         sync->w_buf_curr = sync->w_buf_next = sync->w_xfer = 0;
         sync->w_state = 0;
@@ -119,8 +133,9 @@ class MadeBuffer {
 // (8 header blocks of `header_bytes`).
 struct MadeRing {
     MadeRing(key_t key, std::uint64_t blocks, std::uint64_t block_bytes, unsigned readers = 1,
-             std::uint64_t header_bytes = 4096)
-        : data(key, blocks, block_bytes, readers), header(key + 1, 8, header_bytes, readers) {}
+             std::uint64_t header_bytes = 4096, bool standin_gpu = false)
+        : data(key, blocks, block_bytes, readers, standin_gpu),
+          header(key + 1, 8, header_bytes, readers) {}
     void destroy() {
         data.destroy();
         header.destroy();
@@ -132,7 +147,16 @@ struct MadeRing {
 // A reader of one ipcbuf (psrdada's reader states: READER 5, READING 6, RSTOP 7).
 class RingReader {
   public:
-    explicit RingReader(key_t key) : buf_(key) {}
+    explicit RingReader(key_t key) : buf_(key) {
+        if (buf_.on_device()) {
+            // The stand-in's GPU blocks, as a reader on the GPU would open them.
+            for (std::uint64_t b = 0; b < buf_.blocks(); ++b) {
+                key_t k = 0;
+                std::memcpy(&k, buf_.segment(b) + sizeof kDadaStandinMagic, sizeof k);
+                device_.push_back(static_cast<std::uint8_t*>(shmat(shmget(k, 0, 0), nullptr, 0)));
+            }
+        }
+    }
     // ipcbuf_lock_read (without waiting): false when no reader place is free.
     bool lock() {
         if (dada_semop(buf_.connect_set(), dada_sem::read, -1, IPC_NOWAIT | SEM_UNDO) != 0) {
@@ -175,7 +199,7 @@ class RingReader {
         const std::uint64_t bufnum = s.r_bufs[r] % buf_.blocks();
         bytes = (s.eod[xfer_] && s.r_bufs[r] == s.e_buf[xfer_]) ? s.e_byte[xfer_] - start_byte
                                                                 : buf_.block_bytes() - start_byte;
-        return buf_.segment(bufnum) + start_byte;
+        return (buf_.on_device() ? device_[bufnum] : buf_.segment(bufnum)) + start_byte;
     }
     // ipcbuf_mark_cleared; true when that block ended the transfer.
     bool clear() {
@@ -209,11 +233,17 @@ class RingReader {
         dada_semop(buf_.connect_set(), dada_sem::read, 1, SEM_UNDO);
         iread_ = -1;
     }
-    ~RingReader() { unlock(); }
+    ~RingReader() {
+        unlock();
+        for (auto* d : device_) {
+            shmdt(d);
+        }
+    }
     DadaBuffer& buffer() { return buf_; }
 
   private:
     DadaBuffer buf_;
+    std::vector<std::uint8_t*> device_;  // a stand-in GPU ring's blocks
     int iread_ = -1;
     int state_ = 0;
     std::uint64_t xfer_ = 0;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +23,7 @@
 #include "formats/fill_frame.hpp"
 #include "formats/vdif.hpp"
 #include "frames.hpp"
+#include "held_frames.hpp"
 #include "lib/demux/demux.hpp"
 #include "lib/run/gen.hpp"
 #include "lib/run/read.hpp"
@@ -442,6 +444,87 @@ TEST(DadaRing, TheCommandAsTypedFeedsARingAndReportsIt) {
     EXPECT_EQ(ring0["end_of_data"], true);
     EXPECT_EQ(report["totals"]["consumer_drops"], 0);
     EXPECT_NE(r.out.find(fmt::format("PSRDADA ring {}:", k)), std::string::npos) << r.out;
+}
+
+// A ring in GPU memory (dada_db -g), on the stand-in, fed GPU payload: every
+// payload goes from its receive slot into the ring's blocks device to
+// device, in batches on the sink's copy thread, never on the capture's
+// thread; each slot is given back once its copy landed; the bytes are the
+// frames', in time order, with fills.
+TEST(DadaRing, GpuPayloadGoesIntoAGpuRingDeviceToDeviceInBatchesOffTheCaptureThread) {
+    const key_t key = test_key(9);
+    test::MadeRing ring(key, 4, 8 * kPayload, 1, 4096, true);
+    DeviceCallLog log;
+    DadaOptions o;
+    o.targets = {DadaTarget{key, {}, {}}};
+    o.window = 4;
+    o.device_opener = standin_dada_opener(&log);
+    DadaSink sink(o);
+    std::atomic<bool> never{false};
+    sink.wait_while_full(&never);  // the bytes, not a slow reader
+    test::RingReader hr(key + 1);
+    test::RingReader dr(key);
+    ASSERT_TRUE(hr.lock());
+    ASSERT_TRUE(dr.lock());
+    test::ReadTransfer got;
+    std::thread reader([&] { got = test::read_transfer(hr, dr); });
+    test::CountingDevice device;
+    device.forbidden = std::this_thread::get_id();
+    test::RecordingOwner owner;
+    Ledger ledger;
+    Demux demux(DemuxOptions{}, ledger);
+    demux.add_sink(sink);
+    const std::set<std::uint32_t> missing = {5, 40, 41};
+    std::uint64_t held = 0;
+    // The slots stay put until given back (the source re-posts one only
+    // then): all of them live until the end here.
+    std::vector<std::unique_ptr<test::SlotFrame>> slots;
+    for (std::uint32_t i = 0; i < 100; ++i) {
+        if (missing.count(i)) {
+            continue;
+        }
+        const auto bytes = frame_at(i);
+        // Headers in host memory (SGE0), the payload in "GPU memory" (SGE1).
+        auto& slot = *slots.emplace_back(std::make_unique<test::SlotFrame>());
+        slot.head.assign(bytes.begin(), bytes.end() - static_cast<std::ptrdiff_t>(kPayload));
+        slot.tail.assign(bytes.end() - static_cast<std::ptrdiff_t>(kPayload), bytes.end());
+        Frame f = slot.frame(&owner, i + 1, &device, true);
+        slot.lease.ring_token = 1000 + i;
+        slot.lease.ring_allowed = true;
+        demux.on_frame(f);
+        held += slot.lease.ring_holds;
+    }
+    sink.finish();
+    reader.join();
+    {
+        const RingStats e = stats_of(sink);
+        ASSERT_TRUE(e.error.empty()) << e.error;
+        EXPECT_EQ(e.unwritten, 0u);
+    }
+    ASSERT_TRUE(got.ended);
+    ASSERT_EQ(got.data.size(), 100 * kPayload);
+    std::vector<std::uint8_t> fill(kPayload);
+    fill_payload(fill);
+    for (std::uint32_t i = 0; i < 100; ++i) {
+        const std::vector<std::uint8_t> at(got.data.data() + i * kPayload,
+                                           got.data.data() + (i + 1) * kPayload);
+        EXPECT_EQ(at, missing.count(i) ? fill : payload_at(i)) << "record " << i;
+    }
+    EXPECT_EQ(device.on_forbidden_thread.load(), 0) << "a device call on the capture thread";
+    EXPECT_EQ(device.unflushed_batches.load(), 0) << "a batch read before the NIC's writes flushed";
+    EXPECT_GT(device.batches.load(), 0);
+    EXPECT_EQ(held, 97u);
+    auto released = owner.released();
+    std::sort(released.begin(), released.end());
+    EXPECT_EQ(released.size(), 97u) << "every held slot given back";
+    EXPECT_EQ(std::unique(released.begin(), released.end()), released.end()) << "once";
+    const RingStats s = stats_of(sink);
+    EXPECT_EQ(s.frames, 97u);
+    EXPECT_EQ(s.fills, 3u);
+    EXPECT_TRUE(s.end_of_data);
+    // Batched: a wait per batch or block, not per frame.
+    EXPECT_LT(log.calls(DeviceCallLog::Call::synchronize), 60u);
+    EXPECT_GT(log.calls(DeviceCallLog::Call::synchronize), 0u);
 }
 
 }  // namespace

@@ -381,6 +381,9 @@ bool DadaRingWriter::take_next(std::uint64_t& bufnum) {
 }
 
 bool DadaRingWriter::mark_filled(std::uint64_t nbytes, bool end_of_data) {
+    if (before_mark_) {
+        before_mark_();
+    }
     Side d{data_};
     d.state = WriterState::writing;
     d.xfer = data_.sync().w_xfer % kDadaXfers;

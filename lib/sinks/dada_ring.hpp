@@ -40,6 +40,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -189,6 +190,9 @@ class DadaRingWriter {
     void end();
     bool failed() const { return !error_.empty(); }
     const std::string& error() const { return error_; }
+    // Called before each block is marked filled (a GPU ring's placer waits
+    // there for the copies into it to land).
+    void set_before_mark(std::function<void()> f) { before_mark_ = std::move(f); }
     // Whether every transfer that was started was ended.
     bool ended_with_eod() const { return eod_marked_ && !have_block_; }
     std::uint64_t transfers() const { return transfers_; }
@@ -211,6 +215,7 @@ class DadaRingWriter {
     bool ended_ = false;
     bool eod_marked_ = false;
     std::uint64_t transfers_ = 0;  // transfers ended
+    std::function<void()> before_mark_;
     std::string error_;
 };
 

@@ -5,14 +5,13 @@
 
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <cstring>
 #include <stdexcept>
-#include <thread>
 
 #include "formats/fill_frame.hpp"
 #include "lib/core/netaddr.hpp"
 #include "lib/sinks/dada_header.hpp"
+#include "lib/sinks/dada_placer.hpp"
 #include "lib/sinks/ordered_stream.hpp"
 #include "lib/sinks/reorder.hpp"
 
@@ -55,63 +54,76 @@ DadaTarget parse_dada_target(const std::string& text) {
     return t;
 }
 
-// One stream into one ring: its reorder window, the fill records it owes,
-// and its transfers.
+// One stream's side of a ring, on the source's thread: its reorder window,
+// the records it makes of what leaves it, and each transfer's header.
 class DadaSink::RingStream final : private ReorderWindow::Output {
   public:
     RingStream(DadaSink::Ring& ring, const StreamStats& stream, std::uint32_t window)
         : ring_(ring),
           timing_(stream.timing),
           rate_known_(stream.rate != StreamStats::Rate::learning),
-          frame_bytes_(stream.frame_bytes),
           window_(window, stream.frame_bytes, OrderedStream::max_jump_of(stream)),
+          max_jump_(OrderedStream::max_jump_of(stream)),
           label_(fmt::format("{} {} station {} thread {}", stream.group.to_string(),
-                             format_ipv4(stream.antenna), stream.station, stream.thread)),
-          pattern_(stream.frame_bytes) {
-        fill_payload(pattern_);
-    }
+                             format_ipv4(stream.antenna), stream.station, stream.thread)) {}
 
     void write(const SinkFrame& f);
-    void close();
-    const ReorderWindow::Counts& counts() const { return window_.counts(); }
+    void close() {
+        if (!direct_) {
+            window_.close(*this);
+        }
+    }
+    // The window's counts, or the direct path's (GPU payload).
+    ReorderWindow::Counts counts() const {
+        ReorderWindow::Counts c = window_.counts();
+        c.too_late += direct_too_late_;
+        c.restarts += direct_restarts_;
+        return c;
+    }
     const std::string& label() const { return label_; }
     std::uint64_t payload_bytes() const { return payload_bytes_; }
-    bool started() const { return header_.frame_bytes != 0; }
-    StreamFormat format() const { return header_.format; }
+    std::uint64_t unwritten() const { return unwritten_; }
 
   private:
-    // arrived: the frame being offered; held: one from a window slot;
-    // unreadable: a frame whose length is off the stream's (the pattern goes
-    // in its place, counted unwritten); fill: a frame that never came.
-    enum class Kind : std::uint8_t { arrived, held, unreadable, fill };
     void write_arrived(std::uint64_t index) override;
     void write_held(std::uint64_t index, Bytes frame) override;
     void write_fill(std::uint64_t index) override;
     std::size_t copy_arrived(MutableBytes slot) override;
-
-    // One record at `index` (`src`: a held frame's payload).
-    void record(std::uint64_t index, Kind kind, const std::uint8_t* src);
-    // Room for one record, and its bytes (or the pattern) copied in; false
-    // when the ring has no room or failed.
-    bool place(Kind kind, const std::uint8_t* src);
-    bool begin_transfer(std::uint64_t index);
+    // Hand a record to the ring (inline, or queued for the copy thread),
+    // with a header when a transfer starts at it.
+    void send(DadaRecord r);
     void retime(const StreamStats& s);
+    // GPU payload: in index order as it comes (its bytes cannot be held in
+    // the window: they are not read on this thread), a fill for each index
+    // skipped, a frame behind the last one written too late.
+    void write_direct(std::uint64_t index);
+    // A staging slot for host bytes bound for the copy thread; null when
+    // every one is still waiting for it.
+    std::uint8_t* staging_slot();
 
     DadaSink::Ring& ring_;
     StreamTiming timing_;
     bool rate_known_;
-    std::size_t frame_bytes_;
     ReorderWindow window_;
+    std::uint64_t max_jump_;
+    bool direct_ = false;  // GPU payload: no reordering (write_direct)
+    bool direct_started_ = false;
+    std::uint64_t direct_next_ = 0;
+    std::uint64_t direct_too_late_ = 0;
+    std::uint64_t direct_restarts_ = 0;
     std::string label_;
-    std::vector<std::uint8_t> pattern_;
     StreamHeader header_{};  // the stream's first frame's
     std::size_t payload_bytes_ = 0;
-    bool checked_ = false;  // the ring's blocks checked against the payload
     bool in_transfer_ = false;
     bool rebased_ = false;  // the next record starts a transfer
     std::uint64_t next_index_ = 0;
-    std::uint64_t owed_ = 0;    // fill records owed to the ring
-    std::uint64_t unread_ = 0;  // arrived frames whose bytes could not be read
+    std::uint64_t transfers_ = 0;
+    std::uint64_t unwritten_ = 0;                  // frames this side could not hand over
+    std::unique_ptr<std::string> pending_header_;  // a transfer's, not yet handed over
+    // Queued rings: host bytes staged for the copy thread, in FIFO order.
+    static constexpr std::size_t kStagingSlots = 4096;
+    std::vector<std::uint8_t> staging_;
+    std::uint64_t staged_ = 0;
     // The frame being offered (during write()).
     const Frame* frame_ = nullptr;
     std::size_t offset_ = 0;
@@ -121,19 +133,13 @@ class DadaSink::RingStream final : private ReorderWindow::Output {
 struct DadaSink::Ring {
     DadaTarget target;
     std::unique_ptr<DadaRingWriter> writer;
+    DadaDeviceBlocks device;                   // a GPU ring's blocks
+    std::unique_ptr<BlockMemory> host_memory;  // a host ring fed GPU payload
+    std::unique_ptr<DadaPlacer> placer;        // made with the stream
+    bool queued = false;                       // placements on the copy thread
     std::unique_ptr<RingStream> stream;
     RingStats stats;
     DadaSink* sink = nullptr;
-    void count_consumer() {
-        ++stats.consumer;
-        sink->consumer_.fetch_add(1, std::memory_order_relaxed);
-    }
-    void fail(std::string why) {
-        if (stats.error.empty()) {
-            stats.error = std::move(why);
-        }
-    }
-    bool failed() const { return !stats.error.empty(); }
 };
 
 void DadaSink::RingStream::write(const SinkFrame& f) {
@@ -144,14 +150,45 @@ void DadaSink::RingStream::write(const SinkFrame& f) {
     }
     const StreamHeader& h = *f.header;
     if (header_.frame_bytes == 0) [[unlikely]] {
+        // The stream's first frame: its payload size sets the ring's
+        // records, and where its payload lies whether the ring's copies
+        // need the copy thread. (Registration time: may allocate.)
         header_ = h;
         payload_bytes_ = h.frame_bytes > h.header_bytes ? h.frame_bytes - h.header_bytes : 0;
+        ring_.sink->start_ring(ring_, payload_bytes_, f.frame.tail_device != nullptr);
+        if (ring_.queued) {
+            staging_.resize(kStagingSlots * payload_bytes_);
+        }
+        direct_ = f.frame.tail_device != nullptr;
     }
     frame_ = &f.frame;
     offset_ = f.packet->payload_offset + h.prefix_bytes;
     len_ = f.packet->payload_bytes - h.prefix_bytes;
-    window_.offer(timing_.index(h.seconds, h.frame), *this);
+    const std::uint64_t index = timing_.index(h.seconds, h.frame);
+    if (direct_) {
+        write_direct(index);
+    } else {
+        window_.offer(index, *this);
+    }
     frame_ = nullptr;
+}
+
+void DadaSink::RingStream::write_direct(std::uint64_t index) {
+    if (direct_started_ && index < direct_next_) {
+        ++direct_too_late_;  // behind what was written (a duplicate, or reordered)
+        return;
+    }
+    if (!direct_started_ || index - direct_next_ > max_jump_) {
+        // The start, or a jump past the plausible: a new run (a new transfer).
+        direct_restarts_ += direct_started_ ? 1 : 0;
+        direct_started_ = true;
+        direct_next_ = index;
+    }
+    while (direct_next_ < index) {
+        write_fill(direct_next_++);
+    }
+    write_arrived(index);
+    direct_next_ = index + 1;
 }
 
 // A VDIF rate learned: what the window holds goes out in the old
@@ -171,176 +208,140 @@ void DadaSink::RingStream::retime(const StreamStats& s) {
     timing_ = now;
     rate_known_ = s.rate != StreamStats::Rate::learning;
     rebased_ = true;
+    max_jump_ = OrderedStream::max_jump_of(s);
+    direct_started_ = false;
+}
+
+std::uint8_t* DadaSink::RingStream::staging_slot() {
+    if (staged_ - ring_.placer->staged_done() >= kStagingSlots) {
+        return nullptr;
+    }
+    return staging_.data() + (staged_ % kStagingSlots) * payload_bytes_;
 }
 
 void DadaSink::RingStream::write_arrived(std::uint64_t index) {
-    // The payload straight from the frame into the ring: gathered from its
-    // pieces in place().
-    const bool whole = frame_ != nullptr && len_ == header_.header_bytes + payload_bytes_;
-    record(index, whole ? Kind::arrived : Kind::unreadable, nullptr);
+    DadaRecord r;
+    r.index = index;
+    const std::size_t payload = offset_ + header_.header_bytes;
+    if (frame_ == nullptr || len_ != header_.header_bytes + payload_bytes_) {
+        r.kind = DadaRecord::Kind::unreadable;  // a length off the stream's
+        send(r);
+        return;
+    }
+    r.kind = DadaRecord::Kind::payload;
+    const Frame& f = *frame_;
+    if (!ring_.queued) {
+        r.frame = &f;  // gathered into the ring from the frame's pieces
+        r.offset = payload;
+        send(r);
+        return;
+    }
+    // For the copy thread: the slot held, or host bytes staged.
+    const bool in_tail = payload >= f.head.size();
+    const bool in_head = payload + payload_bytes_ <= f.head.size();
+    if ((in_tail || in_head) && f.hold(Holder::ring)) {
+        r.src = in_tail ? f.tail.data() + (payload - f.head.size()) : f.head.data() + payload;
+        r.device = in_tail ? f.tail_device : nullptr;
+        r.owner = f.lease->owner;
+        r.token = f.lease->token_of(Holder::ring);
+    } else if (std::uint8_t* slot = staging_slot();
+               slot != nullptr && f.gather(payload, MutableBytes(slot, payload_bytes_))) {
+        r.src = slot;
+        r.staged = true;
+        ++staged_;
+    } else {
+        // GPU bytes the rings' hold share could not take, or no staging slot.
+        r.kind = DadaRecord::Kind::unreadable;
+    }
+    send(r);
 }
 
 void DadaSink::RingStream::write_held(std::uint64_t index, Bytes frame) {
+    DadaRecord r;
+    r.index = index;
     const std::size_t header = header_.header_bytes;
     if (frame.size() != header + payload_bytes_) {
-        record(index, Kind::unreadable, nullptr);
-        return;
+        r.kind = DadaRecord::Kind::unreadable;
+    } else if (!ring_.queued) {
+        r.kind = DadaRecord::Kind::payload;
+        r.src = frame.data() + header;  // copied before send() returns
+    } else if (std::uint8_t* slot = staging_slot(); slot != nullptr) {
+        std::memcpy(slot, frame.data() + header, payload_bytes_);
+        r.kind = DadaRecord::Kind::payload;
+        r.src = slot;
+        r.staged = true;
+        ++staged_;
+    } else {
+        r.kind = DadaRecord::Kind::unreadable;
     }
-    record(index, Kind::held, frame.data() + header);
+    send(r);
 }
 
 void DadaSink::RingStream::write_fill(std::uint64_t index) {
-    record(index, Kind::fill, nullptr);
+    DadaRecord r;
+    r.index = index;
+    r.kind = DadaRecord::Kind::fill;
+    send(r);
 }
 
 std::size_t DadaSink::RingStream::copy_arrived(MutableBytes slot) {
     if (frame_ == nullptr || len_ > slot.size()) {
         return 0;
     }
+    // False when the bytes are device memory: the window counts the frame
+    // unheld, and a fill takes its place.
     return frame_->gather(offset_, slot.first(len_)) ? len_ : 0;
 }
 
-bool DadaSink::RingStream::begin_transfer(std::uint64_t index) {
-    DadaRingWriter& w = *ring_.writer;
-    if (in_transfer_) {
-        // Fill records still owed to the transfer that ends are not in it.
-        ring_.stats.owed_at_end += owed_;
-        owed_ = 0;
-        w.end_transfer();
+void DadaSink::RingStream::send(DadaRecord r) {
+    if (r.kind == DadaRecord::Kind::unreadable) {
+        ++unwritten_;  // the pattern goes in its place
     }
-    in_transfer_ = true;
-    rebased_ = false;
-    next_index_ = index;
-    if (!checked_) {
-        checked_ = true;
-        const std::uint64_t block = w.data().block_bytes();
-        if (payload_bytes_ == 0 || block % payload_bytes_ != 0 || w.data().blocks() < 2) {
-            ring_.fail(fmt::format(
-                "PSRDADA ring {}: its {} blocks of {} bytes do not hold whole payloads of stream "
-                "{} ({} bytes){}: make it with dada_db -k {} -b {} -n 8 (or more blocks)",
-                dada_key_name(w.key()), w.data().blocks(), block, label_, payload_bytes_,
-                w.data().blocks() < 2 ? ", or are fewer than 2" : "", dada_key_name(w.key()),
-                payload_bytes_ *
-                    std::max<std::uint64_t>(1, (block + payload_bytes_ - 1) /
-                                                   std::max<std::size_t>(payload_bytes_, 1))));
-            return false;
-        }
-        if (w.data().on_device()) {
-            ring_.fail(
-                fmt::format("PSRDADA ring {} is in GPU memory (dada_db -g): this capture's "
-                            "payload is in host memory; make the ring without -g",
-                            dada_key_name(w.key())));
-            return false;
+    if (!in_transfer_ || rebased_ || r.index != next_index_) {
+        // A transfer starts here (the stream's first record, a restart, a
+        // rate learned): its header, made once per transfer.
+        in_transfer_ = true;
+        rebased_ = false;
+        DadaHeaderInput in;
+        in.first = header_;
+        in.timing = timing_;
+        in.rate_known = rate_known_;
+        in.first_index = r.index;
+        in.payload_bytes = payload_bytes_;
+        in.header_block_bytes = ring_.writer->header_block_bytes();
+        in.stream = label_;
+        in.run_id = ring_.sink->options_.run_id;
+        in.key = dada_key_name(ring_.target.key);
+        in.transfer = transfers_++;
+        in.extra = ring_.sink->options_.header;
+        try {
+            pending_header_ = std::make_unique<std::string>(dada_header(in));
+        } catch (const std::exception& e) {
+            pending_header_.reset();
+            ring_.sink->fail_ring(ring_, e.what());
         }
     }
-    DadaHeaderInput in;
-    in.first = header_;
-    in.timing = timing_;
-    in.rate_known = rate_known_;
-    in.first_index = index;
-    in.payload_bytes = payload_bytes_;
-    in.header_block_bytes = w.header_block_bytes();
-    in.stream = label_;
-    in.run_id = ring_.sink->options_.run_id;
-    in.key = dada_key_name(w.key());
-    in.transfer = w.transfers();
-    in.extra = ring_.sink->options_.header;
-    // Once per transfer (the stream's first record, a restart): the header
-    // is made and written here, as a stream's files are opened on this
-    // thread at its first frame.
-    try {
-        w.write_header(dada_header(in));
-    } catch (const std::exception& e) {
-        ring_.fail(e.what());
-        return false;
-    }
-    return true;
-}
-
-bool DadaSink::RingStream::place(Kind kind, const std::uint8_t* src) {
-    std::uint64_t block = 0;
-    std::size_t at = 0;
-    DadaRingWriter& w = *ring_.writer;
-    DadaRingWriter::Room room = w.reserve(payload_bytes_, block, at);
-    if (const auto* stop = ring_.sink->wait_stop_; stop != nullptr) {
-        // An offline source waits for the reader (DadaSink::wait_while_full).
-        while (room == DadaRingWriter::Room::full && !stop->load(std::memory_order_relaxed)) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-            room = w.reserve(payload_bytes_, block, at);
-        }
-    }
-    switch (room) {
-        case DadaRingWriter::Room::ok:
-            break;
-        case DadaRingWriter::Room::full:
-            return false;
-        case DadaRingWriter::Room::failed:
-            ring_.fail(w.error());
-            return false;
-    }
-    std::uint8_t* dst = w.data().segment(block) + at;
-    if (kind == Kind::arrived) {
-        if (frame_->gather(offset_ + header_.header_bytes, MutableBytes(dst, payload_bytes_))) {
-            return true;
-        }
-        // Bytes this thread cannot read (device memory): the pattern.
-        ++ring_.stats.unwritten;
-        ++unread_;
-    } else if (kind == Kind::held) {
-        std::memcpy(dst, src, payload_bytes_);
-        return true;
-    }
-    std::memcpy(dst, pattern_.data(), payload_bytes_);
-    return true;
-}
-
-void DadaSink::RingStream::record(std::uint64_t index, Kind kind, const std::uint8_t* src) {
-    RingStats& st = ring_.stats;
-    const bool frame = kind != Kind::fill;
-    const auto lost = [&] { st.unwritten += frame ? 1 : 0; };
-    if (ring_.failed()) {
-        lost();
+    next_index_ = r.index + 1;
+    r.header = pending_header_.get();
+    if (!ring_.queued) {
+        pending_header_.release();  // the placer owns it now
+        ring_.placer->record(r);
         return;
     }
-    if ((!in_transfer_ || rebased_ || index != next_index_) && !begin_transfer(index)) {
-        lost();
+    if (ring_.sink->copier().push(*ring_.placer, r)) {
+        pending_header_.release();
         return;
     }
-    next_index_ = index + 1;
-    // What is owed goes first: every byte stays at its time.
-    while (owed_ > 0 && place(Kind::fill, nullptr)) {
-        --owed_;
+    // The copy thread's queue is full: not placed (the placer fills the
+    // gap). A held slot goes back now; a transfer's header waits for the
+    // next record.
+    if (r.counts_as_frame()) {
+        ++unwritten_;
     }
-    const std::uint64_t unread = unread_;
-    const bool placed = owed_ == 0 && place(kind, src);
-    if (ring_.failed()) {
-        lost();
-        return;
+    if (r.owner != nullptr) {
+        const std::uint64_t token[] = {r.token};
+        r.owner->release(token);
     }
-    if (!placed) {
-        // No room: the ring's reader is behind. Owed as a fill record.
-        ++owed_;
-        if (frame) {
-            ring_.count_consumer();
-        } else {
-            ++st.fills;
-        }
-        return;
-    }
-    if (kind == Kind::fill) {
-        ++st.fills;
-    } else if (kind == Kind::unreadable) {
-        ++st.unwritten;  // the pattern in its place (a length off the stream's)
-    } else if (unread_ == unread) {
-        ++st.frames;
-    }
-}
-
-void DadaSink::RingStream::close() {
-    window_.close(*this);
-    // Owed when the run ended: not in the ring (its data ends before them).
-    ring_.stats.owed_at_end += owed_;
-    owed_ = 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -359,17 +360,80 @@ DadaSink::DadaSink(DadaOptions options) : options_(std::move(options)) {
         r->target = options_.targets[i];
         r->sink = this;
         r->writer = std::make_unique<DadaRingWriter>(r->target.key);
+        DadaBuffer& data = r->writer->data();
+        if (data.on_device()) {
+            // Opened before the run: the handles' opening is a device call.
+            if (!options_.device_opener) {
+                throw DadaError(
+                    fmt::format("PSRDADA ring {} is in GPU memory (dada_db -g {}): write it with "
+                                "--gpu (the CUDA build), or make the ring without -g",
+                                dada_key_name(r->target.key), data.sync().on_device_id));
+            }
+            std::vector<const std::uint8_t*> handles;
+            for (std::uint64_t b = 0; b < data.blocks(); ++b) {
+                handles.push_back(data.segment(b));
+            }
+            try {
+                r->device =
+                    options_.device_opener(data.sync().on_device_id, handles, data.block_bytes());
+            } catch (const std::exception& e) {
+                throw DadaError(
+                    fmt::format("PSRDADA ring {}: {}", dada_key_name(r->target.key), e.what()));
+            }
+        }
         r->stats.key = dada_key_name(r->target.key);
-        r->stats.block_bytes = r->writer->data().block_bytes();
-        r->stats.blocks = r->writer->data().blocks();
+        r->stats.block_bytes = data.block_bytes();
+        r->stats.blocks = data.blocks();
         r->stats.header_block_bytes = r->writer->header_block_bytes();
-        r->stats.readers = r->writer->data().readers();
+        r->stats.readers = data.readers();
         rings_.push_back(std::move(r));
     }
 }
 
 DadaSink::~DadaSink() {
     finish();
+}
+
+DadaCopier& DadaSink::copier() {
+    if (!copier_) {
+        copier_ = std::make_unique<DadaCopier>();
+    }
+    return *copier_;
+}
+
+void DadaSink::start_ring(Ring& ring, std::size_t payload_bytes, bool payload_on_device) {
+    DadaBuffer& data = ring.writer->data();
+    std::vector<std::uint8_t*> blocks;
+    BlockMemory* memory = nullptr;
+    if (data.on_device()) {
+        blocks = ring.device.blocks;
+        memory = ring.device.memory.get();
+    } else {
+        for (std::uint64_t b = 0; b < data.blocks(); ++b) {
+            blocks.push_back(data.segment(b));
+        }
+        if (payload_on_device) {
+            // GPU payload into a host ring: read by the copy thread, in batches.
+            ring.host_memory = make_host_block_memory();
+            memory = ring.host_memory.get();
+        }
+    }
+    ring.queued = memory != nullptr;
+    if (ring.queued) {
+        (void)copier();  // its thread started here, at registration time
+    }
+    ring.placer = std::make_unique<DadaPlacer>(
+        *ring.writer, payload_bytes, std::move(blocks), memory, [this, &ring] {
+            ++ring.stats.consumer;
+            consumer_.fetch_add(1, std::memory_order_relaxed);
+        });
+    ring.placer->wait_while_full(wait_stop_);
+}
+
+void DadaSink::fail_ring(Ring& ring, const std::string& why) {
+    if (ring.stats.error.empty()) {
+        ring.stats.error = why;
+    }
 }
 
 SinkRoute DadaSink::open_stream(const StreamStats& stream) {
@@ -395,8 +459,7 @@ void DadaSink::on_frame(const SinkFrame& frame, SinkRoute route) {
     if (route == nullptr || frame.packet == nullptr || frame.header == nullptr) {
         return;
     }
-    auto* ring = static_cast<Ring*>(route);
-    ring->stream->write(frame);
+    static_cast<Ring*>(route)->stream->write(frame);
 }
 
 void DadaSink::finish() {
@@ -406,21 +469,47 @@ void DadaSink::finish() {
     finished_ = true;
     for (auto& r : rings_) {
         if (r->stream) {
-            r->stream->close();
-            const auto& c = r->stream->counts();
-            r->stats.ordered.window = options_.window;
-            r->stats.ordered.duplicates = c.duplicates;
-            r->stats.ordered.too_late = c.too_late;
-            r->stats.ordered.unheld = c.unheld;
-            r->stats.ordered.restarts = c.restarts;
-            r->stats.payload_bytes = r->stream->payload_bytes();
+            r->stream->close();  // the window's last records (queued or placed)
+        }
+    }
+    if (copier_) {
+        copier_->stop();  // every queued record placed, its slot given back
+    }
+    for (auto& r : rings_) {
+        if (r->placer) {
+            r->placer->close();
         }
         r->writer->end();
-        r->stats.bytes = r->writer->bytes_written();
-        r->stats.readers_attached = r->writer->readers_attached();
-        r->stats.end_of_data = r->writer->ended_with_eod() || r->writer->bytes_written() == 0;
+        if (r->device.close) {
+            r->device.close();
+            r->device.close = nullptr;
+        }
+        RingStats& s = r->stats;
+        if (r->stream) {
+            const auto& c = r->stream->counts();
+            s.ordered.window = options_.window;
+            s.ordered.duplicates = c.duplicates;
+            s.ordered.too_late = c.too_late;
+            s.ordered.unheld = c.unheld;
+            s.ordered.restarts = c.restarts;
+            s.payload_bytes = r->stream->payload_bytes();
+            s.unwritten += r->stream->unwritten();
+        }
+        if (r->placer) {
+            const DadaPlacerCounts& p = r->placer->counts();
+            s.frames = p.frames;
+            s.fills = p.fills;
+            s.owed_at_end = p.owed_at_end;
+            s.unwritten += p.unwritten;
+            if (!r->placer->error().empty()) {
+                fail_ring(*r, r->placer->error());
+            }
+        }
+        s.bytes = r->writer->bytes_written();
+        s.readers_attached = r->writer->readers_attached();
+        s.end_of_data = r->writer->ended_with_eod() || r->writer->bytes_written() == 0;
         if (r->writer->failed()) {
-            r->fail(r->writer->error());
+            fail_ring(*r, r->writer->error());
         }
     }
 }

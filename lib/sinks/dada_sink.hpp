@@ -22,10 +22,17 @@
 // position only within one transfer.
 //
 // Threads: the sink runs on the source's thread (the poll thread, the pcap
-// capture thread): each payload is copied into the ring there (one memcpy,
-// as the ordered file's window copies a frame it holds), a semop when a
-// block fills, the header once per transfer. Nothing waits. A payload in GPU
-// memory is not read here: --dada is refused with GPU payload.
+// capture thread). A host ring fed host payload is written there (one memcpy
+// per payload, as the ordered file's window copies a frame it holds; a semop
+// when a block fills; the header once per transfer). A ring in GPU memory
+// (dada_db -g: lib/sinks/dada_device.hpp), or payload in GPU memory (--gpu),
+// goes through the sink's copy thread (lib/sinks/dada_placer.hpp): the poll
+// thread holds the frame's slot (or copies host bytes into a staging slot)
+// and queues the record; the copy thread makes every device call, device to
+// device for GPU payload, a batch at a time, as the block rings do. A GPU
+// frame that arrives out of order cannot be held in the window (its bytes
+// are not read on the poll thread): it is counted unheld and a fill takes
+// its place.
 #pragma once
 
 #include <sys/types.h>
@@ -39,10 +46,13 @@
 #include <vector>
 
 #include "lib/ledger/ledger.hpp"
+#include "lib/sinks/dada_device.hpp"
 #include "lib/sinks/dada_ring.hpp"
 #include "lib/sinks/sink.hpp"
 
 namespace ibvcap {
+
+class DadaCopier;  // lib/sinks/dada_placer.hpp
 
 // One --dada ring: its key, and which stream it takes (the first stream to
 // arrive that matches; unset: any).
@@ -61,6 +71,9 @@ struct DadaOptions {
     std::vector<std::pair<std::string, std::string>> header;
     std::uint32_t window = 256;  // the reorder window, frames (--ordered-window)
     std::string run_id;
+    // Opens a GPU ring's blocks (the CUDA build's, or the stand-in's); empty:
+    // a ring in GPU memory is refused.
+    DadaDeviceOpener device_opener;
 };
 
 class DadaSink final : public FrameSink {
@@ -98,8 +111,12 @@ class DadaSink final : public FrameSink {
     struct Ring;
 
   private:
+    DadaCopier& copier();
+    void start_ring(Ring& ring, std::size_t payload_bytes, bool payload_on_device);
+    void fail_ring(Ring& ring, const std::string& why);
     DadaOptions options_;
     std::vector<std::unique_ptr<Ring>> rings_;
+    std::unique_ptr<DadaCopier> copier_;  // started by the first ring that needs it
     std::atomic<std::uint64_t> consumer_{0};
     const std::atomic<bool>* wait_stop_ = nullptr;  // non-null: wait for a full ring
     bool finished_ = false;
