@@ -54,4 +54,47 @@ DadaDeviceOpener dada_ring_opener() {
     };
 }
 
+namespace {
+class CudaIpcBlocks final : public IpcBlocks {
+  public:
+    CudaIpcBlocks(int gpu, std::size_t count, std::size_t bytes) : gpu_(gpu) {
+        detail::check(cudaSetDevice(gpu), "cudaSetDevice");
+        for (std::size_t i = 0; i < count; ++i) {
+            void* p = nullptr;
+            detail::check(cudaMalloc(&p, bytes), "cudaMalloc (a ring block)");
+            blocks_.push_back(p);
+            detail::check(cudaMemset(p, 0, bytes), "cudaMemset");
+            cudaIpcMemHandle_t h{};
+            detail::check(cudaIpcGetMemHandle(&h, p), "cudaIpcGetMemHandle");
+            handles_.emplace_back(reinterpret_cast<const std::uint8_t*>(&h),
+                                  reinterpret_cast<const std::uint8_t*>(&h) + sizeof h);
+        }
+    }
+    ~CudaIpcBlocks() override {
+        cudaSetDevice(gpu_);
+        for (void* p : blocks_) {
+            cudaFree(p);
+        }
+    }
+    const std::uint8_t* handle(std::size_t block) const override {
+        return handles_.at(block).data();
+    }
+    void read(std::size_t block, std::size_t offset, void* host, std::size_t bytes) const override {
+        detail::check(cudaSetDevice(gpu_), "cudaSetDevice");
+        detail::check(cudaMemcpy(host, static_cast<const std::uint8_t*>(blocks_.at(block)) + offset,
+                                 bytes, cudaMemcpyDeviceToHost),
+                      "cudaMemcpy (a ring block to the host)");
+    }
+
+  private:
+    int gpu_;
+    std::vector<void*> blocks_;
+    std::vector<std::vector<std::uint8_t>> handles_;
+};
+}  // namespace
+
+std::unique_ptr<IpcBlocks> make_ipc_blocks(int gpu, std::size_t count, std::size_t bytes) {
+    return std::make_unique<CudaIpcBlocks>(gpu, count, bytes);
+}
+
 }  // namespace ibvcap::gpu

@@ -109,6 +109,21 @@ std::unique_ptr<BlockMemory> make_device_block_memory(int gpu);
 // CUDA".
 DadaDeviceOpener dada_ring_opener();
 
+// The other side, for the tests and gpu-check (what psrdada's dada_db -g
+// does for a ring's blocks): `count` blocks of `bytes` of device memory on
+// GPU `gpu`, zeroed, each with its CUDA IPC handle; freed with the object.
+// Another process opens them (CUDA does not open a handle in the process
+// that made it).
+class IpcBlocks {
+  public:
+    virtual ~IpcBlocks() = default;
+    virtual const std::uint8_t* handle(std::size_t block) const = 0;  // 64 bytes
+    // Copy `bytes` at `offset` of block `block` into host memory.
+    virtual void read(std::size_t block, std::size_t offset, void* host,
+                      std::size_t bytes) const = 0;
+};
+std::unique_ptr<IpcBlocks> make_ipc_blocks(int gpu, std::size_t count, std::size_t bytes);
+
 enum class Mode { dmabuf, peermem, staging };
 const char* to_string(Mode mode);  // "dma-buf", "nvidia-peermem", "staging"
 

@@ -32,6 +32,11 @@ std::unique_ptr<PayloadMemory> make_gpu_payload_memory(int /*gpu*/, Mode /*prefe
     built_without_cuda();
 }
 
+std::unique_ptr<IpcBlocks> make_ipc_blocks(int /*gpu*/, std::size_t /*count*/,
+                                           std::size_t /*bytes*/) {
+    built_without_cuda();
+}
+
 DadaDeviceOpener dada_ring_opener() {
     return [](int, const std::vector<const std::uint8_t*>&, std::uint64_t) -> DadaDeviceBlocks {
         built_without_cuda();

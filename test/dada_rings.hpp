@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -26,15 +27,21 @@
 
 namespace ibvcap::test {
 
+// Writes block b's 64-byte handle of a GPU ring (the CUDA IPC handle, or
+// the stand-in's).
+using HandleMaker = std::function<void(std::uint64_t block, std::uint8_t* handle)>;
+
 // One ipcbuf made as ipcbuf_create_work makes it: host blocks, or with
 // `standin_gpu` a GPU ring of the stand-in's (each block segment holds a
 // handle, lib/sinks/dada_device.hpp, naming a segment that holds the block,
-// as a dada_db -g ring's holds a cudaIpcMemHandle_t).
+// as a dada_db -g ring's holds a cudaIpcMemHandle_t), or with `handles` a
+// GPU ring whose handles it writes (a real one: gpu::make_ipc_blocks).
 class MadeBuffer {
   public:
     MadeBuffer(key_t key, std::uint64_t nbufs, std::uint64_t bufsz, unsigned readers,
-               bool standin_gpu = false)
+               bool standin_gpu = false, const HandleMaker& handles = {})
         : key_(key) {
+        const bool gpu = standin_gpu || static_cast<bool>(handles);
         const int flag = 0666 | IPC_CREAT | IPC_EXCL;
         const std::size_t size = sizeof(DadaSync) + nbufs + sizeof(key_t) * nbufs;
         syncid_ = shmget(key, size, flag);
@@ -47,7 +54,7 @@ class MadeBuffer {
         sync->nbufs = nbufs;
         sync->bufsz = bufsz;
         sync->n_readers = readers;
-        sync->on_device_id = standin_gpu ? 0 : -1;
+        sync->on_device_id = gpu ? 0 : -1;
         for (unsigned x = 0; x < kDadaXfers; ++x) {
             sync->s_buf[x] = sync->s_byte[x] = sync->e_buf[x] = sync->e_byte[x] = 0;
             sync->eod[x] = 1;
@@ -62,7 +69,7 @@ class MadeBuffer {
             count[b] = 0;
             k += kDadaKeyIncrement;
             std::memcpy(keys + b * sizeof(key_t), &k, sizeof k);
-            const int id = shmget(k, standin_gpu ? 64 : bufsz, flag);
+            const int id = shmget(k, gpu ? 64 : bufsz, flag);
             if (id < 0) {
                 throw std::runtime_error("shmget block: " + std::string(std::strerror(errno)));
             }
@@ -73,6 +80,10 @@ class MadeBuffer {
                 auto* handle = static_cast<std::uint8_t*>(shmat(id, nullptr, 0));
                 std::memcpy(handle, kDadaStandinMagic, sizeof kDadaStandinMagic);
                 std::memcpy(handle + sizeof kDadaStandinMagic, &backing, sizeof backing);
+                shmdt(handle);
+            } else if (handles) {
+                auto* handle = static_cast<std::uint8_t*>(shmat(id, nullptr, 0));
+                handles(b, handle);
                 shmdt(handle);
             }
         }
@@ -133,8 +144,9 @@ class MadeBuffer {
 // (8 header blocks of `header_bytes`).
 struct MadeRing {
     MadeRing(key_t key, std::uint64_t blocks, std::uint64_t block_bytes, unsigned readers = 1,
-             std::uint64_t header_bytes = 4096, bool standin_gpu = false)
-        : data(key, blocks, block_bytes, readers, standin_gpu),
+             std::uint64_t header_bytes = 4096, bool standin_gpu = false,
+             const HandleMaker& handles = {})
+        : data(key, blocks, block_bytes, readers, standin_gpu, handles),
           header(key + 1, 8, header_bytes, readers) {}
     void destroy() {
         data.destroy();
@@ -144,11 +156,16 @@ struct MadeRing {
     MadeBuffer header;
 };
 
+// Copies `bytes` at `offset` of GPU block `block` to `host` (a reader on the GPU).
+using DeviceRead = std::function<void(std::uint64_t block, std::uint64_t offset, std::uint8_t* host,
+                                      std::uint64_t bytes)>;
+
 // A reader of one ipcbuf (psrdada's reader states: READER 5, READING 6, RSTOP 7).
 class RingReader {
   public:
-    explicit RingReader(key_t key) : buf_(key) {
-        if (buf_.on_device()) {
+    explicit RingReader(key_t key, DeviceRead device_read = {})
+        : buf_(key), device_read_(std::move(device_read)) {
+        if (buf_.on_device() && !device_read_) {
             // The stand-in's GPU blocks, as a reader on the GPU would open them.
             for (std::uint64_t b = 0; b < buf_.blocks(); ++b) {
                 key_t k = 0;
@@ -243,6 +260,8 @@ class RingReader {
 
   private:
     DadaBuffer buf_;
+    DeviceRead device_read_;
+    std::vector<std::uint8_t> copy_;     // a GPU block read to the host
     std::vector<std::uint8_t*> device_;  // a stand-in GPU ring's blocks
     int iread_ = -1;
     int state_ = 0;

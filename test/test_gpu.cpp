@@ -10,16 +10,20 @@
 //     On a GPU host: ctest -L gpu --output-on-failure.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
 #include <set>
 #include <system_error>
+#include <thread>
 
+#include "dada_rings.hpp"
 #include "frames.hpp"
 #include "generated_frames.hpp"
 #include "gpu/gpu.hpp"
@@ -27,6 +31,7 @@
 #include "gpu/pattern_constants.hpp"
 #include "lib/core/device_reads.hpp"
 #include "lib/demux/demux.hpp"
+#include "lib/run/gen.hpp"
 #include "lib/sinks/block_ring.hpp"
 #include "lib/sinks/block_sink.hpp"
 #include "lib/traffic/generator.hpp"
@@ -1298,6 +1303,67 @@ TEST(Device, SlotReaderGathersScatteredPiecesIntoAMappedBuffer) {
     // Pageable again: strided copies, at least one per piece here (odd
     // lengths, random offsets), still landing right.
     EXPECT_GE(run(scattered), 1u);
+}
+
+// A PSRDADA ring in GPU memory, as dada_db -g makes it (its blocks' CUDA IPC
+// handles in the block segments), written by `ibvcap read --dada` in another
+// process (CUDA opens no handle in the process that made it), read back on
+// the GPU as a reader would: it holds the ordered file's payloads byte for
+// byte (lib/sinks/dada_device.hpp, gpu/cuda_dada.cpp). scripts/gpu-check.sh
+// runs it on a GPU host.
+TEST(Device, DadaRingInGpuMemoryHoldsTheOrderedFilesPayloads) {
+    REQUIRE_GPU();
+    test::TempDir dir;
+    GeneratorConfig c;
+    c.antennas = {test::kAntenna1};
+    c.groups = {Endpoint{test::kGroup1, 36001}};
+    c.threads = 1;
+    c.frames = 600;
+    c.frames_per_period = 200;
+    c.payload_bytes = 1024;
+    c.loss = 0.02;
+    c.seed = 7;
+    Generator gen(c);
+    write_generated_pcap(gen, dir / "in.pcap");
+    const auto key =
+        static_cast<key_t>(0x30000000u + (static_cast<unsigned>(getpid()) % 200u) * 0x400000u);
+    const auto blocks = make_ipc_blocks(0, 4, 8 * 1024);
+    test::MadeRing ring(
+        key, 4, 8 * 1024, 1, 4096, false,
+        [&](std::uint64_t b, std::uint8_t* handle) { std::memcpy(handle, blocks->handle(b), 64); });
+    test::RingReader hr(key + 1);
+    test::RingReader dr(key, [&](std::uint64_t b, std::uint64_t offset, std::uint8_t* host,
+                                 std::uint64_t bytes) { blocks->read(b, offset, host, bytes); });
+    ASSERT_TRUE(hr.lock());
+    ASSERT_TRUE(dr.lock());
+    int code = -1;
+    std::thread capture([&] {
+        const std::string line = fmt::format(
+            "cd '{}' && '{}' read -r in.pcap -q -F codif --ordered -o out --dada {:x} "
+            ">out.txt 2>err.txt",
+            dir.path().string(), IBVCAP_BINARY, static_cast<unsigned>(key));
+        code = std::system(line.c_str());
+    });
+    const test::ReadTransfer got = test::read_transfer(hr, dr, 20000);
+    capture.join();
+    EXPECT_NE(code, -1);
+    ASSERT_TRUE(got.ended) << [&] {
+        const auto err = test::read_file(dir / "err.txt");
+        return std::string(err.begin(), err.end());
+    }();
+    std::vector<std::uint8_t> payloads;
+    for (const auto& e : std::filesystem::directory_iterator(dir / "out")) {
+        if (e.path().extension() == ".codif") {
+            const auto file = test::read_file(e.path());
+            for (std::size_t at = 0; at + 64 + 1024 <= file.size(); at += 64 + 1024) {
+                payloads.insert(payloads.end(), file.data() + at + 64,
+                                file.data() + at + 64 + 1024);
+            }
+        }
+    }
+    ASSERT_FALSE(payloads.empty());
+    EXPECT_TRUE(got.data == payloads)
+        << got.data.size() << " bytes in the ring, " << payloads.size() << " in the ordered file";
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -41,9 +42,13 @@ void DadaPlacer::synchronize() {
         }
     }
     // What the copies read goes back (after a failed wait too: nothing
-    // more will read it).
-    for (const auto& [owner, token] : held_) {
-        tokens_.assign(1, token);
+    // more will read it), one call per owner and run of its tokens.
+    for (std::size_t i = 0; i < held_.size();) {
+        SlotOwner* owner = held_[i].first;
+        tokens_.clear();
+        for (; i < held_.size() && held_[i].first == owner; ++i) {
+            tokens_.push_back(held_[i].second);
+        }
         owner->release(tokens_);
     }
     held_.clear();
@@ -162,14 +167,15 @@ void DadaPlacer::record(DadaRecord& r) {
         return;
     }
     if (header != nullptr) {
-        if (!begin_transfer(r.index, *header)) {
+        if (!begin_transfer(r.first, *header)) {
             lost();
             return;
         }
     } else if (!in_transfer_) {
         lost();  // (a transfer's first record always has its header)
         return;
-    } else if (r.index > next_index_) {
+    }
+    if (r.index > next_index_) {
         // Records the stream's side could not queue: fill records in their
         // place (it counted them), so every byte stays at its time.
         owed_ += r.index - next_index_;

@@ -45,7 +45,8 @@ struct DadaRecord {
     SlotOwner* owner = nullptr;  // a held slot: released once its copy landed
     std::uint64_t token = 0;
     bool staged = false;            // src is a staging slot (returned once copied)
-    std::string* header = nullptr;  // a transfer starts here, with this header (owned)
+    std::string* header = nullptr;  // a transfer starts with this header (owned)...
+    std::uint64_t first = 0;        // ...at this index (<= index)
     bool counts_as_frame() const { return kind != Kind::fill; }
 };
 

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 #include "formats/fill_frame.hpp"
 #include "lib/core/netaddr.hpp"
@@ -120,6 +122,7 @@ class DadaSink::RingStream final : private ReorderWindow::Output {
     std::uint64_t transfers_ = 0;
     std::uint64_t unwritten_ = 0;                  // frames this side could not hand over
     std::unique_ptr<std::string> pending_header_;  // a transfer's, not yet handed over
+    std::uint64_t transfer_first_ = 0;             // the index the pending header is for
     // Queued rings: host bytes staged for the copy thread, in FIFO order.
     static constexpr std::size_t kStagingSlots = 4096;
     std::vector<std::uint8_t> staging_;
@@ -213,8 +216,12 @@ void DadaSink::RingStream::retime(const StreamStats& s) {
 }
 
 std::uint8_t* DadaSink::RingStream::staging_slot() {
-    if (staged_ - ring_.placer->staged_done() >= kStagingSlots) {
-        return nullptr;
+    const auto* stop = ring_.sink->wait_stop_;
+    while (staged_ - ring_.placer->staged_done() >= kStagingSlots) {
+        if (stop == nullptr || stop->load(std::memory_order_relaxed)) {
+            return nullptr;  // a live source never waits
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     return staging_.data() + (staged_ % kStagingSlots) * payload_bytes_;
 }
@@ -314,6 +321,7 @@ void DadaSink::RingStream::send(DadaRecord r) {
         in.key = dada_key_name(ring_.target.key);
         in.transfer = transfers_++;
         in.extra = ring_.sink->options_.header;
+        transfer_first_ = r.index;
         try {
             pending_header_ = std::make_unique<std::string>(dada_header(in));
         } catch (const std::exception& e) {
@@ -323,12 +331,20 @@ void DadaSink::RingStream::send(DadaRecord r) {
     }
     next_index_ = r.index + 1;
     r.header = pending_header_.get();
+    r.first = transfer_first_;
     if (!ring_.queued) {
         pending_header_.release();  // the placer owns it now
         ring_.placer->record(r);
         return;
     }
-    if (ring_.sink->copier().push(*ring_.placer, r)) {
+    bool pushed = ring_.sink->copier().push(*ring_.placer, r);
+    for (const auto* stop = ring_.sink->wait_stop_;
+         !pushed && stop != nullptr && !stop->load(std::memory_order_relaxed);) {
+        // An offline source waits for the copy thread, as for the reader.
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        pushed = ring_.sink->copier().push(*ring_.placer, r);
+    }
+    if (pushed) {
         pending_header_.release();
         return;
     }
