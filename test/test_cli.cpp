@@ -76,7 +76,7 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
         {"read -r x.pcap -F pcap --ordered",
          "--ordered orders the codif and vdif files: add -F codif or -F vdif"},
         {"read -r x.pcap -F codif --ordered-window 8",
-         "--ordered-window applies only with --ordered: add --ordered"},
+         "--ordered-window applies only with --ordered or --dada: add --ordered"},
         {"read -r x.pcap -F vdif --ordered --ordered-window 0",
          "bad --ordered-window 0: expected 1 to 8192 (frames)"},
         {"read -r x.pcap -F codif --ordered --ordered-window 8193",

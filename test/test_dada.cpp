@@ -305,6 +305,58 @@ TEST(DadaRing, ARingDestroyedUnderTheRunFailsItAloneAndCountsWhatItDidNotGet) {
     EXPECT_FALSE(l.zero_loss());
 }
 
+// psrdada's multiple readers (dada_db -r 2): a block is free again only when
+// every reader cleared it, so the slowest reader sets the pace; a reader
+// that detaches leaves the ring to fill, counted `consumer`, and the report
+// says how many readers were attached at the end.
+TEST(DadaRing, EveryReaderMustClearABlockAndADetachedReaderLetsTheRingFill) {
+    const key_t key = test_key(10);
+    test::MadeRing ring(key, 4, 2 * kPayload, 2);  // 8 frames, two readers
+    DadaOptions o;
+    o.targets = {DadaTarget{key, {}, {}}};
+    o.window = 1;
+    DadaSink sink(o);
+    test::RingReader h1(key + 1);
+    test::RingReader d1(key);
+    auto h2 = std::make_unique<test::RingReader>(key + 1);
+    auto d2 = std::make_unique<test::RingReader>(key);
+    ASSERT_TRUE(h1.lock());
+    ASSERT_TRUE(d1.lock());
+    ASSERT_TRUE(h2->lock());
+    ASSERT_TRUE(d2->lock());
+    Feed feed(sink);
+    std::uint64_t bytes = 0;
+    for (std::uint32_t f = 0; f < 8; ++f) {
+        feed.send(f);
+    }
+    // Reader 1 takes the three blocks marked filled; reader 2 takes none.
+    ASSERT_NE(h1.next(bytes, 1000), nullptr);
+    h1.clear();
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_NE(d1.next(bytes, 1000), nullptr);
+        d1.clear();
+    }
+    for (std::uint32_t f = 8; f < 12; ++f) {
+        feed.send(f);  // no block is free until reader 2 clears one too
+    }
+    EXPECT_EQ(sink.consumer_so_far(), 4u) << "the slowest reader sets the pace";
+    // Reader 2 detaches (its process ended): nothing frees the ring now.
+    d2.reset();
+    h2.reset();
+    for (std::uint32_t f = 12; f < 20; ++f) {
+        feed.send(f);
+    }
+    sink.finish();
+    const RingStats s = stats_of(sink);
+    EXPECT_EQ(s.frames, 8u);
+    EXPECT_EQ(s.consumer, 12u);
+    EXPECT_EQ(s.owed_at_end, 12u);
+    EXPECT_EQ(s.readers, 2u);
+    EXPECT_EQ(s.readers_attached, 1u);
+    EXPECT_TRUE(s.end_of_data);
+    EXPECT_EQ(write_lock(key), 1);
+}
+
 // gen → pcap → ibvcap read with an ordered file and a ring: the ring holds
 // the ordered file's payloads, byte for byte, CODIF and VDIF.
 void ring_equals_ordered_file(StreamFormat format, key_t key) {

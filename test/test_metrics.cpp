@@ -146,7 +146,7 @@ ibvcap_stream_restarts_total{run="ibvcap",group="239.17.0.1:36001",antenna="10.0
 # TYPE ibvcap_witness_total counter
 ibvcap_witness_total{run="ibvcap",name="mlx5_0/hw_counters/out_of_buffer",cause="receive_queue",drop="true"} 3
 ibvcap_witness_total{run="ibvcap",name="pcap/ps_recv",cause="none",drop="false"} 12
-# HELP ibvcap_lost_frames_total Frames lost, by cause: missing frames by the witness that moved when their gap opened (upstream when none did), and records not written (writer).
+# HELP ibvcap_lost_frames_total Frames lost, by cause: missing frames by the witness that moved when their gap opened (upstream when none did), records not written (writer), and frames a PSRDADA ring had no room for (consumer).
 # TYPE ibvcap_lost_frames_total counter
 ibvcap_lost_frames_total{run="ibvcap",cause="port_discards"} 0
 ibvcap_lost_frames_total{run="ibvcap",cause="receive_queue"} 3
@@ -156,6 +156,7 @@ ibvcap_lost_frames_total{run="ibvcap",cause="port_down"} 0
 ibvcap_lost_frames_total{run="ibvcap",cause="gpu_xid"} 0
 ibvcap_lost_frames_total{run="ibvcap",cause="kernel"} 0
 ibvcap_lost_frames_total{run="ibvcap",cause="writer"} 0
+ibvcap_lost_frames_total{run="ibvcap",cause="consumer"} 0
 ibvcap_lost_frames_total{run="ibvcap",cause="upstream"} 0
 # HELP ibvcap_writer_backlog_bytes Bytes queued for the disk, not yet written.
 # TYPE ibvcap_writer_backlog_bytes gauge

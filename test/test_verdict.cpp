@@ -904,6 +904,14 @@ void build_distinct_ledger(Ledger& ledger) {
     b.ordered.fills = 17;
     b.ordered.too_late = 18;
     ledger.set_outputs({pcap, a, b});
+    // A PSRDADA ring: 19 frames it had no room for, 20 a failure kept out
+    // and 1 too late for its window.
+    RingStats ring;
+    ring.key = "dada";
+    ring.consumer = 19;
+    ring.unwritten = 20;
+    ring.ordered.too_late = 1;
+    ledger.add_ring(ring);
     ledger.add_note("a note");
 }
 
@@ -938,6 +946,8 @@ TEST(ReportEqualsLedger, EveryTotalsKeyIsTheLedgersOwnDistinctFigure) {
     EXPECT_EQ(t.payload_absent, 12u);
     EXPECT_EQ(t.write_drops, 14u);
     EXPECT_EQ(t.bad_wire_length, 16u);
+    EXPECT_EQ(t.consumer_drops, 19u);
+    EXPECT_EQ(t.ring_unwritten, 21u);
 
     RunInfo run;
     run.command = "capture";

@@ -238,7 +238,8 @@ std::string format_metrics(const MetricsInput& in) {
     {
         Family f("ibvcap_lost_frames_total", "counter",
                  "Frames lost, by cause: missing frames by the witness that moved when their "
-                 "gap opened (upstream when none did), and records not written (writer).",
+                 "gap opened (upstream when none did), records not written (writer), and frames "
+                 "a PSRDADA ring had no room for (consumer).",
                  in.run);
         for (std::size_t c = 0; c < kLossCauseCount; ++c) {
             const auto cause = static_cast<LossCause>(c);
