@@ -20,6 +20,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lib/sinks/dada_device.hpp"
@@ -298,5 +299,42 @@ inline ReadTransfer read_transfer(RingReader& header, RingReader& data, int time
         }
     }
 }
+
+// A reader of a ring (its header ring and data ring) on a thread of its own,
+// reading one transfer as dada_dbdisk does, from the start of the test.
+class BackgroundReader {
+  public:
+    explicit BackgroundReader(key_t key, int timeout_ms = 5000, DeviceRead device_read = {})
+        : header_(key + 1), data_(key, std::move(device_read)) {
+        locked_ = header_.lock() && data_.lock();
+        if (locked_) {
+            thread_ = std::thread(
+                [this, timeout_ms] { got_ = read_transfer(header_, data_, timeout_ms); });
+        }
+    }
+    ~BackgroundReader() { join(); }
+    BackgroundReader(const BackgroundReader&) = delete;
+    BackgroundReader& operator=(const BackgroundReader&) = delete;
+    bool locked() const { return locked_; }
+    // What it read, once the transfer ended (or none came in time).
+    const ReadTransfer& join() {
+        if (thread_.joinable()) {
+            thread_.join();
+        }
+        return got_;
+    }
+    void unlock() {
+        join();
+        header_.unlock();
+        data_.unlock();
+    }
+
+  private:
+    RingReader header_;
+    RingReader data_;
+    bool locked_ = false;
+    ReadTransfer got_;
+    std::thread thread_;
+};
 
 }  // namespace ibvcap::test

@@ -53,6 +53,20 @@ std::vector<std::uint8_t> payload_at(std::uint32_t frame) {
     return {f.end() - static_cast<std::ptrdiff_t>(kPayload), f.end()};
 }
 
+// The ring's data is `records` payloads, frame i's at record i, the fill
+// pattern where a frame is `missing`.
+void expect_records(const std::vector<std::uint8_t>& data, std::uint32_t records,
+                    const std::set<std::uint32_t>& missing) {
+    ASSERT_EQ(data.size(), std::size_t{records} * kPayload);
+    std::vector<std::uint8_t> fill(kPayload);
+    fill_payload(fill);
+    for (std::uint32_t i = 0; i < records; ++i) {
+        const std::vector<std::uint8_t> at(data.data() + i * kPayload,
+                                           data.data() + (i + 1) * kPayload);
+        EXPECT_EQ(at, missing.count(i) ? fill : payload_at(i)) << "record " << i;
+    }
+}
+
 struct Feed {
     Ledger ledger;
     Demux demux{DemuxOptions{}, ledger};
@@ -82,12 +96,8 @@ TEST(DadaRing, TheReaderGetsEveryPayloadInTimeOrderWithFillsAHeaderAndTheEndOfDa
     sink.set_run_id("run-1");
     std::atomic<bool> never{false};
     sink.wait_while_full(&never);  // this test is about the bytes, not a slow reader
-    test::RingReader hr(key + 1);
-    test::RingReader dr(key);
-    ASSERT_TRUE(hr.lock());
-    ASSERT_TRUE(dr.lock());
-    test::ReadTransfer got;
-    std::thread reader([&] { got = test::read_transfer(hr, dr); });
+    test::BackgroundReader reader(key);
+    ASSERT_TRUE(reader.locked());
     // Frames 0..39 of second 10, but 7 and 20..22 never came, and 31 comes
     // before 30.
     const std::set<std::uint32_t> missing = {7, 20, 21, 22};
@@ -101,16 +111,10 @@ TEST(DadaRing, TheReaderGetsEveryPayloadInTimeOrderWithFillsAHeaderAndTheEndOfDa
         }
         sink.finish();
     }
-    reader.join();
+    const test::ReadTransfer& got = reader.join();
     ASSERT_TRUE(got.ended) << "the end of data was marked";
     ASSERT_EQ(got.data.size(), 40 * kPayload);
-    std::vector<std::uint8_t> fill(kPayload);
-    fill_payload(fill);
-    for (std::uint32_t i = 0; i < 40; ++i) {
-        const std::vector<std::uint8_t> at(got.data.data() + i * kPayload,
-                                           got.data.data() + (i + 1) * kPayload);
-        EXPECT_EQ(at, missing.count(i) ? fill : payload_at(i)) << "record " << i;
-    }
+    expect_records(got.data, 40, missing);
     // What dspsr and heimdall read: second 10 of epoch 52 (2026-01-01).
     const std::string& h = got.header;
     EXPECT_EQ(dada_header_value(h, "HDR_SIZE"), "4096");
@@ -136,8 +140,7 @@ TEST(DadaRing, TheReaderGetsEveryPayloadInTimeOrderWithFillsAHeaderAndTheEndOfDa
     EXPECT_EQ(s.consumer, 0u);
     EXPECT_TRUE(s.end_of_data);
     EXPECT_EQ(s.readers_attached, 1u);
-    hr.unlock();
-    dr.unlock();
+    reader.unlock();
     // Both rings unlocked for the next writer.
     EXPECT_EQ(write_lock(key), 1);
     EXPECT_EQ(write_lock(key + 1), 1);
@@ -389,15 +392,11 @@ void ring_equals_ordered_file(StreamFormat format, key_t key) {
     o.window = 64;
     DadaSink sink(o);
     r.dada = &sink;
-    test::RingReader hr(key + 1);
-    test::RingReader dr(key);
-    ASSERT_TRUE(hr.lock());
-    ASSERT_TRUE(dr.lock());
-    test::ReadTransfer got;
-    std::thread reader([&] { got = test::read_transfer(hr, dr); });
+    test::BackgroundReader reader(key);
+    ASSERT_TRUE(reader.locked());
     std::atomic<bool> stop{false};
     const RunOutcome out = run_read(r, stop);
-    reader.join();
+    const test::ReadTransfer& got = reader.join();
     ASSERT_TRUE(got.ended);
     ASSERT_EQ(out.ledger.rings().size(), 1u);
     const RingStats& s = out.ledger.rings().front();
@@ -474,15 +473,11 @@ TEST(DadaRing, TheCommandAsTypedFeedsARingAndReportsIt) {
     EXPECT_NE(r.err.find("add --dada KEY"), std::string::npos) << r.err;
 
     test::MadeRing ring(key, 4, 4 * 1024);
-    test::RingReader hr(key + 1);
-    test::RingReader dr(key);
-    ASSERT_TRUE(hr.lock());
-    ASSERT_TRUE(dr.lock());
-    test::ReadTransfer got;
-    std::thread reader([&] { got = test::read_transfer(hr, dr, 20000); });
+    test::BackgroundReader reader(key, 20000);
+    ASSERT_TRUE(reader.locked());
     r = test::ibvcap(dir, "read -r in.pcap -q --report r.json --dada " + k +
                               " --dada-header TELESCOPE=Parkes --dada-header BW=-64");
-    reader.join();
+    const test::ReadTransfer& got = reader.join();
     EXPECT_EQ(r.code, 0) << r.err << r.out;
     EXPECT_TRUE(got.ended);
     EXPECT_EQ(got.data.size(), 300u * 1024);
@@ -514,12 +509,8 @@ TEST(DadaRing, GpuPayloadGoesIntoAGpuRingDeviceToDeviceInBatchesOffTheCaptureThr
     DadaSink sink(o);
     std::atomic<bool> never{false};
     sink.wait_while_full(&never);  // the bytes, not a slow reader
-    test::RingReader hr(key + 1);
-    test::RingReader dr(key);
-    ASSERT_TRUE(hr.lock());
-    ASSERT_TRUE(dr.lock());
-    test::ReadTransfer got;
-    std::thread reader([&] { got = test::read_transfer(hr, dr); });
+    test::BackgroundReader reader(key);
+    ASSERT_TRUE(reader.locked());
     test::CountingDevice device;
     device.forbidden = std::this_thread::get_id();
     test::RecordingOwner owner;
@@ -547,7 +538,7 @@ TEST(DadaRing, GpuPayloadGoesIntoAGpuRingDeviceToDeviceInBatchesOffTheCaptureThr
         held += slot.lease.ring_holds;
     }
     sink.finish();
-    reader.join();
+    const test::ReadTransfer& got = reader.join();
     {
         const RingStats e = stats_of(sink);
         ASSERT_TRUE(e.error.empty()) << e.error;
@@ -555,13 +546,7 @@ TEST(DadaRing, GpuPayloadGoesIntoAGpuRingDeviceToDeviceInBatchesOffTheCaptureThr
     }
     ASSERT_TRUE(got.ended);
     ASSERT_EQ(got.data.size(), 100 * kPayload);
-    std::vector<std::uint8_t> fill(kPayload);
-    fill_payload(fill);
-    for (std::uint32_t i = 0; i < 100; ++i) {
-        const std::vector<std::uint8_t> at(got.data.data() + i * kPayload,
-                                           got.data.data() + (i + 1) * kPayload);
-        EXPECT_EQ(at, missing.count(i) ? fill : payload_at(i)) << "record " << i;
-    }
+    expect_records(got.data, 100, missing);
     EXPECT_EQ(device.on_forbidden_thread.load(), 0) << "a device call on the capture thread";
     EXPECT_EQ(device.unflushed_batches.load(), 0) << "a batch read before the NIC's writes flushed";
     EXPECT_GT(device.batches.load(), 0);

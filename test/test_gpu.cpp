@@ -1331,11 +1331,12 @@ TEST(Device, DadaRingInGpuMemoryHoldsTheOrderedFilesPayloads) {
     test::MadeRing ring(
         key, 4, 8 * 1024, 1, 4096, false,
         [&](std::uint64_t b, std::uint8_t* handle) { std::memcpy(handle, blocks->handle(b), 64); });
-    test::RingReader hr(key + 1);
-    test::RingReader dr(key, [&](std::uint64_t b, std::uint64_t offset, std::uint8_t* host,
-                                 std::uint64_t bytes) { blocks->read(b, offset, host, bytes); });
-    ASSERT_TRUE(hr.lock());
-    ASSERT_TRUE(dr.lock());
+    test::BackgroundReader reader(
+        key, 20000,
+        [&](std::uint64_t b, std::uint64_t offset, std::uint8_t* host, std::uint64_t bytes) {
+            blocks->read(b, offset, host, bytes);
+        });
+    ASSERT_TRUE(reader.locked());
     int code = -1;
     std::thread capture([&] {
         const std::string line = fmt::format(
@@ -1344,7 +1345,7 @@ TEST(Device, DadaRingInGpuMemoryHoldsTheOrderedFilesPayloads) {
             dir.path().string(), IBVCAP_BINARY, static_cast<unsigned>(key));
         code = std::system(line.c_str());
     });
-    const test::ReadTransfer got = test::read_transfer(hr, dr, 20000);
+    const test::ReadTransfer& got = reader.join();
     capture.join();
     EXPECT_NE(code, -1);
     ASSERT_TRUE(got.ended) << [&] {

@@ -198,17 +198,8 @@ void DadaSink::RingStream::write_direct(std::uint64_t index) {
 // arithmetic, and the ring's next record starts a transfer whose header
 // has the rate.
 void DadaSink::RingStream::retime(const StreamStats& s) {
-    const StreamTiming old = timing_;
-    const StreamTiming now = s.timing;
-    window_.rebase(
-        [&](std::uint64_t index) {
-            std::uint32_t seconds = 0;
-            std::uint32_t frame = 0;
-            old.position(index, seconds, frame);
-            return now.index(seconds, frame);
-        },
-        OrderedStream::max_jump_of(s), *this);
-    timing_ = now;
+    rebase_window(window_, timing_, s, *this);
+    timing_ = s.timing;
     rate_known_ = s.rate != StreamStats::Rate::learning;
     rebased_ = true;
     max_jump_ = OrderedStream::max_jump_of(s);

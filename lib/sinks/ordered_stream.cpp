@@ -55,17 +55,21 @@ void OrderedStream::write(const SinkFrame& f) {
 // The stream's arithmetic changed (a VDIF rate learned): what the window
 // holds goes out in the old one, and it goes on in the new.
 void OrderedStream::retime(const StreamStats& s) {
-    const StreamTiming old = timing_;
-    const StreamTiming now = s.timing;
-    window_.rebase(
+    rebase_window(window_, timing_, s, *this);
+    timing_ = s.timing;
+}
+
+void rebase_window(ReorderWindow& window, const StreamTiming& old, const StreamStats& stream,
+                   ReorderWindow::Output& out) {
+    const StreamTiming now = stream.timing;
+    window.rebase(
         [&](std::uint64_t index) {
             std::uint32_t seconds = 0;
             std::uint32_t frame = 0;
             old.position(index, seconds, frame);
             return now.index(seconds, frame);
         },
-        max_jump_of(s), *this);
-    timing_ = now;
+        OrderedStream::max_jump_of(stream), out);
 }
 
 void OrderedStream::close() {

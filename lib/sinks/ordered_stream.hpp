@@ -28,6 +28,13 @@
 
 namespace ibvcap {
 
+// A stream's arithmetic changed (a VDIF rate learned): `window` writes
+// what it holds in the `old` arithmetic, to `out`, and goes on in the
+// stream's new one (ReorderWindow::rebase), with the stream's new plausible
+// jump. The ordered files' and the PSRDADA rings' windows alike.
+void rebase_window(ReorderWindow& window, const StreamTiming& old, const StreamStats& stream,
+                   ReorderWindow::Output& out);
+
 class OrderedStream final : private ReorderWindow::Output {
   public:
     // The stream's format, record length (frame header + payload), position
