@@ -106,6 +106,13 @@ class MadeBuffer {
         shmdt(sync);
     }
     ~MadeBuffer() { destroy(); }
+    // Leave it for another process (as dada_db does): the destructor then
+    // removes nothing.
+    void keep() {
+        semid_connect_ = syncid_ = -1;
+        semid_data_.clear();
+        shm_.clear();
+    }
     MadeBuffer(const MadeBuffer&) = delete;
     MadeBuffer& operator=(const MadeBuffer&) = delete;
     // As dada_db -d: the semaphores and segments removed (attached ones
@@ -141,6 +148,59 @@ class MadeBuffer {
     std::vector<int> shm_;
 };
 
+// As dada_db -d: the ring at `key` and its header ring at key + 1 removed,
+// found by their keys (psrdada src/ipcbuf.c, ipcbuf_destroy). False when
+// there is none.
+inline bool destroy_ring(key_t key) {
+    bool any = false;
+    for (const key_t k : {key, key + 1}) {
+        std::vector<key_t> blocks;
+        int sets[1 + kDadaReaders];
+        int nsets = 0;
+        {
+            try {
+                DadaBuffer b(k);
+                const DadaSync& s = b.sync();
+                sets[nsets++] = b.connect_set();
+                for (unsigned r = 0; r < b.readers(); ++r) {
+                    sets[nsets++] = b.data_set(r);
+                }
+                for (std::uint64_t i = 0; i < b.blocks(); ++i) {
+                    key_t bk = 0;
+                    std::memcpy(&bk,
+                                reinterpret_cast<const std::uint8_t*>(&s + 1) + b.blocks() +
+                                    i * sizeof(key_t),
+                                sizeof bk);
+                    blocks.push_back(bk);
+                    if (b.on_device()) {
+                        key_t backing = 0;  // the stand-in's GPU block
+                        std::memcpy(&backing, b.segment(i) + sizeof kDadaStandinMagic,
+                                    sizeof backing);
+                        blocks.push_back(backing);
+                    }
+                }
+            } catch (const DadaError&) {
+                continue;
+            }
+        }
+        any = true;
+        for (int i = 0; i < nsets; ++i) {
+            semctl(sets[i], 0, IPC_RMID);
+        }
+        for (const key_t bk : blocks) {
+            const int id = shmget(bk, 0, 0);
+            if (id >= 0) {
+                shmctl(id, IPC_RMID, nullptr);
+            }
+        }
+        const int id = shmget(k, 0, 0);
+        if (id >= 0) {
+            shmctl(id, IPC_RMID, nullptr);
+        }
+    }
+    return any;
+}
+
 // A data ring at `key` and its header ring at key + 1, as dada_db makes them
 // (8 header blocks of `header_bytes`).
 struct MadeRing {
@@ -152,6 +212,10 @@ struct MadeRing {
     void destroy() {
         data.destroy();
         header.destroy();
+    }
+    void keep() {
+        data.keep();
+        header.keep();
     }
     MadeBuffer data;
     MadeBuffer header;
