@@ -360,6 +360,41 @@ TEST(DadaRing, EveryReaderMustClearABlockAndADetachedReaderLetsTheRingFill) {
     EXPECT_EQ(write_lock(key), 1);
 }
 
+// A ring still full of an earlier observation nobody read: the capture's
+// transfer starts (start of data) but no block ever comes free, so it cannot
+// be ended without waiting; the report says so rather than claim end of data.
+TEST(DadaRing, ATransferThatNeverGotABlockIsReportedUnended) {
+    const key_t key = test_key(11);
+    test::MadeRing ring(key, 4, 2 * kPayload);
+    DadaOptions o;
+    o.targets = {DadaTarget{key, {}, {}}};
+    o.window = 1;
+    {
+        DadaSink first(o);
+        Feed feed(first);
+        for (std::uint32_t f = 0; f < 8; ++f) {
+            feed.send(f);  // every block written; no reader
+        }
+        first.finish();
+        EXPECT_TRUE(stats_of(first).end_of_data);
+    }
+    DadaSink second(o);
+    Feed feed(second);
+    for (std::uint32_t f = 100; f < 103; ++f) {
+        feed.send(f);
+    }
+    second.finish();
+    const RingStats s = stats_of(second);
+    EXPECT_EQ(s.frames, 0u);
+    EXPECT_EQ(s.consumer, 3u);
+    EXPECT_FALSE(s.end_of_data);
+    EXPECT_EQ(write_lock(key), 1) << "unlocked all the same";
+    // One start of data per transfer, however many records found no block:
+    // two transfers took two of the reader's eight SODACKs.
+    DadaBuffer b(key);
+    EXPECT_EQ(b.value(b.data_set(0), dada_sem::sodack), 6);
+}
+
 // gen → pcap → ibvcap read with an ordered file and a ring: the ring holds
 // the ordered file's payloads, byte for byte, CODIF and VDIF.
 void ring_equals_ordered_file(StreamFormat format, key_t key) {

@@ -367,13 +367,15 @@ bool DadaRingWriter::take_next(std::uint64_t& bufnum) {
     d.state = !started_ ? WriterState::wchange : WriterState::writing;
     d.xfer = data_.sync().w_xfer % kDadaXfers;
     const int err = d.next(bufnum);
+    // The start of data is raised once per transfer, whether or not a block
+    // came with it (raising it again would take a reader's SODACK again).
+    started_ = started_ || d.state == WriterState::writing;
     if (err == 0) {
-        started_ = true;
         return true;
     }
     if (err == EAGAIN) {
-        // SODACK (a reader 8 transfers behind) before any block: the start is
-        // retried with the next record; CLEAR: the ring is full.
+        // SODACK (a reader 8 transfers behind) before the start: retried with
+        // the next record; CLEAR: the ring is full.
         return false;
     }
     fail("cannot take the next block", err);
@@ -431,6 +433,11 @@ void DadaRingWriter::end_transfer() {
         if (eod_marked_) {
             ++transfers_;
         }
+        open_transfer_ = !eod_marked_;
+    } else {
+        // A start of data raised with no block taken (the ring full from the
+        // transfer's first record), or a failed ring: the transfer stays open.
+        open_transfer_ = started_ || have_block_;
     }
     have_block_ = false;
     block_bytes_ = 0;
@@ -441,9 +448,7 @@ void DadaRingWriter::end() {
     if (ended_) {
         return;
     }
-    const bool had_block = have_block_;
     end_transfer();
-    have_block_ = had_block && !eod_marked_;
     ended_ = true;
     // A transfer started (SOD raised) with no block taken: a reader waits on
     // it; psrdada cannot end a transfer without a block, so the start

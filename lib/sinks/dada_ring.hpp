@@ -194,7 +194,7 @@ class DadaRingWriter {
     // there for the copies into it to land).
     void set_before_mark(std::function<void()> f) { before_mark_ = std::move(f); }
     // Whether every transfer that was started was ended.
-    bool ended_with_eod() const { return eod_marked_ && !have_block_; }
+    bool ended_with_eod() const { return !open_transfer_; }
     std::uint64_t transfers() const { return transfers_; }
     std::uint64_t bytes_written() const { return bytes_total_; }
 
@@ -214,6 +214,7 @@ class DadaRingWriter {
     std::uint64_t bytes_total_ = 0;
     bool ended_ = false;
     bool eod_marked_ = false;
+    bool open_transfer_ = false;   // the last transfer ended without its end of data
     std::uint64_t transfers_ = 0;  // transfers ended
     std::function<void()> before_mark_;
     std::string error_;

@@ -514,7 +514,7 @@ void DadaSink::finish() {
         }
         s.bytes = r->writer->bytes_written();
         s.readers_attached = r->writer->readers_attached();
-        s.end_of_data = r->writer->ended_with_eod() || r->writer->bytes_written() == 0;
+        s.end_of_data = r->writer->ended_with_eod();
         if (r->writer->failed()) {
             fail_ring(*r, r->writer->error());
         }
