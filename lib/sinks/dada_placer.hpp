@@ -47,7 +47,6 @@ struct DadaRecord {
     bool staged = false;            // src is a staging slot (returned once copied)
     std::string* header = nullptr;  // a transfer starts with this header (owned)...
     std::uint64_t first = 0;        // ...at this index (<= index)
-    bool counts_as_frame() const { return kind != Kind::fill; }
 };
 
 // The figures a placer keeps (read once it has stopped).

@@ -342,8 +342,8 @@ void DadaSink::RingStream::send(DadaRecord r) {
     // The copy thread's queue is full: not placed (the placer fills the
     // gap). A held slot goes back now; a transfer's header waits for the
     // next record.
-    if (r.counts_as_frame()) {
-        ++unwritten_;
+    if (r.kind == DadaRecord::Kind::payload) {
+        ++unwritten_;  // (an unreadable one was counted above, once)
     }
     if (r.owner != nullptr) {
         const std::uint64_t token[] = {r.token};
