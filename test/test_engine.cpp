@@ -72,7 +72,7 @@ TEST(Engine, SplitPlacesHeadersAndPayloadAndFilesAreExact) {
     rig.play(frames, 10);
     rig.finish();
     EXPECT_EQ(rig.engine->header_bytes(), 42u + 64u);
-    EXPECT_EQ(rig.engine->queue_pairs(), 2u);
+    EXPECT_EQ(rig.engine->queue_pairs(), 1u);  // both groups' rules steer to one QP
     EXPECT_EQ(rig.ledger.totals().codif, frames.size());
     EXPECT_EQ(rig.ledger.totals().nic_drops, 0u);
     EXPECT_TRUE(rig.ledger.zero_loss()) << rig.ledger.loss_reasons().front();
@@ -291,12 +291,15 @@ TEST(Engine, CorruptedWrIdIsRejectedAndCounted) {
     EXPECT_TRUE(rig.ledger.reconciles());
 }
 
+// --queues equal to the groups: the layout before issue 44, a QP per group.
 TEST(Engine, ManyQueuePairsShareOneCompletionQueue) {
     std::vector<Endpoint> groups;
     for (std::uint16_t i = 0; i < 8; ++i) {
         groups.push_back(Endpoint{test::kGroup1 + i, static_cast<std::uint16_t>(36001 + i)});
     }
-    Rig rig(options_for(groups, 32));
+    auto options = options_for(groups, 32);
+    options.queues = 8;
+    Rig rig(options);
     rig.engine->start();
     const auto frames = frames_of(traffic(groups, 40));
     rig.play(frames, 50);
@@ -410,9 +413,10 @@ class LoggedDevice final : public verbs::Device {
         return d_.register_dmabuf(fd, o, n, iova);
     }
     std::unique_ptr<verbs::CompletionQueue> create_cq(std::uint32_t depth,
-                                                      verbs::TimestampFormat ts) override {
+                                                      verbs::TimestampFormat ts,
+                                                      bool flow_tags) override {
         log_.calls.push_back("create cq");
-        return d_.create_cq(depth, ts);
+        return d_.create_cq(depth, ts, flow_tags);
     }
     std::unique_ptr<verbs::QueuePair> create_qp(verbs::CompletionQueue& cq, std::uint32_t depth,
                                                 std::uint32_t sge) override {
@@ -1748,13 +1752,15 @@ TEST(GpuStandin, AHeaderSpillingIntoDevicePayloadIsCountedNotReadOnThePollThread
 }
 
 // Control-path accounting (docs/observability.md §5): what the engine made,
-// as it made it. One QP per (group, antenna) with hardware demux; the sizes
+// as it made it. One QP per (group, antenna) with hardware demux and
+// --queues 4 (test_engine_queues.cpp has the default, one QP); the sizes
 // are what the simulated mlx5 gives (test/sim/sim_nic.cpp mlx5_cq_entries,
 // mlx5_recv_depth); each payload region is one ring, the header region all.
 TEST(Resources, TheEngineRecordsWhatItCreated) {
     auto options = options_for({kG1, kG2}, 100);
     options.hw_demux = true;
     options.antennas = {test::kAntenna1, test::kAntenna2};
+    options.queues = 4;
     Rig rig(options);
     const DeviceResources& before = rig.engine->resources();
     EXPECT_TRUE(before.flows.empty()) << "rules are made at start()";
@@ -1881,9 +1887,9 @@ TEST(Resources, TheCaptureReportCarriesTheAccount) {
     EXPECT_EQ(acc.devices[1].device, "sim_mlx5_1");
     std::uint64_t bytes = 0;
     for (const auto& d : acc.devices) {
-        EXPECT_EQ(d.qps.size(), 2u);
+        EXPECT_EQ(d.qps.size(), 1u);  // both groups' rules on one QP (issue 44)
         EXPECT_EQ(d.flows.size(), 2u);
-        EXPECT_EQ(d.mrs.size(), 3u);
+        EXPECT_EQ(d.mrs.size(), 2u);  // the header slots and the one ring's payload
         for (const auto& f : d.flows) {
             EXPECT_EQ(f.counter, d.device == "sim_mlx5_1") << d.device;
         }

@@ -82,6 +82,7 @@ EngineOptions queues(std::uint32_t count, std::uint32_t depth) {
     for (std::uint32_t i = 0; i < count; ++i) {
         o.groups.push_back(group(i));
     }
+    o.queues = count;  // a QP per group: the layout --queues keeps measurable
     o.ring_depth = depth;
     o.poll_batch = 64;
     o.repost_batch = 32;

@@ -104,8 +104,10 @@ class SimNic : public ::testing::Test {
         dev = provider->open(cfg.name, cfg.port);
         mem.assign(1 << 16, kSentinel);
         mr = dev->register_memory(mem.data(), mem.size());
-        cq = dev->create_cq(cq_depth, cfg.completion_timestamps ? TimestampFormat::device_ticks
-                                                                : TimestampFormat::none);
+        cq = dev->create_cq(
+            cq_depth,
+            cfg.completion_timestamps ? TimestampFormat::device_ticks : TimestampFormat::none,
+            true);
         qp = dev->create_qp(*cq, qp_depth, max_sge);
         flow = qp->create_flow(match_for(kGroup, kPort), true);
     }
@@ -266,9 +268,9 @@ TEST(SimProviderTest, QueuesGetTheSizesMlx5GivesAndTheLimitsAreReported) {
     EXPECT_EQ(caps.max_mr_size, ~std::uint64_t{0});
     for (const auto& [asked, made] : std::vector<std::pair<std::uint32_t, std::uint32_t>>{
              {1, 1}, {2, 3}, {3, 3}, {4, 7}, {64, 127}, {127, 127}, {128, 255}}) {
-        EXPECT_EQ(dev->create_cq(asked, TimestampFormat::none)->depth(), made) << asked;
+        EXPECT_EQ(dev->create_cq(asked, TimestampFormat::none, false)->depth(), made) << asked;
     }
-    auto cq = dev->create_cq(64, TimestampFormat::none);
+    auto cq = dev->create_cq(64, TimestampFormat::none, false);
     struct Case {
         std::uint32_t depth, sge, made_depth, made_sge;
     };
@@ -308,9 +310,9 @@ TEST(SimProviderTest, CreationLimitsAndMissingCapabilities) {
     EXPECT_NE(what.find("simulated NIC has no dma-buf"), std::string::npos) << what;
     EXPECT_EQ(error_of([&] { dev->register_memory(mem.data(), 0); }), EINVAL);
 
-    EXPECT_EQ(error_of([&] { dev->create_cq(101, TimestampFormat::none); }), EINVAL);
-    EXPECT_EQ(error_of([&] { dev->create_cq(0, TimestampFormat::none); }), EINVAL);
-    auto cq = dev->create_cq(100, TimestampFormat::none);
+    EXPECT_EQ(error_of([&] { dev->create_cq(101, TimestampFormat::none, false); }), EINVAL);
+    EXPECT_EQ(error_of([&] { dev->create_cq(0, TimestampFormat::none, false); }), EINVAL);
+    auto cq = dev->create_cq(100, TimestampFormat::none, false);
     EXPECT_EQ(error_of([&] { dev->create_qp(*cq, 51, 1); }), EINVAL);
     EXPECT_EQ(error_of([&] { dev->create_qp(*cq, 50, 3); }), EINVAL);
     EXPECT_EQ(error_of([&] { dev->create_qp(*cq, 0, 1); }), EINVAL);
@@ -330,7 +332,7 @@ TEST(SimProviderTest, CreationLimitsAndMissingCapabilities) {
     noraw.flow_steering = false;
     p.add(noraw);
     auto dev2 = p.open("noraw", 1);
-    auto cq2 = dev2->create_cq(8, TimestampFormat::none);
+    auto cq2 = dev2->create_cq(8, TimestampFormat::none, false);
     EXPECT_EQ(error_of([&] { dev2->create_qp(*cq2, 8, 1); }, &what), EPERM);
     EXPECT_NE(what.find("cap_net_raw"), std::string::npos) << what;
     // A CQ of another device is refused.
@@ -341,7 +343,7 @@ TEST(SimProviderTest, CreationLimitsAndMissingCapabilities) {
     nosteer.flow_steering = false;
     p.add(nosteer);
     auto dev3 = p.open("nosteer", 1);
-    auto cq3 = dev3->create_cq(8, TimestampFormat::none);
+    auto cq3 = dev3->create_cq(8, TimestampFormat::none, false);
     auto qp3 = dev3->create_qp(*cq3, 8, 1);
     EXPECT_EQ(error_of([&] { qp3->create_flow(match_for(kGroup, kPort), false); }), EOPNOTSUPP);
     EXPECT_EQ(hw->ordering_violations(), 0u);
@@ -448,7 +450,7 @@ TEST(SimNicSge, TwoSgesOnAOneSgeQpAreRefused) {
     auto dev = p.open("sim_mlx5_0", 1);
     std::vector<std::uint8_t> mem(256);
     auto mr = dev->register_memory(mem.data(), mem.size());
-    auto cq = dev->create_cq(4, TimestampFormat::none);
+    auto cq = dev->create_cq(4, TimestampFormat::none, false);
     auto qp = dev->create_qp(*cq, 4, 1);
     qp->modify(QpState::init);
     RecvRequest r;
@@ -678,6 +680,90 @@ TEST_F(SimNic, FlowCountersCountMatchedPackets) {
     EXPECT_EQ(hw->counters().unmatched, 2u);  // the rule is gone
 }
 
+// Many rules on one QP (issue 44): each its own entry steering to the QP,
+// each completion carrying its rule's tag in the qpn bits, and the flow tag
+// read only from a CQ made to read it (IBV_WC_EX_WITH_FLOW_TAG).
+TEST_F(SimNic, ManyTaggedRulesSteerToOneQpAndTheirTagsComeBack) {
+    flow.reset();  // the fixture's untagged rule: the tags below are new entries
+    std::vector<std::unique_ptr<verbs::Flow>> rules;
+    for (std::uint32_t g = 0; g < 4; ++g) {
+        FlowMatch m = match_for(kGroup + g, kPort);
+        m.tag = 100 + g;
+        rules.push_back(qp->create_flow(m, true));
+    }
+    ready();
+    post_slots(4);
+    for (std::uint32_t g : {2u, 0u, 3u, 1u}) {
+        deliver(udp_frame(kSrcA, kGroup + g, kPort, 64));
+    }
+    const auto wcs = drain();
+    ASSERT_EQ(wcs.size(), 4u);
+    const std::uint32_t want[] = {102, 100, 103, 101};
+    for (std::size_t i = 0; i < wcs.size(); ++i) {
+        EXPECT_EQ(wcs[i].flow_tag, want[i]);
+        EXPECT_EQ(wcs[i].qp_num, want[i]);  // the same CQE bits
+    }
+    EXPECT_EQ(hw->flows(), 4u);
+    rules.clear();
+}
+
+TEST_F(SimNic, AFlowTagIsReadOnlyFromACqThatAskedForIt) {
+    flow.reset();
+    qp.reset();
+    cq = dev->create_cq(64, TimestampFormat::none, false);
+    qp = dev->create_qp(*cq, 16, 2);
+    FlowMatch m = match_for(kGroup, kPort);
+    m.tag = 7;
+    flow = qp->create_flow(m, true);
+    ready();
+    post_slots(1);
+    deliver(frame_of_size(100));
+    const auto wcs = drain();
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].flow_tag, 0u);
+    EXPECT_EQ(wcs[0].qp_num, 7u);  // what ibv_poll_cq's qp_num would hold
+}
+
+// The kernel's checks (mlx5 fs.c parse_flow_attr, fs_core.c
+// check_conflicting_ftes, get_flow_table): a tag of 2^24 or more is EINVAL; a
+// rule of a match whose entry exists with another tag (or none) is EEXIST,
+// one with the same tag joins it; past the table's entries, ENOSPC.
+TEST_F(SimNic, TagsAndTheFlowTableHaveTheKernelsLimits) {
+    FlowMatch m = match_for(kGroup2, kPort);
+    m.tag = 1u << 24;
+    EXPECT_EQ(error_of([&] { qp->create_flow(m, false); }), EINVAL);
+    m.tag = 5;
+    std::string what;
+    // The fixture's kGroup rule made its entry untagged.
+    FlowMatch same = match_for(kGroup, kPort);
+    same.tag = 5;
+    EXPECT_EQ(error_of([&] { qp->create_flow(same, false); }, &what), EEXIST);
+    EXPECT_NE(what.find("already exists with different flow tag"), std::string::npos) << what;
+    same.tag = 0;  // an untagged rule joins any entry
+    auto joined = qp->create_flow(same, false);
+    auto tagged = qp->create_flow(m, false);
+    auto again = qp->create_flow(m, false);  // the same tag: joins
+    m.tag = 6;
+    EXPECT_EQ(error_of([&] { qp->create_flow(m, false); }), EEXIST);
+    EXPECT_EQ(hw->flows(), 4u);
+    again.reset();
+    tagged.reset();
+    joined.reset();
+
+    SimConfig small;
+    small.flow_table_entries = 3;
+    build(small);  // one entry used by the fixture's rule
+    auto two = qp->create_flow(match_for(kGroup2, kPort), false);
+    auto three = qp->create_flow(match_for(kGroup2, kPort + 1), false);
+    auto shared = qp->create_flow(match_for(kGroup2, kPort + 1), false);  // no new entry
+    EXPECT_EQ(error_of([&] { qp->create_flow(match_for(kGroup2, kPort + 2), false); }, &what),
+              ENOSPC);
+    EXPECT_NE(what.find("3 entries"), std::string::npos) << what;
+    shared.reset();
+    three.reset();
+    two.reset();
+}
+
 TEST_F(SimNic, CounterRuleNeedsFlowCounters) {
     SimConfig cfg;
     cfg.flow_counters = false;
@@ -689,7 +775,7 @@ TEST_F(SimNic, CounterRuleNeedsFlowCounters) {
     provider = std::make_unique<SimProvider>();
     hw = provider->add(cfg);
     dev = provider->open(cfg.name, cfg.port);
-    cq = dev->create_cq(4, TimestampFormat::none);
+    cq = dev->create_cq(4, TimestampFormat::none, false);
     qp = dev->create_qp(*cq, 4, 1);
     std::string what;
     EXPECT_EQ(error_of([&] { qp->create_flow(match_for(kGroup, kPort), true); }, &what),
@@ -933,7 +1019,7 @@ TEST_F(SimNic, DeviceFatalFlushesEverythingAndRefusesNewObjects) {
         EXPECT_EQ(ev->kind, EventKind::device_fatal);
         EXPECT_EQ(ev->name, "IBV_EVENT_DEVICE_FATAL");
     }
-    EXPECT_EQ(error_of([&] { dev->create_cq(4, TimestampFormat::none); }), EIO);
+    EXPECT_EQ(error_of([&] { dev->create_cq(4, TimestampFormat::none, false); }), EIO);
     EXPECT_EQ(error_of([&] { dev->create_qp(*cq, 4, 1); }), EIO);
     EXPECT_EQ(error_of([&] { dev->register_memory(mem.data(), 64); }), EIO);
     EXPECT_EQ(error_of([&] { qp->create_flow(match_for(kGroup2, kPort), false); }), EIO);
@@ -1024,8 +1110,8 @@ TEST(SimNicDevices, TwoDevicesAreIndependent) {
         std::vector<std::uint8_t> m1(8192, kSentinel);
         auto mr0 = d0->register_memory(m0.data(), m0.size());
         auto mr1 = d1->register_memory(m1.data(), m1.size());
-        auto cq0 = d0->create_cq(16, TimestampFormat::none);
-        auto cq1 = d1->create_cq(16, TimestampFormat::none);
+        auto cq0 = d0->create_cq(16, TimestampFormat::none, false);
+        auto cq1 = d1->create_cq(16, TimestampFormat::none, false);
         auto qp0 = d0->create_qp(*cq0, 8, 1);
         auto qp1 = d1->create_qp(*cq1, 8, 1);
         auto f0 = qp0->create_flow(match_for(kGroup, kPort), true);
@@ -1073,8 +1159,8 @@ TEST(SimNicDevices, TwoDevicesAreIndependent) {
         EXPECT_EQ(qp0->state(), QpState::rtr);
         hw0->raise_device_fatal();
         EXPECT_EQ(qp1->state(), QpState::error);
-        EXPECT_NO_THROW(d1->create_cq(4, TimestampFormat::none));
-        EXPECT_EQ(error_of([&] { d0->create_cq(4, TimestampFormat::none); }), EIO);
+        EXPECT_NO_THROW(d1->create_cq(4, TimestampFormat::none, false));
+        EXPECT_EQ(error_of([&] { d0->create_cq(4, TimestampFormat::none, false); }), EIO);
     }
     EXPECT_EQ(hw0->ordering_violations(), 0u);
     EXPECT_EQ(hw1->ordering_violations(), 0u);
@@ -1086,7 +1172,7 @@ TEST(SimNicTeardown, OrderingViolationsAreCounted) {
     std::vector<std::uint8_t> mem(4096);
     auto dev = p.open("sim_mlx5_0", 1);
     auto mr = dev->register_memory(mem.data(), mem.size());
-    auto cq = dev->create_cq(8, TimestampFormat::none);
+    auto cq = dev->create_cq(8, TimestampFormat::none, false);
     auto qp = dev->create_qp(*cq, 8, 1);
     auto flow = qp->create_flow(match_for(kGroup, kPort), true);
     // In order: no violation.
@@ -1153,7 +1239,7 @@ TEST(SimNicThreads, DeliverAndPollOnTwoThreadsLoseNothing) {
     auto dev = p.open("sim_mlx5_0", 1);
     std::vector<std::uint8_t> mem(std::size_t{kSlots} * kSlotBytes);
     auto mr = dev->register_memory(mem.data(), mem.size());
-    auto cq = dev->create_cq(1024, TimestampFormat::none);
+    auto cq = dev->create_cq(1024, TimestampFormat::none, false);
     auto qp = dev->create_qp(*cq, kSlots, 1);
     auto flow = qp->create_flow(match_for(kGroup, kPort), true);
     const auto slot_wr = [&](std::uint64_t i) {
@@ -1334,7 +1420,7 @@ TEST(SimNicRules, IdenticalRulesAreOneEntryThatFeedsEveryDestination) {
     auto hw = p.add({});
     SimConfig cfg;
     auto dev = p.open(cfg.name, cfg.port);
-    auto cq = dev->create_cq(16, TimestampFormat::none);
+    auto cq = dev->create_cq(16, TimestampFormat::none, false);
     std::vector<std::uint8_t> mem(2 * 4096);
     auto mr = dev->register_memory(mem.data(), mem.size());
     std::vector<std::unique_ptr<verbs::QueuePair>> qps;
@@ -1400,7 +1486,7 @@ TEST(SimNicTimestamps, EachClockModeTakesTheFormatsMlx5Takes) {
         auto hw = p.add(cfg);
         auto dev = p.open(cfg.name, cfg.port);
         std::unique_ptr<verbs::CompletionQueue> cq;
-        const int cq_err = error_of([&] { cq = dev->create_cq(8, row.asked); });
+        const int cq_err = error_of([&] { cq = dev->create_cq(8, row.asked, false); });
         EXPECT_EQ(cq_err, row.cq_ok ? 0 : EOPNOTSUPP);
         if (!cq) {
             continue;
@@ -1459,7 +1545,7 @@ TEST(SimNicCounters, ACountedRuleCanBeRefusedAfterTheProbeSaidYes) {
     p.add(cfg);
     auto dev = p.open(cfg.name, cfg.port);
     EXPECT_TRUE(dev->caps().flow_counters);
-    auto cq = dev->create_cq(8, TimestampFormat::none);
+    auto cq = dev->create_cq(8, TimestampFormat::none, false);
     auto qp = dev->create_qp(*cq, 4, 1);
     auto first = qp->create_flow(match_for(kGroup, kPort), true);
     EXPECT_EQ(first->matched_packets(), std::optional<std::uint64_t>{0});

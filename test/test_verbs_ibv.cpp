@@ -356,6 +356,33 @@ TEST(FlowRule, ACounterAddsACountActionLastAndAligned) {
     }
 }
 
+// A shared QP's rules carry a tag action (issue 44): last, right after the
+// count action, or in its place when there is no counter.
+TEST(FlowRule, ATagActionComesLastWithOrWithoutACounter) {
+    ibv_counters counters{};
+    FlowMatch m = sample_match(kAntenna);
+    m.tag = 0x00abcdef;
+    for (ibv_counters* c : {static_cast<ibv_counters*>(nullptr), &counters}) {
+        const d::FlowRule rule = d::build_flow_rule(m, 1, c);
+        const auto specs = walk_specs(rule);
+        ASSERT_EQ(specs.size(), c != nullptr ? 5U : 4U);
+        EXPECT_EQ(rule.attr.num_of_specs, specs.size());
+        EXPECT_EQ(specs.back().type, IBV_FLOW_SPEC_ACTION_TAG);
+        EXPECT_EQ(specs.back().size, sizeof(ibv_flow_spec_action_tag));
+        EXPECT_EQ(walked_size(specs), rule.attr.size);
+        const auto* base = reinterpret_cast<const unsigned char*>(&rule.attr);
+        ASSERT_NE(rule.tag_spec(), nullptr);
+        EXPECT_EQ(base + specs.back().offset,
+                  reinterpret_cast<const unsigned char*>(rule.tag_spec()));
+        EXPECT_EQ(rule.tag_spec()->tag_id, 0x00abcdefU);
+        if (c != nullptr) {
+            EXPECT_EQ(specs[3].type, IBV_FLOW_SPEC_ACTION_COUNT);
+            EXPECT_EQ(rule.count.counters, &counters);
+        }
+    }
+    EXPECT_EQ(d::build_flow_rule(sample_match(0), 1, &counters).tag_spec(), nullptr);
+}
+
 // --- Receive work requests --------------------------------------------------------
 
 RecvRequest request(std::uint64_t wr_id, std::uint8_t num_sge) {
@@ -539,6 +566,10 @@ TEST(CqAttributes, NeverTheQpNumberAndTheTimestampEachFormatNeeds) {
             EXPECT_EQ(attr.wc_flags & IBV_WC_EX_WITH_QP_NUM, 0u);
             EXPECT_EQ(attr.wc_flags & row.wanted, row.wanted);
             EXPECT_EQ(attr.wc_flags & row.unwanted, 0u);
+            EXPECT_EQ(attr.wc_flags & IBV_WC_EX_WITH_FLOW_TAG, 0u);  // only when asked
+            EXPECT_NE(
+                d::cq_init_attr(1234, row.format, single, true).wc_flags & IBV_WC_EX_WITH_FLOW_TAG,
+                0u);
             EXPECT_EQ(attr.channel, nullptr);
             if (single) {
                 EXPECT_NE(attr.comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS, 0u);

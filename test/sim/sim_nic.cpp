@@ -71,6 +71,7 @@ struct SimHardware::State {
         std::uint64_t ctx = 0;
         verbs::TimestampFormat timestamps = verbs::TimestampFormat::none;
         bool real_time = false;        // made in the device's real-time format
+        bool flow_tags = false;        // IBV_WC_EX_WITH_FLOW_TAG: completions carry the tag
         std::vector<Completion> ring;  // capacity: the depth mlx5 gives (create_cq)
         std::vector<const Qp*> from;   // per ring entry: the QP it completes (for RESET)
         std::size_t head = 0;
@@ -126,6 +127,36 @@ struct SimHardware::State {
         std::uint64_t matched = 0;
     };
 
+    // Same match: the kernel's fs_core.c add_rule_fg finds the flow-table
+    // entry (FTE) with this match value in a group of this mask and adds the
+    // new rule's destinations (and count action) to it
+    // (check_conflicting_ftes lets FWD_DEST and COUNT merge): one FTE, every
+    // destination gets a copy.
+    static bool same_match(const FlowMatch& a, const FlowMatch& b) {
+        return a.dst_mac == b.dst_mac && a.dst_ip == b.dst_ip && a.src_ip == b.src_ip &&
+               a.dst_port == b.dst_port && a.match_vlan == b.match_vlan &&
+               (!a.match_vlan || a.vlan_id == b.vlan_id);
+    }
+    // The FTE of `m`, as its first rule made it (null: none yet). Its flow
+    // tag is that rule's (fs_core.c create_fte copies the flow context of
+    // the rule that creates the entry; a later rule adds destinations only).
+    const Rule* fte_of(const FlowMatch& m) const {
+        for (const auto& r : rules) {
+            if (same_match(r->match, m)) {
+                return r.get();
+            }
+        }
+        return nullptr;
+    }
+    // FTEs in use: distinct matches.
+    std::size_t ftes() const {
+        std::size_t n = 0;
+        for (std::size_t i = 0; i < rules.size(); ++i) {
+            n += fte_of(rules[i]->match) == rules[i].get() ? 1u : 0u;
+        }
+        return n;
+    }
+
     explicit State(const SimConfig& c)
         : config(c),
           next_lkey(static_cast<std::uint32_t>((std::hash<std::string>{}(c.name) & 0xffu) << 16) |
@@ -146,6 +177,7 @@ struct SimHardware::State {
     std::optional<std::uint64_t> corrupt_wr_id;
     std::optional<WcStatus> fail_frame;             // fail_next_frame()
     std::optional<std::uint32_t> corrupt_byte_len;  // corrupt_next_byte_len()
+    std::optional<std::uint32_t> corrupt_flow_tag;  // corrupt_next_flow_tag()
     std::size_t violations = 0;
     std::uint64_t retired_flow_matches = 0;  // counters of rules already destroyed
 
@@ -188,8 +220,15 @@ struct SimHardware::State {
             return;
         }
         if (c.status == WcStatus::success) {
-            c.qp_num = 0;  // the flow tag: verbs rules carry the default tag 0
+            // The flow tag of the FTE that steered it, in the qpn bits
+            // (verbs rules without a tag action carry the default tag 0);
+            // read as a flow tag only from a CQ that asked for it.
+            c.qp_num = c.flow_tag;
+            if (!cq->flow_tags) {
+                c.flow_tag = 0;
+            }
         } else {
+            c.flow_tag = 0;
             c.qp_num = qp.qp_num;  // error CQEs carry the QP number
         }
         if (cq->count == cq->ring.size()) {
@@ -676,6 +715,28 @@ class SimQueuePair final : public verbs::QueuePair {
                                          "({} counted rules granted)",
                                          s.config.name, s.config.counted_rule_limit));
         }
+        // The tag action (kernel drivers/infiniband/hw/mlx5/fs.c
+        // parse_flow_attr: a tag of 2^24 or more is EINVAL), and the entry
+        // the rule joins or makes: a tag unlike the entry's is refused
+        // (fs_core.c check_conflicting_ftes: EEXIST, "FTE flow tag %u already
+        // exists with different flow tag %u"); a new entry needs room in the
+        // table every verbs multicast rule of the device shares (fs.c
+        // get_flow_table: MLX5_IB_FLOW_MCAST_PRIO, MLX5_FS_MAX_ENTRIES = 2^16
+        // entries; fs_core.c add_rule_fg: ENOSPC when the groups are full).
+        if (match.tag >= (1u << 24)) {
+            fail(EINVAL, fmt::format("ibv_create_flow: {}: flow tag {} is not below 2^24",
+                                     s.config.name, match.tag));
+        }
+        if (const State::Rule* fte = s.fte_of(match)) {
+            if (match.tag != 0 && fte->match.tag != match.tag) {
+                fail(EEXIST, fmt::format("ibv_create_flow: {}: FTE flow tag {} already exists "
+                                         "with different flow tag {}",
+                                         s.config.name, fte->match.tag, match.tag));
+            }
+        } else if (s.ftes() >= s.config.flow_table_entries) {
+            fail(ENOSPC, fmt::format("ibv_create_flow: {}: the flow table's {} entries are in use",
+                                     s.config.name, s.config.flow_table_entries));
+        }
         auto rule = std::make_unique<State::Rule>();
         rule->match = match;
         rule->qp = rec_;
@@ -784,7 +845,8 @@ class SimDevice final : public verbs::Device {
     }
 
     std::unique_ptr<verbs::CompletionQueue> create_cq(std::uint32_t depth,
-                                                      verbs::TimestampFormat ts) override {
+                                                      verbs::TimestampFormat ts,
+                                                      bool flow_tags) override {
         State& s = hw_->state();
         const std::lock_guard lock(s.mu);
         check_alive(s, "ibv_create_cq");
@@ -795,6 +857,7 @@ class SimDevice final : public verbs::Device {
         }
         auto cq = std::make_unique<State::Cq>();
         cq->timestamps = ts;
+        cq->flow_tags = flow_tags;
         if (ts != verbs::TimestampFormat::none && !s.config.completion_timestamps) {
             fail(EOPNOTSUPP,
                  fmt::format("ibv_create_cq_ex: {} has no completion timestamps", s.config.name));
@@ -1025,19 +1088,10 @@ void SimHardware::fail_phc_reads(std::uint64_t reads) {
 
 namespace {
 
-// Same match: the kernel's fs_core.c add_rule_fg finds the flow-table entry
-// with this match value in a group of this mask and adds the new rule's
-// destinations (and count action) to it (check_conflicting_ftes lets
-// FWD_DEST and COUNT merge): one FTE, every destination gets a copy.
-bool same_match(const FlowMatch& a, const FlowMatch& b) {
-    return a.dst_mac == b.dst_mac && a.dst_ip == b.dst_ip && a.src_ip == b.src_ip &&
-           a.dst_port == b.dst_port && a.match_vlan == b.match_vlan &&
-           (!a.match_vlan || a.vlan_id == b.vlan_id);
-}
-
 // One destination of a steered frame: a WR of the rule's QP, filled as
 // mlx5 fills it, and its completion.
-void deliver_to(State& s, const SimConfig& config, State::Rule* rule, Bytes frame) {
+void deliver_to(State& s, const SimConfig& config, State::Rule* rule, Bytes frame,
+                std::uint32_t tag) {
     if (rule->counted) {
         ++rule->matched;
     }
@@ -1050,6 +1104,7 @@ void deliver_to(State& s, const SimConfig& config, State::Rule* rule, Bytes fram
     const RecvRequest wr = qp->pop();
     Completion c;
     c.wr_id = wr.wr_id;
+    c.flow_tag = tag;
     if (qp->cq != nullptr) {
         switch (qp->cq->timestamps) {
             case verbs::TimestampFormat::device_ticks:
@@ -1129,6 +1184,10 @@ void deliver_to(State& s, const SimConfig& config, State::Rule* rule, Bytes fram
         c.byte_len = *s.corrupt_byte_len;
         s.corrupt_byte_len.reset();
     }
+    if (s.corrupt_flow_tag) {
+        c.flow_tag = *s.corrupt_flow_tag;
+        s.corrupt_flow_tag.reset();
+    }
     s.complete(*qp, c);
 }
 
@@ -1154,9 +1213,11 @@ void SimHardware::deliver(Bytes frame, std::uint64_t ticks) {
     // Every rule of the same match is one FTE with all their destinations
     // (same_match): each QP gets the frame, in the order the rules were made.
     const FlowMatch first = rule->match;
+    const State::Rule* fte = s.fte_of(first);
+    const std::uint32_t tag = fte != nullptr ? fte->match.tag : 0;
     for (const auto& r : s.rules) {
-        if (same_match(r->match, first)) {
-            deliver_to(s, config_, r.get(), frame);
+        if (State::same_match(r->match, first)) {
+            deliver_to(s, config_, r.get(), frame, tag);
         }
     }
 }
@@ -1231,6 +1292,11 @@ void SimHardware::fail_next_frame(WcStatus status) {
 void SimHardware::corrupt_next_byte_len(std::uint32_t byte_len) {
     const std::lock_guard lock(state_->mu);
     state_->corrupt_byte_len = byte_len;
+}
+
+void SimHardware::corrupt_next_flow_tag(std::uint32_t tag) {
+    const std::lock_guard lock(state_->mu);
+    state_->corrupt_flow_tag = tag;
 }
 
 SimCounters SimHardware::counters() const {

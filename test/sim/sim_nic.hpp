@@ -12,8 +12,17 @@
 //     is skipped, never written nor checked (rdma-core mlx5/qp.c
 //     mlx5_post_recv: `if (!length) continue`); the completion reports
 //     byte_len (mlx5/cq.c: byte_cnt);
+//   * many rules may steer to one QP: each is its own flow-table entry whose
+//     destination is the QP's TIR (kernel mlx5/fs.c create_flow_rule: the raw
+//     QP's rq.tirn), so a shared QP costs one entry per rule, as a QP per
+//     rule does; the table every verbs multicast rule shares holds 2^16
+//     entries (SimConfig::flow_table_entries);
+//   * a rule may carry a flow tag (below 2^24, kernel mlx5/fs.c
+//     parse_flow_attr), which its completions carry; a tag unlike that of
+//     an entry of the same match is refused with EEXIST (fs_core.c
+//     check_conflicting_ftes);
 //   * what a completion carries in its qpn field: on success the flow tag,
-//     0 for verbs rules (mlx5/cq.c mlx5_cq_read_wc_qp_num and
+//     0 for verbs rules without a tag action (mlx5/cq.c mlx5_cq_read_wc_qp_num and
 //     mlx5_cq_read_flow_tag read the same sop_drop_qpn bits; kernel
 //     include/linux/mlx5/fs.h MLX5_FS_DEFAULT_FLOW_TAG 0); on an error
 //     completion the QP's number (mlx5dv.h mlx5_err_cqe s_wqe_opcode_qpn).
@@ -132,6 +141,11 @@ struct SimConfig {
     // How many counted flow rules the device grants before it refuses one at
     // ibv_create_flow (EOPNOTSUPP); 0 refuses every counted rule.
     std::uint32_t counted_rule_limit = 0xffffffffu;
+    // The flow-table entries every verbs multicast rule of the device shares
+    // (kernel drivers/infiniband/hw/mlx5/fs.c: one auto-grouped table of
+    // MLX5_FS_MAX_ENTRIES = 2^16 at MLX5_IB_FLOW_MCAST_PRIO); rules of one
+    // match share an entry. The next distinct match is refused with ENOSPC.
+    std::uint32_t flow_table_entries = 65536;
     // RESET removes the QP's completions still in the CQ, as mlx5 does. A
     // provider that did not would leave completions of the old ring behind,
     // which the engine's ring generation tells apart (tests only).
@@ -253,6 +267,10 @@ class SimHardware {
     // frame's length: a length the engine must not trust (docs/architecture.md,
     // "Nothing from the wire is trusted").
     void corrupt_next_byte_len(std::uint32_t byte_len);
+    // The next successful completion carries flow tag `tag` instead of its
+    // rule's (a tag another process's rule of the same match set, or a
+    // corrupted one): the engine must range-check it.
+    void corrupt_next_flow_tag(std::uint32_t tag);
     // The next `frames` steered frames find no receive WR posted, as when the
     // poll thread falls behind: each is dropped and counted in out_of_buffer
     // ("the number of times the receive queue had no software buffers

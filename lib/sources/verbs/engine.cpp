@@ -69,29 +69,17 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
         options_.split = false;
     }
 
-    // The plan: one QP per group, or per (group, antenna) with hardware demux.
-    std::vector<std::pair<Endpoint, std::uint32_t>> plan;
-    for (const auto& g : options_.groups) {
-        if (options_.hw_demux) {
-            const auto* from = sources_for(options_.sources, g);
-            for (const auto a : options_.antennas) {
-                // A source-specific group: the antennas it names a source of.
-                if (from == nullptr || std::find(from->begin(), from->end(), a) != from->end()) {
-                    plan.emplace_back(g, a);
-                }
-            }
-            if (plan.empty() || !(plan.back().first == g)) {
-                // The operator's mistake: exit 2 (lib/core/usage_error.hpp).
-                throw UsageError(fmt::format(
-                    "{} names no source among the --antenna given, so --hw-demux would make no "
-                    "rule for it: list its sources with --antenna",
-                    g.to_string()));
-            }
-        } else {
-            plan.emplace_back(g, 0);
+    // The plan (engine_rules.cpp), and the QPs its entries are dealt to.
+    plan_entries();
+    std::size_t queues = options_.queues == 0 ? 1 : options_.queues;
+    if (queues > entries_.size()) {
+        if (options_.queues > 0) {
+            ledger_.add_note(
+                fmt::format("--queues {}: {} has {} rule entries, so {} queues (one per entry)",
+                            queues, caps.name, entries_.size(), entries_.size()));
         }
+        queues = entries_.size();
     }
-
     // Clamp the ring to what the device takes, and the CQ to its entries.
     std::uint32_t depth = std::max<std::uint32_t>(options_.ring_depth, 16);
     if (caps.max_qp_wr > 0 && depth > caps.max_qp_wr) {
@@ -99,12 +87,12 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
                                      caps.max_qp_wr, caps.name));
         depth = caps.max_qp_wr;
     }
-    if (caps.max_cqe > 0 && std::uint64_t{depth} * plan.size() > caps.max_cqe) {
-        const auto clamped = static_cast<std::uint32_t>(caps.max_cqe / plan.size());
+    if (caps.max_cqe > 0 && std::uint64_t{depth} * queues > caps.max_cqe) {
+        const auto clamped = static_cast<std::uint32_t>(caps.max_cqe / queues);
         ledger_.add_note(
             fmt::format("ring depth {} clamped to {} so {} QPs fit one CQ of {} "
                         "entries (max_cqe of {})",
-                        depth, clamped, plan.size(), caps.max_cqe, caps.name));
+                        depth, clamped, queues, caps.max_cqe, caps.name));
         depth = clamped;
     }
     options_.ring_depth = depth;
@@ -133,7 +121,7 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
     const std::uint32_t payload_stride = round_up(payload_bytes_, kSlotAlign);
 
     if (options_.split) {
-        const std::size_t arena = std::size_t{header_stride_} * depth * plan.size();
+        const std::size_t arena = std::size_t{header_stride_} * depth * queues;
         void* p = std::aligned_alloc(4096, (arena + 4095) / 4096 * 4096);
         if (p == nullptr) {
             throw std::bad_alloc();
@@ -144,17 +132,38 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
         resources_.mrs.push_back(MrRecord{"headers", "host", arena, 0});
     }
 
-    if (plan.size() > std::numeric_limits<decltype(WrId::qp)>::max()) {
+    if (queues > std::numeric_limits<decltype(WrId::qp)>::max()) {
         throw std::invalid_argument("more than 65535 queue pairs on one device");
     }
-    for (std::size_t i = 0; i < plan.size(); ++i) {
+    const std::string kind = options_.hw_demux ? "group/antenna entries" : "groups";
+    for (std::size_t i = 0; i < queues; ++i) {
         auto q = std::make_unique<Qp>();
         q->index = static_cast<std::uint16_t>(i);
-        q->group = plan[i].first;
-        q->antenna = plan[i].second;
-        q->label = plan[i].second == 0
-                       ? q->group.to_string()
-                       : fmt::format("{}/{}", q->group.to_string(), format_ipv4(plan[i].second));
+        qps_.push_back(std::move(q));
+    }
+    for (std::size_t e = 0; e < entries_.size(); ++e) {
+        // In order, in blocks: entry e to QP e * queues / entries.
+        const std::size_t qi = e * queues / entries_.size();
+        entries_[e].qp = static_cast<std::uint16_t>(qi);
+        qps_[qi]->entries.push_back(static_cast<std::uint32_t>(e));
+    }
+    entry_qp_.resize(entries_.size());
+    entry_delivered_ = std::make_unique<std::atomic<std::uint64_t>[]>(entries_.size());
+    bool shared = false;
+    for (auto& q : qps_) {
+        const auto n = q->entries.size();
+        q->tagged = n > 1;
+        shared = shared || q->tagged;
+        q->label = n == 1 ? entries_[q->entries.front()].label
+                          : fmt::format("queue {} ({} {})", q->index, n, kind);
+        for (const std::uint32_t e : q->entries) {
+            entry_qp_[e] = q->index;
+            // Tags only where a QP is shared: index + 1 (0 is "no tag").
+            entries_[e].tag = q->tagged ? e + 1 : 0;
+        }
+    }
+    for (auto& qp_ptr : qps_) {
+        Qp* q = qp_ptr.get();
         q->depth = depth;
         q->payload = payload_.allocate(device_, std::size_t{payload_stride} * depth);
         if (q->payload.registered_bytes == 0) {
@@ -173,11 +182,10 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
         q->ring_held.assign(depth, 0);
         q->reposts.reserve(depth);
         q->low_water = depth / 2;
-        qps_.push_back(std::move(q));
     }
-    create_queues(static_cast<std::uint32_t>(depth * plan.size()));
+    create_queues(static_cast<std::uint32_t>(depth * queues), shared);
     const std::uint32_t sge = options_.split ? 2u : 1u;
-    resources_.cqs.push_back(CqRecord{static_cast<std::uint32_t>(depth * plan.size()), cq_->depth(),
+    resources_.cqs.push_back(CqRecord{static_cast<std::uint32_t>(depth * queues), cq_->depth(),
                                       verbs::to_string(timestamps_)});
     for (const auto& q : qps_) {
         const std::uint32_t num = q->qp->qp_num();
@@ -198,7 +206,7 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
     released_.reserve(tokens);
 }
 
-void VerbsEngine::create_queues(std::uint32_t cq_depth) {
+void VerbsEngine::create_queues(std::uint32_t cq_depth, bool flow_tags) {
     using verbs::TimestampFormat;
     const verbs::DeviceCaps& caps = device_.caps();
     // Device ticks need the tick rate and a clock pair to be converted.
@@ -223,7 +231,7 @@ void VerbsEngine::create_queues(std::uint32_t cq_depth) {
     std::string refused;
     for (const TimestampFormat format : formats) {
         try {
-            cq_ = device_.create_cq(cq_depth, format);
+            cq_ = device_.create_cq(cq_depth, format, flow_tags);
             for (auto& q : qps_) {
                 q->qp = device_.create_qp(*cq_, q->depth, options_.split ? 2u : 1u);
             }
@@ -298,16 +306,6 @@ std::size_t VerbsEngine::queue_pairs() const {
     return qps_.size();
 }
 
-std::optional<std::uint64_t> VerbsEngine::rule_matches(Qp& q) {
-    std::optional<std::uint64_t> matched;
-    for (auto& f : q.flows) {
-        if (const auto n = f->matched_packets()) {
-            matched = matched.value_or(0) + *n;
-        }
-    }
-    return matched;
-}
-
 void VerbsEngine::start() {
     if (started_) {
         return;
@@ -328,63 +326,12 @@ void VerbsEngine::start() {
                         "available (out_of_buffer still counts every drop)",
                         device_.caps().name));
     }
-    bool counting = counters;
-    for (auto& q : qps_) {
-        // One rule for the QP's antenna, or any source; a source-specific
-        // group's QP gets one rule per source it names (verbs-mlx5-2.md N7).
-        std::vector<std::uint32_t> from{q->antenna};
-        if (const auto* named = sources_for(options_.sources, q->group);
-            named != nullptr && q->antenna == 0) {
-            from = *named;
-        }
-        for (const std::uint32_t src : from) {
-            verbs::FlowMatch m;
-            multicast_mac(q->group.ip, m.dst_mac.data());
-            m.dst_ip = q->group.ip;
-            m.src_ip = src;
-            m.dst_port = q->group.port;
-            m.match_vlan = options_.vlan_ids.size() == 1;
-            m.vlan_id = m.match_vlan ? options_.vlan_ids.front() : 0;
-            q->flows.push_back(create_flow(*q, m, counting));
-            // `counting` now says whether this rule got its counter.
-            resources_.flows.push_back(FlowRecord{format_ipv4(q->group.ip), q->group.port,
-                                                  src == 0 ? "" : format_ipv4(src), q->qp->qp_num(),
-                                                  counting});
-        }
-    }
+    create_rules(counters);
     // 3. The IGMP joins, one per group, held for the run.
     if (membership_factory_) {
         for (const auto& g : options_.groups) {
             memberships_.push_back(membership_factory_(g));
         }
-    }
-}
-
-std::unique_ptr<verbs::Flow> VerbsEngine::create_flow(Qp& q, const verbs::FlowMatch& match,
-                                                      bool& counters) {
-    if (!counters) {
-        if (stats_.uncounted_rules > 0) {
-            ++stats_.uncounted_rules;
-        }
-        return q.qp->create_flow(match, false);
-    }
-    try {
-        return q.qp->create_flow(match, true);
-    } catch (const std::system_error& e) {
-        // Whether the device grants a flow counter is known only now: the
-        // probe's attach is bookkeeping in user space (rdma-core
-        // providers/mlx5/verbs.c mlx5_attach_counters_point_flow). The rule
-        // is made without it, and so are the rest; a rule that fails again
-        // fails the run with its own error.
-        auto flow = q.qp->create_flow(match, false);
-        counters = false;
-        ++stats_.uncounted_rules;
-        ledger_.add_note(fmt::format(
-            "{} refused a counted flow rule for {} ({}): this and later rules have no counter, "
-            "so their per-group NIC drop counts are not available (out_of_buffer still counts "
-            "every drop)",
-            device_.caps().name, q.label, e.what()));
-        return flow;
     }
 }
 
@@ -478,9 +425,9 @@ void VerbsEngine::stop() {
     } else {
         matches = read_rule_matches();
     }
-    for (auto& q : qps_) {
+    for (auto& e : entries_) {
         // Rules before their QPs (docs/architecture.md, "Setup and teardown order").
-        q->flows.clear();
+        e.flows.clear();
     }
     if (!stats_.device_fatal) {
         drain_for_stop("after the rules went");
@@ -493,81 +440,10 @@ std::vector<SourceCounter> VerbsEngine::flow_counters() {
     return stopped_ ? final_flow_counters_ : read_flow_counters();
 }
 
-std::vector<std::string> VerbsEngine::watchdog() {
-    std::vector<std::string> alarms;
-    // A device already fatal answers counter reads with EIO (mlx5 cmd.c
-    // mlx5_internal_err_ret_value): no alarm can come of it, and the run's
-    // error is the device's, which the poll thread reports (verbs-mlx5-3.md
-    // R8). The poll thread may not have seen the event yet: the read's EIO
-    // says the same.
-    if (fatal_seen_.load(std::memory_order_relaxed)) {
-        return alarms;
-    }
-    for (auto& q : qps_) {
-        std::optional<std::uint64_t> counted;
-        try {
-            counted = rule_matches(*q);
-        } catch (const std::system_error& e) {
-            if (e.code().value() == EIO) {
-                fatal_seen_.store(true, std::memory_order_relaxed);
-                return alarms;
-            }
-            throw;
-        }
-        if (!counted) {
-            continue;  // without rule counters the NIC's side cannot be seen
-        }
-        const std::uint64_t matched = *counted;
-        const std::uint64_t delivered = q->delivered_published.load(std::memory_order_relaxed);
-        if (matched > q->watch_matched && delivered == q->watch_delivered) {
-            alarms.push_back(fmt::format(
-                "{} on {}: the NIC steered {} frames to it since the last check but none were "
-                "delivered (ring starved or queue stuck; see out_of_buffer)",
-                q->label, device_.caps().name, matched - q->watch_matched));
-        }
-        q->watch_matched = matched;
-        q->watch_delivered = delivered;
-    }
-    return alarms;
-}
-
 std::vector<std::uint32_t> VerbsEngine::qp_numbers() const {
     std::vector<std::uint32_t> out;
     for (const auto& q : qps_) {
         out.push_back(q->qp->qp_num());
-    }
-    return out;
-}
-
-std::vector<SourceCounter> VerbsEngine::read_flow_counters() {
-    return counters_for(read_rule_matches());
-}
-
-std::vector<std::optional<std::uint64_t>> VerbsEngine::read_rule_matches() {
-    std::vector<std::optional<std::uint64_t>> matches;
-    matches.reserve(qps_.size());
-    for (auto& q : qps_) {
-        matches.push_back(rule_matches(*q));
-    }
-    return matches;
-}
-
-std::vector<SourceCounter> VerbsEngine::counters_for(
-    const std::vector<std::optional<std::uint64_t>>& matches) {
-    std::vector<SourceCounter> out;
-    stats_.flow_matched = 0;
-    for (std::size_t i = 0; i < qps_.size() && i < matches.size(); ++i) {
-        const auto& q = qps_[i];
-        if (const auto& counted = matches[i]) {
-            const std::uint64_t matched = *counted;
-            stats_.flow_matched += matched;
-            const std::string& dev = device_.caps().name;
-            out.push_back(
-                SourceCounter{fmt::format("{}/flow/{}/matched", dev, q->label), matched, false});
-            out.push_back(SourceCounter{fmt::format("{}/flow/{}/undelivered", dev, q->label),
-                                        matched > q->delivered ? matched - q->delivered : 0,
-                                        false});
-        }
     }
     return out;
 }
@@ -651,6 +527,17 @@ void VerbsEngine::report_to(Ledger& ledger) const {
     }
     if (stats_.uncounted_rules > 0) {
         ledger.add_source_counter({dev + "/uncounted_rules", stats_.uncounted_rules, false});
+    }
+    if (stats_.untagged_rules > 0) {
+        ledger.add_source_counter({dev + "/untagged_rules", stats_.untagged_rules, false});
+    }
+    if (stats_.unattributed > 0) {
+        ledger.add_source_counter({dev + "/unattributed", stats_.unattributed, false});
+    }
+    for (const auto& q : qps_) {
+        if (q->recoveries > 0 && q->entries.size() > 1) {
+            ledger.add_note(recovery_note(*q));
+        }
     }
     if (options_.zero_copy) {
         // How the hand-off went: frames written from their slots, and frames

@@ -1,9 +1,11 @@
 // The verbs capture engine for one device (docs/architecture.md, "The data path",
 // "Setup and teardown order", "QP error recovery"): one completion queue shared by every QP of the
-// device, one raw-packet QP per GROUP:PORT (or per group and antenna with hardware demux), a
-// receive ring per QP whose work requests scatter each frame into a header slot (SGE0, host memory)
-// and a payload slot (SGE1, host or GPU memory), and a poll loop that hands frames to the
-// demultiplexer and re-posts their slots in batches.
+// device, one raw-packet QP by default (--queues for more) to which the flow rules of every
+// GROUP:PORT (every group and antenna with hardware demux) steer, a receive ring per QP whose work
+// requests scatter each frame into a header slot (SGE0, host memory) and a payload slot (SGE1, host
+// or GPU memory), and a poll loop that hands frames to the demultiplexer and re-posts their slots
+// in batches. On a QP that several groups share, each group's rules carry a flow tag, which tells
+// the poll loop whose frame a completion is (the per-group counts a QP per group gave).
 //
 // Written once against the verbs seam (lib/sources/verbs/seam.hpp): the same code runs on
 // libibverbs and on the simulated NIC.
@@ -34,7 +36,7 @@ namespace ibvcap {
 
 struct EngineOptions {
     std::vector<Endpoint> groups;
-    std::vector<std::uint32_t> antennas;  // with hw_demux: one QP and rule per (group, antenna)
+    std::vector<std::uint32_t> antennas;  // with hw_demux: one rule per (group, antenna)
     // Source-specific groups (GROUP:PORT@SOURCE): their rules match each
     // source named, so other senders' frames are never steered to us.
     std::vector<SourceFilter> sources;
@@ -49,6 +51,15 @@ struct EngineOptions {
     // as the group, so two VLANs bringing one group to a port are two
     // captures. Set per device by the verbs source.
     std::vector<std::uint16_t> vlan_ids;
+    // Receive QPs (--queues; 0: one). The plan's entries (each group, or each
+    // (group, antenna) with hw_demux) are dealt to them in order, in blocks
+    // of equal size (entry i to QP i * queues / entries); more queues than
+    // entries make one per entry, the layout before issue 44. One QP walks
+    // one ring's slots in order, which the caches follow; a QP per group
+    // jumps between rings (docs/performance.md, "Many groups, one queue").
+    // Reasons for more: a ring deeper than max_qp_wr allows in all, or a QP
+    // error that must not touch the other groups (docs/operations.md).
+    std::uint32_t queues = 0;
     std::uint32_t ring_depth = 4096;       // receive WRs per QP
     std::uint32_t max_frame_bytes = 9022;  // MTU 9000 + Ethernet header + two VLAN tags
     std::uint32_t poll_batch = 64;
@@ -119,6 +130,11 @@ struct EngineStats {
     std::uint64_t rejoins = 0;
     std::uint64_t other_port_events = 0;  // port events of a port this engine does not use
     std::uint64_t uncounted_rules = 0;    // rules made without the count action the device refused
+    std::uint64_t untagged_rules = 0;     // rules of a shared QP made without their refused tag
+    // Frames of a shared, tagged QP whose completion's flow tag named no
+    // entry of that QP (another process's rule of the same match, or a
+    // corrupted tag): not attributed to a group.
+    std::uint64_t unattributed = 0;
     // Completions a wall-clock CQ consumed when it could not read its clock
     // (verbs-mlx5-2.md N3): frames lost, counted as work-completion errors.
     std::uint64_t clock_lost_completions = 0;
@@ -196,9 +212,12 @@ class VerbsEngine {
     const EngineOptions& options() const { return options_; }
     std::size_t queue_pairs() const;
     std::uint32_t header_bytes() const { return header_bytes_; }
-    // Per-QP matched − completed, when the rules carry counters: packets the
-    // NIC steered to the QP but never delivered (a per-group view of
-    // out_of_buffer). Entries: (label, value).
+    // Per group (per group and antenna with --hw-demux), when the rules
+    // carry counters: what its rules matched, and matched − delivered:
+    // packets the NIC steered but never delivered (a per-group view of
+    // out_of_buffer). On a shared QP whose groups cannot be told apart (a
+    // tag refused, or completions with tags naming none of its groups), the
+    // undelivered count is the queue's. Entries: (label, value).
     // After stop(), the values read just before the rules were destroyed.
     std::vector<SourceCounter> flow_counters();
     std::vector<std::uint32_t> qp_numbers() const;
@@ -215,9 +234,25 @@ class VerbsEngine {
     // by status, recoveries, wr_id and byte_len rejections).
     void report_to(Ledger& ledger) const;
 
+    // The plan's entries, in order: their labels (for tests and the report).
+    std::vector<std::string> entry_labels() const;
+
   private:
     struct Qp;
+    struct Entry;
     class Releases;
+    // The plan (engine_rules.cpp): one entry per group, or per (group,
+    // antenna) with hw_demux; throws UsageError when --hw-demux would make
+    // no rule for a group.
+    void plan_entries();
+    // Start's step 2: every entry's rules, tagged where its QP is shared.
+    void create_rules(bool counters);
+    // Whether a QP's completions can be told apart by group: one entry, or
+    // tagged with nothing unattributed.
+    bool attributable(const Qp& q) const;
+    std::uint64_t entry_delivered(const Entry& e) const;  // any thread
+    // One recovered QP's note (report_to), naming the groups it carries.
+    std::string recovery_note(const Qp& q) const;
     void take_releases();
     void post_all(Qp& qp);
     void flush_reposts(Qp& qp);
@@ -232,17 +267,21 @@ class VerbsEngine {
     void poll_until(const std::atomic<bool>& stop);      // run() without its error handling
     void check_first_stamp(const verbs::Completion& c);  // throws: an implausible stamp
     void recover(Qp& qp);
-    // The CQ and a QP per plan entry, with the first timestamp format the
-    // device takes (device ticks, wall clock, none).
-    void create_queues(std::uint32_t cq_depth);
+    // The CQ (reading flow tags when a QP is shared) and the QPs, with the
+    // first timestamp format the device takes (device ticks, wall clock, none).
+    void create_queues(std::uint32_t cq_depth, bool flow_tags);
     std::unique_ptr<verbs::Flow> create_flow(Qp& q, const verbs::FlowMatch& match, bool& counters);
+    // create_flow, and once more without the tag when the device refuses it
+    // (the QP then counts its groups as one).
+    std::unique_ptr<verbs::Flow> create_tagged_flow(Qp& q, const Entry& e, verbs::FlowMatch match,
+                                                    bool& counters);
     void handle(const verbs::Completion& c);
     std::uint64_t timestamp_ns(const verbs::Completion& c);
     // The CQ went on without timestamps (its clock could not be read).
     void clock_unreadable();
     std::vector<SourceCounter> read_flow_counters();
-    // Each QP's rule counts now (nullopt: no counter), and the counters'
-    // entries for them against what each QP has delivered by now.
+    // Each entry's rule counts now (nullopt: no counter), and the counters'
+    // entries for them against what each has delivered by now.
     std::vector<std::optional<std::uint64_t>> read_rule_matches();
     std::vector<SourceCounter> counters_for(
         const std::vector<std::optional<std::uint64_t>>& matches);
@@ -254,8 +293,8 @@ class VerbsEngine {
     void prefetch_slot(const verbs::Completion& c) const;
     static constexpr std::size_t kSlotAhead = 8;
     std::uint64_t payload_offset(std::uint64_t slot) const;
-    // What the QP's rules counted, when they carry counters (an ioctl each).
-    std::optional<std::uint64_t> rule_matches(Qp& q);
+    // What the entry's rules counted, when they carry counters (an ioctl each).
+    std::optional<std::uint64_t> rule_matches(Entry& e);
 
     verbs::Device& device_;
     EngineOptions options_;
@@ -273,6 +312,13 @@ class VerbsEngine {
     // Declared after the CQ so they go first; each Qp owns its flows, which
     // it destroys before its queue pair (Qp's member order).
     std::vector<std::unique_ptr<Qp>> qps_;
+    // The plan's entries; declared after the QPs, so their rules go first.
+    std::vector<Entry> entries_;
+    // Per entry, for the poll loop's flow tags (tag = index + 1): its QP, and
+    // the frames delivered to it, written by the poll thread only (a plain
+    // load and store) and read by the watchdog's.
+    std::vector<std::uint16_t> entry_qp_;
+    std::unique_ptr<std::atomic<std::uint64_t>[]> entry_delivered_;
     std::vector<Qp*> touched_;  // reserved for every QP: never grows while polling
     std::vector<std::unique_ptr<GroupMembership>> memberships_;
     std::vector<verbs::Completion> batch_;

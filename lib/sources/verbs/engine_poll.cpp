@@ -214,6 +214,7 @@ void VerbsEngine::recover(Qp& q) {
     q.qp->modify(verbs::QpState::rtr);
     q.needs_recovery = false;
     ++stats_.recoveries;
+    ++q.recoveries;
     IBVCAP_PROBE2(recovery_end, q.index, q.generation);
 }
 
@@ -343,6 +344,19 @@ void VerbsEngine::handle(const verbs::Completion& c) {
 
     if (c.status == verbs::WcStatus::success) {
         ++q.delivered;
+        if (q.tagged) {
+            // A shared QP: the rule's flow tag names the entry (engine_rules.cpp),
+            // entry index + 1, and must name one of this QP's. Tag 0 (none)
+            // wraps past the end. One writer (this thread): a plain add.
+            const std::uint32_t e = c.flow_tag - 1u;
+            if (e < entry_qp_.size() && entry_qp_[e] == q.index) {
+                auto& n = entry_delivered_[e];
+                n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+            } else {
+                ++q.unattributed;
+                ++stats_.unattributed;
+            }
+        }
         const std::uint32_t capacity =
             options_.split ? header_bytes_ + payload_bytes_ : payload_bytes_;
         if (c.byte_len > capacity || c.byte_len == 0) {
@@ -475,6 +489,7 @@ std::size_t VerbsEngine::poll_once() {
 
 bool VerbsEngine::finish_poll(Qp& q, bool idle) {
     q.delivered_published.store(q.delivered, std::memory_order_relaxed);
+    q.unattributed_published.store(q.unattributed, std::memory_order_relaxed);
     if (q.needs_recovery) {
         if (q.outstanding_count == 0 ||
             std::chrono::steady_clock::now() - q.error_since >= options_.drain_timeout) {

@@ -60,22 +60,41 @@ class VerbsEngine::Releases final : public SlotOwner {
 // Every slot of a ring fits the wr_id's and the lease token's slot field.
 static_assert(std::numeric_limits<decltype(EngineOptions::ring_depth)>::digits <= WrId::kSlotBits);
 
-struct VerbsEngine::Qp {
-    std::uint16_t index = 0;  // the QP field of its wr_ids and lease tokens
+// One entry of the plan: a group, or a group and one antenna with hw_demux,
+// and the rules that steer its frames to its QP (one per source a
+// source-specific group names, else one).
+struct VerbsEngine::Entry {
     Endpoint group;
     std::uint32_t antenna = 0;  // 0: any source
-    std::string label;
+    std::string label;          // "239.17.0.1:36001" or "239.17.0.1:36001/10.0.0.11"
+    std::uint16_t qp = 0;       // index into qps_
+    std::uint32_t tag = 0;      // its rules' flow tag (index + 1) on a shared QP; 0: none
+    std::vector<std::unique_ptr<verbs::Flow>> flows;
+    std::uint64_t watch_matched = 0;  // the watchdog's last reading (its thread only)
+    std::uint64_t watch_delivered = 0;
+};
+
+struct VerbsEngine::Qp {
+    std::uint16_t index = 0;             // the QP field of its wr_ids and lease tokens
+    std::vector<std::uint32_t> entries;  // indices into entries_, in order
+    // Its rules carry flow tags and its CQ reads them: each frame's entry is
+    // known (engine_poll.cpp). False for a QP of one entry (nothing to tell
+    // apart) and for one whose tag the device refused.
+    bool tagged = false;
+    std::uint64_t unattributed = 0;  // frames whose tag named none of its entries
+    std::uint64_t recoveries = 0;
+    std::string label;  // its entry's label, or "queue N (M groups)"
+
     std::uint32_t depth = 0;
     decltype(WrId::generation) generation = 0;  // bumped by each recovery; part of every wr_id
     PayloadMemory::Region payload;              // outlives the QP (declared before it)
     std::unique_ptr<verbs::QueuePair> qp;
-    std::vector<std::unique_ptr<verbs::Flow>> flows;  // destroyed before the QP
-    std::vector<std::uint8_t> outstanding;            // per slot: posted, not completed
-    std::vector<std::uint16_t> held;                  // per slot: consumers holding it
-    std::vector<std::uint8_t> ring_held;              // per slot: of them, the block rings
-    std::uint32_t held_count = 0;                     // slots with held > 0
-    std::uint32_t writer_held_count = 0;              // slots a writer holds (its share)
-    std::uint32_t ring_held_count = 0;                // slots the rings hold (their share)
+    std::vector<std::uint8_t> outstanding;  // per slot: posted, not completed
+    std::vector<std::uint16_t> held;        // per slot: consumers holding it
+    std::vector<std::uint8_t> ring_held;    // per slot: of them, the block rings
+    std::uint32_t held_count = 0;           // slots with held > 0
+    std::uint32_t writer_held_count = 0;    // slots a writer holds (its share)
+    std::uint32_t ring_held_count = 0;      // slots the rings hold (their share)
     std::uint32_t outstanding_count = 0;
     std::uint32_t header_lkey = 0;   // the header MR's key, read in post_all
     std::uint32_t payload_lkey = 0;  // the payload MR's key, read in post_all
@@ -88,6 +107,7 @@ struct VerbsEngine::Qp {
     std::chrono::steady_clock::time_point error_since{};
     std::uint64_t delivered = 0;  // completions of frames the NIC steered here
     std::atomic<std::uint64_t> delivered_published{0};  // for the watchdog's thread
+    std::atomic<std::uint64_t> unattributed_published{0};
     std::uint64_t watch_matched = 0;  // the watchdog's last reading (its thread only)
     std::uint64_t watch_delivered = 0;
 };

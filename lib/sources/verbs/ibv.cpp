@@ -146,10 +146,11 @@ class IbvDevice final : public Device {
         return std::make_unique<IbvMemoryRegion>(context_, std::move(mr));
     }
 
-    std::unique_ptr<CompletionQueue> create_cq(std::uint32_t depth,
-                                               TimestampFormat timestamps) override {
-        const std::string what = fmt::format("ibv_create_cq_ex ({} entries on {}, timestamps {})",
-                                             depth, caps_.name, to_string(timestamps));
+    std::unique_ptr<CompletionQueue> create_cq(std::uint32_t depth, TimestampFormat timestamps,
+                                               bool flow_tags) override {
+        const std::string what =
+            fmt::format("ibv_create_cq_ex ({} entries on {}, timestamps {}{})", depth, caps_.name,
+                        to_string(timestamps), flow_tags ? ", flow tags" : "");
         if (depth == 0 || depth > caps_.max_cqe) {
             throw verbs_error(
                 EINVAL, what,
@@ -161,12 +162,12 @@ class IbvDevice final : public Device {
         // Single-threaded first; a provider that does not know the flag
         // refuses it (EINVAL, or EOPNOTSUPP), and the CQ is made without it.
         for (const bool single_threaded : {true, false}) {
-            ibv_cq_init_attr_ex attr = cq_init_attr(depth, timestamps, single_threaded);
+            ibv_cq_init_attr_ex attr = cq_init_attr(depth, timestamps, single_threaded, flow_tags);
             errno = 0;
             if (ibv_cq_ex* cq_ex = ibv_create_cq_ex(context_->get(), &attr)) {
                 handle->cq.reset(ibv_cq_ex_to_cq(cq_ex));
                 handle->cq_ex = cq_ex;
-                return make_completion_queue(std::move(handle), timestamps);
+                return make_completion_queue(std::move(handle), timestamps, flow_tags);
             }
             err = null_errno();
             if (!(err == EINVAL || unsupported(err))) {
@@ -187,7 +188,8 @@ class IbvDevice final : public Device {
                               fmt::format("ibv_create_cq ({} entries on {})", depth, caps_.name),
                               error_hint(Call::create_cq, err, {}));
         }
-        return make_completion_queue(std::move(handle), TimestampFormat::none);
+        // Its completions' qp_num field is the flow tag (poll_plain).
+        return make_completion_queue(std::move(handle), TimestampFormat::none, flow_tags);
     }
 
     std::unique_ptr<QueuePair> create_qp(CompletionQueue& cq, std::uint32_t depth,

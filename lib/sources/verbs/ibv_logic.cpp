@@ -38,6 +38,9 @@ static_assert(offsetof(FlowRule, ipv4) == offsetof(FlowRule, eth) + sizeof(ibv_f
 static_assert(offsetof(FlowRule, udp) == offsetof(FlowRule, ipv4) + sizeof(ibv_flow_spec_ipv4));
 static_assert(offsetof(FlowRule, count) == offsetof(FlowRule, udp) + sizeof(ibv_flow_spec_tcp_udp));
 static_assert(offsetof(FlowRule, count) % alignof(ibv_flow_spec_counter_action) == 0);
+static_assert(offsetof(FlowRule, lone_tag) == offsetof(FlowRule, count));
+static_assert(offsetof(FlowRule, tag) ==
+              offsetof(FlowRule, count) + sizeof(ibv_flow_spec_counter_action));
 static_assert(offsetof(FlowRule, eth) % alignof(ibv_flow_spec_eth) == 0);
 static_assert(offsetof(FlowRule, ipv4) % alignof(ibv_flow_spec_ipv4) == 0);
 static_assert(offsetof(FlowRule, udp) % alignof(ibv_flow_spec_tcp_udp) == 0);
@@ -154,11 +157,13 @@ FlowRule build_flow_rule(const FlowMatch& match, std::uint8_t port, ibv_counters
 
     rule.attr.comp_mask = 0;
     rule.attr.type = IBV_FLOW_ATTR_NORMAL;
+    const bool tagged = match.tag != 0;
     rule.attr.size = static_cast<std::uint16_t>(
         sizeof(ibv_flow_attr) + sizeof(ibv_flow_spec_eth) + sizeof(ibv_flow_spec_ipv4) +
-        sizeof(ibv_flow_spec_tcp_udp) + (counted ? sizeof(ibv_flow_spec_counter_action) : 0));
+        sizeof(ibv_flow_spec_tcp_udp) + (counted ? sizeof(ibv_flow_spec_counter_action) : 0) +
+        (tagged ? sizeof(ibv_flow_spec_action_tag) : 0));
     rule.attr.priority = 0;
-    rule.attr.num_of_specs = static_cast<std::uint8_t>(counted ? 4 : 3);
+    rule.attr.num_of_specs = static_cast<std::uint8_t>(3 + (counted ? 1 : 0) + (tagged ? 1 : 0));
     rule.attr.port = port;
     rule.attr.flags = 0;
 
@@ -194,7 +199,23 @@ FlowRule build_flow_rule(const FlowMatch& match, std::uint8_t port, ibv_counters
         rule.count.size = static_cast<std::uint16_t>(sizeof(ibv_flow_spec_counter_action));
         rule.count.counters = counters;
     }
+    if (tagged) {
+        ibv_flow_spec_action_tag& tag = counted ? rule.tag : rule.lone_tag;
+        tag.type = IBV_FLOW_SPEC_ACTION_TAG;
+        tag.size = static_cast<std::uint16_t>(sizeof(ibv_flow_spec_action_tag));
+        tag.tag_id = match.tag;
+    }
     return rule;
+}
+
+const ibv_flow_spec_action_tag* FlowRule::tag_spec() const {
+    if (tag.type == IBV_FLOW_SPEC_ACTION_TAG) {
+        return &tag;
+    }
+    if (lone_tag.type == IBV_FLOW_SPEC_ACTION_TAG) {
+        return &lone_tag;
+    }
+    return nullptr;
 }
 
 std::size_t build_recv_chain(std::span<const RecvRequest> requests, std::span<ibv_recv_wr> wrs,
@@ -223,7 +244,7 @@ std::size_t build_recv_chain(std::span<const RecvRequest> requests, std::span<ib
 }
 
 ibv_cq_init_attr_ex cq_init_attr(std::uint32_t depth, TimestampFormat timestamps,
-                                 bool single_threaded) {
+                                 bool single_threaded, bool flow_tags) {
     ibv_cq_init_attr_ex attr{};
     attr.cqe = depth;
     attr.cq_context = nullptr;
@@ -239,6 +260,9 @@ ibv_cq_init_attr_ex cq_init_attr(std::uint32_t depth, TimestampFormat timestamps
             break;
         case TimestampFormat::none:
             break;
+    }
+    if (flow_tags) {
+        attr.wc_flags |= IBV_WC_EX_WITH_FLOW_TAG;
     }
     attr.comp_mask = 0;
     if (single_threaded) {

@@ -59,7 +59,17 @@ struct alignas(8) FlowRule {
     ibv_flow_spec_eth eth;
     ibv_flow_spec_ipv4 ipv4;
     ibv_flow_spec_tcp_udp udp;
-    ibv_flow_spec_counter_action count;  // used only when num_of_specs == 4
+    // The actions follow the matches, each right after the one before: the
+    // count action when there are counters, then the tag action when the
+    // match asks for a tag (FlowMatch::tag). A tag without a count action
+    // takes the count's place (lone_tag).
+    union {
+        ibv_flow_spec_counter_action count;
+        ibv_flow_spec_action_tag lone_tag;
+    };
+    ibv_flow_spec_action_tag tag;  // after the count action
+    // The tag action, where it is (null: none).
+    const ibv_flow_spec_action_tag* tag_spec() const;
 };
 
 // The rule for `match` on `port`: type NORMAL, priority 0, no flags; Ethernet
@@ -68,7 +78,8 @@ struct alignas(8) FlowRule {
 // protocol match for a UDP spec); IPv4 destination /32, and source /32
 // when match.src_ip != 0; UDP destination port with a full mask; and, when
 // `counters` is not null, a count action naming it. Addresses and ports are
-// stored in network byte order, as ibv_create_flow(3) requires.
+// stored in network byte order, as ibv_create_flow(3) requires. A match with
+// a tag gets a tag action last (IBV_FLOW_SPEC_ACTION_TAG, tag_id = the tag).
 FlowRule build_flow_rule(const FlowMatch& match, std::uint8_t port, ibv_counters* counters);
 
 // --- Receive work requests ------------------------------------------------------
@@ -105,8 +116,10 @@ inline constexpr int kMrAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORD
 // device has it, rdma-core providers/mlx5/verbs.c create_cq). With
 // `single_threaded`, IBV_CREATE_CQ_ATTR_SINGLE_THREADED: one thread polls
 // each CQ, so the provider may skip its CQ lock (mlx5: MLX5_CQ_FLAGS_SINGLE_THREADED).
+// With `flow_tags`, IBV_WC_EX_WITH_FLOW_TAG (mlx5 has it:
+// providers/mlx5/verbs.c CREATE_CQ_SUPPORTED_WC_FLAGS).
 ibv_cq_init_attr_ex cq_init_attr(std::uint32_t depth, TimestampFormat timestamps,
-                                 bool single_threaded);
+                                 bool single_threaded, bool flow_tags = false);
 
 // ibv_create_qp attributes of a receive-only raw-packet QP on `cq`: no send
 // queue (max_send_wr = 0; the kernel creates the TIS and SQ of a raw-packet

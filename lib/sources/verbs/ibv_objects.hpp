@@ -81,9 +81,10 @@ struct QpHandle {
 // /proc/self/exe cannot be read.
 std::string exe_path();
 
-// A CompletionQueue over `handle`, whose completions carry `timestamps`.
+// A CompletionQueue over `handle`, whose completions carry `timestamps` and,
+// with `flow_tags`, their flow tags.
 std::unique_ptr<CompletionQueue> make_completion_queue(std::shared_ptr<CqHandle> handle,
-                                                       TimestampFormat timestamps);
+                                                       TimestampFormat timestamps, bool flow_tags);
 // The handle of a CQ made by make_completion_queue; null for any other
 // CompletionQueue (one of another provider).
 std::shared_ptr<CqHandle> cq_handle(CompletionQueue& cq);

@@ -90,8 +90,8 @@ class IbvFlow final : public Flow {
 // busy-polls. poll() allocates nothing.
 class IbvCompletionQueue final : public CompletionQueue {
   public:
-    IbvCompletionQueue(std::shared_ptr<CqHandle> handle, TimestampFormat timestamps)
-        : handle_(std::move(handle)), timestamps_(timestamps) {}
+    IbvCompletionQueue(std::shared_ptr<CqHandle> handle, TimestampFormat timestamps, bool flow_tags)
+        : handle_(std::move(handle)), timestamps_(timestamps), flow_tags_(flow_tags) {}
 
     TimestampFormat timestamps() const override { return timestamps_; }
     std::uint64_t lost_completions() const override { return lost_; }
@@ -178,6 +178,9 @@ class IbvCompletionQueue final : public CompletionQueue {
         // and on a raw-packet QP it is the flow tag (lib/sources/verbs/seam.hpp).
         if (cq->status == IBV_WC_SUCCESS) {
             c.byte_len = ibv_wc_read_byte_len(cq);
+            if (flow_tags_) {
+                c.flow_tag = ibv_wc_read_flow_tag(cq);
+            }
             switch (timestamps_) {
                 case TimestampFormat::device_ticks:
                     c.hw_timestamp = ibv_wc_read_completion_ts(cq);
@@ -219,6 +222,12 @@ class IbvCompletionQueue final : public CompletionQueue {
                 c.qp_num = w.qp_num;
                 if (w.status == IBV_WC_SUCCESS) {
                     c.byte_len = w.byte_len;
+                    // The same CQE bits as ibv_wc_read_flow_tag on mlx5
+                    // (providers/mlx5/cq.c: qp_num and the flow tag are both
+                    // sop_drop_qpn's low 24 bits).
+                    if (flow_tags_) {
+                        c.flow_tag = w.qp_num & 0xffffffU;
+                    }
                 } else {
                     c.vendor_err = w.vendor_err;
                 }
@@ -233,6 +242,7 @@ class IbvCompletionQueue final : public CompletionQueue {
 
     std::shared_ptr<CqHandle> handle_;
     TimestampFormat timestamps_ = TimestampFormat::none;
+    bool flow_tags_ = false;  // made with IBV_WC_EX_WITH_FLOW_TAG
     int pending_error_ = 0;
     bool plain_ = false;      // polled with ibv_poll_cq after PollStart::no_clock
     std::uint64_t lost_ = 0;  // completions a failed ibv_start_poll consumed
@@ -378,8 +388,8 @@ class IbvQueuePair final : public QueuePair {
 }  // namespace
 
 std::unique_ptr<CompletionQueue> make_completion_queue(std::shared_ptr<CqHandle> handle,
-                                                       TimestampFormat timestamps) {
-    return std::make_unique<IbvCompletionQueue>(std::move(handle), timestamps);
+                                                       TimestampFormat timestamps, bool flow_tags) {
+    return std::make_unique<IbvCompletionQueue>(std::move(handle), timestamps, flow_tags);
 }
 
 std::shared_ptr<CqHandle> cq_handle(CompletionQueue& cq) {

@@ -79,6 +79,12 @@ struct Completion {
     // include/linux/mlx5/fs.h MLX5_FS_DEFAULT_FLOW_TAG). The extended CQ of
     // lib/sources/verbs/ibv.cpp does not even ask for it (0 there).
     std::uint32_t qp_num = 0;
+    // The flow tag of the rule that steered a successful receive (24 bits;
+    // 0: the rule had none), when the CQ was made with flow_tags: the
+    // hardware's word for which group a frame of a shared QP came by
+    // (rdma-core providers/mlx5/cq.c mlx5_cq_read_flow_tag: sop_drop_qpn &
+    // MLX5_FLOW_TAG_MASK). Like everything from the wire, range-checked.
+    std::uint32_t flow_tag = 0;
     std::uint64_t hw_timestamp = 0;  // in the CQ's TimestampFormat, when has_timestamp
     bool has_timestamp = false;
 };
@@ -97,6 +103,13 @@ struct FlowMatch {
     // rule matches tagged and untagged frames alike (no VLAN criterion).
     bool match_vlan = false;
     std::uint16_t vlan_id = 0;
+    // Not a match: the rule's flow tag action (ibv_flow_spec_action_tag),
+    // which every completion of a frame it steers carries (Completion::
+    // flow_tag). 0: no tag action. The kernel takes tags below 2^24 (mlx5
+    // fs.c parse_flow_attr: EINVAL otherwise), and refuses a tag on a rule
+    // whose match an existing entry has with another tag (fs_core.c
+    // check_conflicting_ftes: EEXIST).
+    std::uint32_t tag = 0;
 };
 
 enum class QpState : std::uint8_t { reset, init, rtr, error };
@@ -231,13 +244,15 @@ class Device {
     virtual std::unique_ptr<MemoryRegion> register_dmabuf(int fd, std::uint64_t offset,
                                                           std::size_t length,
                                                           std::uint64_t iova) = 0;
-    // A CQ whose completions carry timestamps in `timestamps`. Throws
+    // A CQ whose completions carry timestamps in `timestamps`, and, with
+    // `flow_tags`, each receive's flow tag (IBV_WC_EX_WITH_FLOW_TAG). Throws
     // std::system_error with EOPNOTSUPP/ENOTSUP when the device cannot give
     // that format here; note that mlx5 may accept the CQ and refuse the QP
     // instead (create_qp), since the format is checked against the device's
     // clock mode when the queue is made.
     virtual std::unique_ptr<CompletionQueue> create_cq(std::uint32_t depth,
-                                                       TimestampFormat timestamps) = 0;
+                                                       TimestampFormat timestamps,
+                                                       bool flow_tags) = 0;
     // A receive-only raw-packet QP (no send queue) on `cq`. Throws
     // std::system_error; EOPNOTSUPP when the device's timestamp format does
     // not match the one `cq` asked for (kernel drivers/infiniband/hw/mlx5/qp.c:
