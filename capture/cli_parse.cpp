@@ -34,6 +34,7 @@ std::string_view valid_range(std::string_view name) {
         {"num-blocks", "16 to 4294967295"},
         {"poll-batch", "1 to 4294967295"},
         {"repost-batch", "1 to 4294967295"},
+        {"queues", "1 to 65535"},
         {"vlan-tags", "0, 1 or 2"},
         {"max-frame", "128 to 65535 (bytes)"},
         {"num-devices", "the number of -i given"},

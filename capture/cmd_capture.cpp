@@ -120,9 +120,10 @@ int cmd_capture(int argc, char** argv) {
     options.add_options()
         ("i,interface", "netdev name or IPv4 address of an mlx5 port (repeatable: one poll thread per device; one only with --source pcap)", cxxopts::value<std::vector<std::string>>(), "IF")
         ("source", "verbs (mlx5 raw-packet QPs) or pcap (any NIC, through libpcap)", cxxopts::value<std::string>()->default_value("verbs"), "SOURCE")
-        ("hw-demux", "one QP and flow rule per (group, antenna): the NIC demultiplexes by source IP")
+        ("hw-demux", "one flow rule per (group, antenna): the NIC demultiplexes by source IP")
         ("duration", "stop after SECONDS", cxxopts::value<double>(), "SECONDS")
         ("ring-depth", "receive work requests per QP", cxxopts::value<std::uint32_t>()->default_value("4096"), "N")
+        ("queues", "receive QPs per device, the groups dealt to them in blocks (default 1: every group's rules share one ring; as many as the groups: a QP per group)", cxxopts::value<std::uint32_t>(), "N")
         ("poll-batch", "completions per poll", cxxopts::value<std::uint32_t>()->default_value("64"), "N")
         ("repost-batch", "receive WRs re-posted together", cxxopts::value<std::uint32_t>()->default_value("32"), "N")
         ("no-split", "one SGE per frame in host memory instead of the header/payload split")
@@ -248,7 +249,7 @@ int cmd_capture(int argc, char** argv) {
         // Options that only mean something to the verbs engine.
         for (const char* name :
              {"hw-demux", "no-split", "vlan-tags", "ring-depth", "num-blocks", "cpu",
-              "no-flow-counters", "poll-batch", "repost-batch", "max-frame"}) {
+              "no-flow-counters", "poll-batch", "repost-batch", "max-frame", "queues"}) {
             if (args.count(name)) {
                 throw UsageError(fmt::format("--{} applies to --source verbs only", name));
             }
@@ -289,6 +290,10 @@ int cmd_capture(int argc, char** argv) {
                                                      : args["ring-depth"].as<std::uint32_t>();
         engine.poll_batch = args["poll-batch"].as<std::uint32_t>();
         engine.repost_batch = args["repost-batch"].as<std::uint32_t>();
+        engine.queues = option_or(args, "queues", std::uint32_t{0});
+        if (args.count("queues") && (engine.queues == 0 || engine.queues > 65535)) {
+            throw UsageError("--queues must be 1 to 65535 (receive QPs per device)");
+        }
         if (engine.vlan_tags > 2) {
             throw UsageError("--vlan-tags must be 0, 1 or 2");
         }

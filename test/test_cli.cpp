@@ -85,6 +85,11 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
         {"capture -i lo -F codif --ordered --gpu-standin 239.17.0.1:36001",
          "--ordered holds each stream's frames in host memory, but --gpu-standin puts the payload "
          "in GPU memory: leave out --ordered, or --gpu-standin"},
+        {"capture -i lo --queues 0 239.17.0.1:36001", "--queues must be 1 to 65535"},
+        {"capture -i lo --queues x 239.17.0.1:36001", "expected 1 to 65535"},
+        {"capture -i lo --queues 65536 239.17.0.1:36001", "--queues must be 1 to 65535"},
+        {"capture --source pcap -i lo --queues 2 239.17.0.1:36001",
+         "--queues applies to --source verbs only"},
         {"read -r x.pcap 239.1.1.1", "expected GROUP:PORT"},
         {"read -r x.pcap 10.0.0.1:5000", "is not a multicast address"},
         {"read -r x.pcap 239.1.1.1:0", "port must be 1-65535"},

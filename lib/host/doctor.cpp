@@ -421,8 +421,8 @@ Check check_memlock(const Options& o, const HostCalls& calls, std::size_t target
     const std::uint64_t per_qp = queue_pair_bytes(o.ring_depth, o.max_frame);
     const std::uint64_t need = per_qp * n;
     const std::string how = fmt::format(
-        "{} for {} -i × one GROUP:PORT: --ring-depth {} × {}-byte slots (--max-frame {}); each "
-        "more group or antenna QP adds {}",
+        "{} for {} -i × one receive queue (every group's rules share it): --ring-depth {} × "
+        "{}-byte slots (--max-frame {}); each more queue (--queues) adds {}",
         mib(need), n, o.ring_depth, per_qp / std::max<std::uint32_t>(o.ring_depth, 1), o.max_frame,
         mib(per_qp));
     const auto limit = calls.memlock_limit();
