@@ -3,7 +3,7 @@
 // bench/README.md.
 //
 // Wired as run_verbs_capture wires one device (test/test_engine.cpp does the
-// same): a SimHardware, a VerbsEngine with two GROUP:PORTs (two QPs, one CQ,
+// same): a SimHardware, a VerbsEngine with two GROUP:PORTs (one QP, one CQ,
 // default ring depth and batches), a Demux with a Ledger and no writer, and a
 // membership that joins nothing. The frames are generated once (6 antennas x
 // 2 CODIF threads x 2 groups = 24 streams of 8298-byte frames) and played
@@ -65,21 +65,16 @@ using bench::SimWire;
 using bench::traffic;
 using Clock = std::chrono::steady_clock;
 
-// One run of the engine over `set` (see the top of the file); `ring_depth`
-// 0: the default.
+// One run of the engine with options `o` over `set` (see the top of the file).
 void run_engine(benchmark::State& state, FrameSet& set, const GeneratorConfig& traffic_config,
-                bool split, std::uint32_t ring_depth = 0, bool dma_leaves_cache = false) {
+                const EngineOptions& o, bool dma_leaves_cache = false) {
     sim::SimConfig config;
     config.skip_payload_dma = true;  // only SGE1 is skipped: without the split all is copied
     config.dma_leaves_cache = dma_leaves_cache;
     SimWire wire(config, traffic_config);
     auto& [provider, nic, device, ledger, demux] = wire;
     const auto memory = make_host_payload_memory();
-    EngineOptions o = SimWire::engine_options(traffic_config);
-    o.split = split;
-    if (ring_depth != 0) {
-        o.ring_depth = ring_depth;
-    }
+    const bool split = o.split;
     VerbsEngine engine(*device, o, demux, ledger, *memory,
                        [](const Endpoint&) { return std::make_unique<NoMembership>(); });
     engine.start();
@@ -104,7 +99,8 @@ void run_engine(benchmark::State& state, FrameSet& set, const GeneratorConfig& t
     const Totals t = ledger.totals();
     const sim::SimCounters c = nic->counters();
     if (stuck || t.packets != fed || t.codif != fed || !ledger.zero_loss() ||
-        c.out_of_buffer != 0 || c.unmatched != 0 || engine.stats().frames != fed) {
+        c.out_of_buffer != 0 || c.unmatched != 0 || engine.stats().frames != fed ||
+        engine.stats().unattributed != 0) {
         state.SkipWithError(("wrong ledger: " + std::to_string(t.packets) + " packets, " +
                              std::to_string(t.codif) + " CODIF, " + std::to_string(t.missing) +
                              " missing, NIC out_of_buffer " + std::to_string(c.out_of_buffer) +
@@ -126,23 +122,28 @@ void run_engine(benchmark::State& state, FrameSet& set, const GeneratorConfig& t
     state.counters["with_nic_Mpps"] = frames / (nic_s + engine_s) / 1e6;
     state.counters["polls_per_frame"] =
         static_cast<double>(engine.stats().polls) / static_cast<double>(fed);
+    state.counters["qps"] = static_cast<double>(engine.queue_pairs());
 }
 
 void BM_Engine(benchmark::State& state) {
-    run_engine(state, frame_set(), traffic(), state.range(0) != 0);
+    EngineOptions o = SimWire::engine_options();
+    o.split = state.range(0) != 0;
+    run_engine(state, frame_set(), traffic(), o);
 }
 
-// Scaling (issue 18): 1, 8 or 64 QPs (one per group, each with its flow
-// rule) on the one CQ, 64 streams in each case (1 group x 32 antennas x 2
-// threads, 8 x 4 x 2, 64 x 1 x 1), 96 frames per stream per pass, round-
-// robin over the streams; split; rings of 1,024 WRs in every case (64 QPs
-// x 4,096 default slots would be 2 GiB of payload slots).
-GeneratorConfig qp_traffic(std::size_t qps) {
+BENCHMARK(BM_Engine)->ArgName("split")->Arg(1)->Arg(0)->UseManualTime()->Unit(
+    benchmark::kMicrosecond);
+
+// Many groups (issues 18, 30, 44): 1 or 64 groups, 64 streams in each case
+// (1 group x 32 antennas x 2 threads, 8 x 4 x 2, 64 x 1 x 1), 96 frames per
+// stream per pass, round-robin over the streams; split; rings of 1,024 WRs
+// (64 QPs x 4,096 default slots would be 2 GiB of payload slots).
+GeneratorConfig group_traffic(std::size_t groups) {
     std::uint32_t antennas = 32;
     std::uint16_t threads = 2;
-    if (qps == 8) {
+    if (groups == 8) {
         antennas = 4;
-    } else if (qps == 64) {
+    } else if (groups == 64) {
         antennas = 1;
         threads = 1;
     }
@@ -152,7 +153,7 @@ GeneratorConfig qp_traffic(std::size_t qps) {
         c.antennas.push_back(0x0a000000u + 11 + a);
     }
     c.groups.clear();
-    for (std::size_t g = 0; g < qps; ++g) {
+    for (std::size_t g = 0; g < groups; ++g) {
         c.groups.push_back(Endpoint{0xef110001u + static_cast<std::uint32_t>(g), 36001});
     }
     c.threads = threads;
@@ -161,32 +162,79 @@ GeneratorConfig qp_traffic(std::size_t qps) {
     return c;
 }
 
-void BM_EngineQps(benchmark::State& state) {
-    const auto qps = static_cast<std::size_t>(state.range(0));
-    static std::map<std::size_t, std::unique_ptr<FrameSet>> sets;  // built once per QP count
-    const GeneratorConfig t = qp_traffic(qps);
-    auto& built = sets[qps];
+// Args: groups, queues (--queues; 0: the default, one QP for every group's
+// rules; 64 with 64 groups: a QP per group, the layout before issue 44),
+// dma (the NIC's writes flushed from the poll core's caches, below).
+void BM_EngineGroups(benchmark::State& state) {
+    const auto groups = static_cast<std::size_t>(state.range(0));
+    static std::map<std::size_t, std::unique_ptr<FrameSet>> sets;  // built once per group count
+    const GeneratorConfig t = group_traffic(groups);
+    auto& built = sets[groups];
     if (!built) {
         built = std::make_unique<FrameSet>(t);
     }
-    FrameSet* set = built.get();
-    run_engine(state, *set, t, true, 1024, state.range(1) != 0);
-    state.counters["qps"] = static_cast<double>(qps);
+    EngineOptions o = SimWire::engine_options(t);
+    o.queues = static_cast<std::uint32_t>(state.range(1));
+    o.ring_depth = 1024;
+    run_engine(state, *built, t, o, state.range(2) != 0);
+    state.counters["groups"] = static_cast<double>(groups);
 }
 
-BENCHMARK(BM_Engine)->ArgName("split")->Arg(1)->Arg(0)->UseManualTime()->Unit(
-    benchmark::kMicrosecond);
 // dma:1: the NIC's writes flushed from the poll core's caches
 // (SimConfig::dma_leaves_cache), as after a real NIC's DMA: one ring's
 // header slots (128 KiB) otherwise sit in the poll core's L2 when it reads
 // them, and 64 rings' (8 MiB) do not, which flatters one QP against many.
-BENCHMARK(BM_EngineQps)
-    ->ArgNames({"qps", "dma"})
-    ->Args({1, 0})
-    ->Args({8, 0})
-    ->Args({64, 0})
-    ->Args({1, 1})
-    ->Args({64, 1})
+BENCHMARK(BM_EngineGroups)
+    ->ArgNames({"groups", "queues", "dma"})
+    ->Args({1, 0, 0})
+    ->Args({64, 0, 0})
+    ->Args({64, 64, 0})
+    ->Args({1, 0, 1})
+    ->Args({64, 0, 1})
+    ->Args({64, 64, 1})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// Many streams through the engine on the default layout (issue 44): 24 or
+// 2,400 streams of 24 groups (1 antenna x 1 thread each, or 50 x 2), the same
+// 9,600 frames per pass round-robin over them, so only the per-stream state
+// grows; the default ring (4,096 WRs, one QP).
+GeneratorConfig stream_traffic(std::size_t streams) {
+    GeneratorConfig c = traffic();
+    const std::uint32_t antennas = streams >= 2400 ? 50 : 1;
+    c.threads = streams >= 2400 ? 2 : 1;
+    const std::uint32_t ngroups = 24;
+    c.antennas.clear();
+    for (std::uint32_t a = 0; a < antennas; ++a) {
+        c.antennas.push_back(0x0a000000u + 11 + a);
+    }
+    c.groups.clear();
+    for (std::uint32_t g = 0; g < ngroups; ++g) {
+        c.groups.push_back(Endpoint{0xef110001u + g, 36001});
+    }
+    c.frames = 9600 / (ngroups * antennas * c.threads);
+    c.frames_per_period = c.frames;
+    return c;
+}
+
+void BM_EngineStreams(benchmark::State& state) {
+    const auto streams = static_cast<std::size_t>(state.range(0));
+    static std::map<std::size_t, std::unique_ptr<FrameSet>> sets;
+    const GeneratorConfig t = stream_traffic(streams);
+    auto& built = sets[streams];
+    if (!built) {
+        built = std::make_unique<FrameSet>(t);
+    }
+    run_engine(state, *built, t, SimWire::engine_options(t), state.range(1) != 0);
+    state.counters["streams"] = static_cast<double>(streams);
+}
+
+BENCHMARK(BM_EngineStreams)
+    ->ArgNames({"streams", "dma"})
+    ->Args({24, 1})
+    ->Args({2400, 1})
+    ->Args({24, 0})
+    ->Args({2400, 0})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 

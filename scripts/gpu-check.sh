@@ -18,7 +18,9 @@
 #       makes DIR: the stripped programs, the shared libraries they need
 #       from this host and this script, for a GPU host that cannot build
 #       (no development packages, no network); run there as
-#       DIR/gpu-check.sh --from DIR [--gpu ID].
+#       DIR/gpu-check.sh --from DIR [--gpu ID]. The bundle carries the CPU
+#       benchmarks too, with scripts/cpu-bench.sh: DIR/cpu-bench.sh --from DIR
+#       measures the server's caches in under five minutes (issue 44).
 #
 # Exit 0 when every step passed, 1 otherwise; each step prints one
 # "gpu-check:" line with its outcome. Under 8 minutes on one GPU.
@@ -51,12 +53,13 @@ build() {
       { say "FAIL configure (see $BUILD.configure.log)"; exit 1; }
   fi
   cmake --build "$BUILD" -j"$(nproc)" --target test_gpu test_engine test_gpu_writers \
-    test_block_sink gpu_path ibvcap >"$BUILD.build.log" 2>&1 ||
+    test_block_sink gpu_path ibvcap bench_demux bench_engine bench_pipeline \
+    >"$BUILD.build.log" 2>&1 ||
     { say "FAIL build (see $BUILD.build.log)"; exit 1; }
 }
 
 PROGRAMS=(test/test_gpu test/test_engine test/test_gpu_writers test/test_block_sink
-  bench/gpu_path capture/ibvcap)
+  bench/gpu_path capture/ibvcap bench/bench_demux bench/bench_engine bench/bench_pipeline)
 
 if [ -n "$BUNDLE" ]; then
   build
@@ -71,6 +74,7 @@ if [ -n "$BUNDLE" ]; then
     grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libstdc\+\+|libgcc_s)\.so' |
     while read -r lib; do cp -L "$lib" "$BUNDLE/lib/"; done
   cp "$0" "$BUNDLE/gpu-check.sh"
+  cp "$SRC/scripts/cpu-bench.sh" "$BUNDLE/cpu-bench.sh"
   cp "$SRC/scripts/testbed.sh" "$BUNDLE/src/scripts/"
   cp "$SRC/test/e2e/lib.sh" "$SRC/test/e2e/gpu_standin.sh" "$BUNDLE/src/test/e2e/"
   say "bundle in $BUNDLE ($(du -sh "$BUNDLE" | cut -f1)); run: $BUNDLE/gpu-check.sh --from $BUNDLE"

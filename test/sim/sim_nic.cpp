@@ -209,6 +209,25 @@ struct SimHardware::State {
         cv.notify_all();
     }
 
+    // SimConfig::dma_leaves_cache: the lines [at, at + n) leave this CPU's
+    // caches, as the lines a NIC's DMA writes (or the wire it reads) are
+    // never in the poll core's.
+    void leave_cache(const void* at, std::size_t n) const {
+#if defined(__x86_64__)
+        if (!config.dma_leaves_cache || n == 0) {
+            return;
+        }
+        const auto begin = reinterpret_cast<std::uintptr_t>(at) & ~std::uintptr_t{63};
+        const auto end = reinterpret_cast<std::uintptr_t>(at) + n;
+        for (std::uintptr_t line = begin; line < end; line += 64) {
+            __builtin_ia32_clflush(reinterpret_cast<const void*>(line));
+        }
+#else
+        (void)at;
+        (void)n;
+#endif
+    }
+
     void complete(Qp& qp, Completion c) {
         if (corrupt_wr_id) {
             c.wr_id = *corrupt_wr_id;
@@ -241,6 +260,7 @@ struct SimHardware::State {
         }
         const std::size_t at = (cq->head + cq->count) % cq->ring.size();
         cq->ring[at] = c;
+        leave_cache(&cq->ring[at], sizeof c);  // a CQE the NIC wrote
         cq->from[at] = &qp;
         ++cq->count;
         cq->ready.store(cq->count, std::memory_order_release);
@@ -1167,14 +1187,7 @@ void deliver_to(State& s, const SimConfig& config, State::Rule* rule, Bytes fram
         const std::size_t n = std::min<std::size_t>(left, wr.sge[i].length);
         if (n > 0 && (i == 0 || !config.skip_payload_dma)) {
             std::memcpy(reinterpret_cast<std::uint8_t*>(wr.sge[i].addr), src, n);
-#if defined(__x86_64__)
-            if (config.dma_leaves_cache) {
-                const auto begin = wr.sge[i].addr & ~std::uint64_t{63};
-                for (std::uint64_t line = begin; line < wr.sge[i].addr + n; line += 64) {
-                    __builtin_ia32_clflush(reinterpret_cast<const void*>(line));
-                }
-            }
-#endif
+            s.leave_cache(reinterpret_cast<const void*>(wr.sge[i].addr), n);
         }
         src += n;
         left -= n;
@@ -1210,6 +1223,14 @@ void SimHardware::deliver(Bytes frame, std::uint64_t ticks) {
         return;
     }
     ++s.counters.steered;
+    // The wire's bytes this simulation read (the headers it matched, what it
+    // copied) are not the poll core's either: a real NIC reads them off the
+    // wire (SimConfig::dma_leaves_cache).
+    struct LeaveWire {
+        const State& s;
+        Bytes frame;
+        ~LeaveWire() { s.leave_cache(frame.data(), frame.size()); }
+    } leave_wire{s, frame};
     // Every rule of the same match is one FTE with all their destinations
     // (same_match): each QP gets the frame, in the order the rules were made.
     const FlowMatch first = rule->match;

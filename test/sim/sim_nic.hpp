@@ -182,11 +182,15 @@ struct SimConfig {
     // the NIC, not the CPU. Completions are unchanged (byte_len is the whole
     // frame); the payload slots keep whatever they held.
     bool skip_payload_dma = false;
-    // Benchmarks only: every line the NIC writes is flushed from this CPU's
-    // caches (clflush) after the write, so the engine finds it in memory, as
-    // after a real NIC's DMA without DDIO. The simulated NIC runs on the poll
-    // core, so without this its writes sit in that core's L1/L2, which a real
-    // NIC's never do (bench_engine, BM_EngineQps/dma:cold).
+    // Benchmarks only: every line the NIC writes (the SGEs it fills, the
+    // CQE) is flushed from this CPU's caches (clflush) after the write, so
+    // the engine finds it in memory, as after a real NIC's DMA without DDIO;
+    // and so are the lines of the wire frame the simulation read to match
+    // and copy it, which a real NIC takes off the wire. The simulated NIC
+    // runs on the poll core, so without this its work sits in (and evicts
+    // from) that core's L1/L2, which a real NIC's never does (bench_engine,
+    // BM_EngineGroups/.../dma:1, BM_EngineStreams). What it still leaves
+    // there is its own bookkeeping (rules, rings: a few KiB).
     bool dma_leaves_cache = false;
 };
 
