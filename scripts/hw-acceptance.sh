@@ -35,7 +35,7 @@ EXIT_FAIL=1
 EXIT_USAGE=2
 EXIT_REFUSED=4
 
-ALL_MODES=(split no-split split-hw-demux no-split-hw-demux gpu)
+ALL_MODES=(split no-split split-hw-demux no-split-hw-demux groups-1 groups-64 gpu)
 
 usage() {
   cat <<'EOF'
@@ -76,8 +76,13 @@ traffic:
   --duration S          seconds of traffic per step (whole, default 10)
 
 modes:
-  --modes LIST          of split,no-split,split-hw-demux,no-split-hw-demux,gpu
-                        (default: all four verbs modes, and gpu when a GPU is found)
+  --modes LIST          of split,no-split,split-hw-demux,no-split-hw-demux,
+                        groups-1,groups-64,gpu (default: all six verbs modes, and
+                        gpu when a GPU is found). groups-1 and groups-64 capture
+                        the first group alone, and 64 groups from it (its address
+                        + 0..63, same port), on the default layout (one receive
+                        QP for every group's rules): the same packet rates spread
+                        over 64 times the groups, side by side in one run
   --skip-hw-demux       leave out the two --hw-demux modes
   --gpu ID              run the gpu mode (--gpu=ID --gpu-verify) on GPU ID
   --no-gpu              no gpu mode, even when nvidia-smi finds a GPU
@@ -232,8 +237,27 @@ mode_capture_args() {
     split-hw-demux) echo --hw-demux ;;
     no-split-hw-demux) printf '%s\n' --no-split --hw-demux ;;
     gpu) printf '%s\n' "--gpu=$2" --gpu-verify --block-threads "$3" ;;
+    groups-1 | groups-64) ;;
     *) return 1 ;;
   esac
+}
+
+# mode_groups MODE GROUP...: the groups a mode captures, one per line: the
+# run's, or for groups-N the first group and the N - 1 addresses after it
+# (same port).
+mode_groups() {
+  local mode=$1 first=$2 n i ip port a b c d
+  shift
+  case $mode in
+    groups-*) n=${mode#groups-} ;;
+    *) printf '%s\n' "$@"; return 0 ;;
+  esac
+  ip=${first%%:*} port=${first#*:}
+  IFS=. read -r a b c d <<<"$ip"
+  for ((i = 0; i < n; i++)); do
+    local v=$(((a << 24 | b << 16 | c << 8 | d) + i))
+    echo "$((v >> 24 & 255)).$((v >> 16 & 255)).$((v >> 8 & 255)).$((v & 255)):$port"
+  done
 }
 
 # ------------------------------------------------------- `ibvcap devices` text
@@ -690,6 +714,16 @@ build_summary() {
        traffic: $run.traffic,
        preflight: $preflight[0],
        modes: $modes,
+       # Issue 44: the highest lossless rate with one group and with 64 on
+       # one receive QP, from the same run (null unless both modes ran).
+       groups_scaling: (
+         ([$modes[] | select(.mode == "groups-1")] | first) as $one
+         | ([$modes[] | select(.mode == "groups-64")] | first) as $many
+         | if $one == null or $many == null then null
+           else {one_group_pps: $one.last_lossless_pps, groups_64_pps: $many.last_lossless_pps,
+                 ratio: (if ($one.last_lossless_pps // 0) > 0 and $many.last_lossless_pps != null
+                         then (($many.last_lossless_pps / $one.last_lossless_pps) * 100 | round) / 100
+                         else null end)} end),
        mlx5_findings: $findings,
        network_checks: $network,
        steps: $steps}' >"$dir/summary.json"
@@ -723,6 +757,8 @@ render_text() {
     "",
     "modes",
     (.modes[] | "  \(.mode | pad(18)) last lossless \(if .last_lossless_rate == null then "none" else "\(.last_lossless_rate) (\(.last_lossless_pps) packets/s sent)" end); \(.stopped)"),
+    (if .groups_scaling == null then empty
+     else "  64 groups vs 1 group (one receive QP): last lossless \(.groups_scaling.groups_64_pps | v) vs \(.groups_scaling.one_group_pps | v) packets/s (\(.groups_scaling.ratio | v)x)" end),
     "",
     "mlx5 (docs/operations.md section 13)",
     (if (.mlx5_findings | length) == 0 then "  nothing: no step has a report"
@@ -967,7 +1003,10 @@ run_step() {
   local index=$1 mode=$2 label=$3 pps=$4
   local name dir per_stream expected bound send_bound cap_pid send_pid cap_rc=null send_rc=null joined_ok=true
   local g
-  local -a mode_args cap_args gen_args ant_args=()
+  local -a mode_args cap_args gen_args ant_args=() MCAST
+  local STREAMS
+  mapfile -t MCAST < <(mode_groups "$mode" "${RUN_MCAST[@]}")
+  STREAMS=$((${#MCAST[@]} * ${#ANTENNAS[@]} * THREADS))
   name=$(printf '%02d-%s-%s' "$index" "$mode" "$label")
   name=${name//%/pct}
   dir=$OUT/steps/$name
@@ -1143,6 +1182,7 @@ main() {
 
   # Traffic.
   IFS=, read -ra MCAST <<<"$GROUPS_LIST"
+  RUN_MCAST=("${MCAST[@]}")
   if [ "${#ANTENNA_IPS[@]}" -gt 0 ]; then ANTENNAS=("${ANTENNA_IPS[@]}"); else mapfile -t ANTENNAS < <(antenna_list "$ANTENNAS_N"); fi
   STREAMS=$((${#MCAST[@]} * ${#ANTENNAS[@]} * THREADS))
   local speed
@@ -1189,7 +1229,7 @@ main() {
       die "$EXIT_REFUSED" "--modes gpu but no GPU to use ($gpu_note); give --gpu ID"
     fi
   else
-    modes=(split no-split split-hw-demux no-split-hw-demux)
+    modes=(split no-split split-hw-demux no-split-hw-demux groups-1 groups-64)
     [ -z "$GPU_ID" ] || modes+=(gpu)
   fi
   if [ "$SKIP_HW_DEMUX" = 1 ]; then
@@ -1272,16 +1312,20 @@ main() {
   else
     check permissions warn "not root, and getcap is not installed to tell whether $IBVCAP has cap_net_raw"
   fi
-  # Locked memory: 9088 bytes per receive slot x ring depth per QP (docs/operations.md §2).
-  local qps=${#MCAST[@]} depth=4096 need_kib limit
-  [[ " ${modes[*]} " != *hw-demux* ]] || qps=$((${#MCAST[@]} * ${#ANTENNAS[@]}))
+  # Locked memory: 9088 bytes per receive slot x ring depth per QP
+  # (docs/operations.md §2); one QP for every group's rules unless
+  # --capture-args gives --queues.
+  local qps=1 depth=4096 need_kib limit
   for ((l = 0; l < ${#CAPTURE_EXTRA[@]}; l++)); do
     case ${CAPTURE_EXTRA[l]} in
       --ring-depth | --num-blocks) depth=${CAPTURE_EXTRA[l + 1]:-4096} ;;
       --ring-depth=* | --num-blocks=*) depth=${CAPTURE_EXTRA[l]#*=} ;;
+      --queues) qps=${CAPTURE_EXTRA[l + 1]:-1} ;;
+      --queues=*) qps=${CAPTURE_EXTRA[l]#*=} ;;
     esac
   done
   is_uint "$depth" || depth=4096
+  is_uint "$qps" || qps=1
   need_kib=$(((qps * depth * 9088 + 262144 * qps) / 1024))
   limit=$(ulimit -l)
   if [ "$(id -u)" = 0 ] || [ "$limit" = unlimited ]; then

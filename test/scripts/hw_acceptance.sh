@@ -357,6 +357,23 @@ expect_has "ramp: PCIe downgrade named" "$(jv "$J" '.preflight[] | select(.check
 expect "ramp: traffic recorded" "$(jv "$J" '.traffic | [.streams, .frame_bytes, .line_rate_pps, (.rates | join(","))] | map(tostring) | join(" ")')" \
   "4 8298 1502042 10k,20k,40k,80k"
 
+echo "== one group against 64 in the same run (issue 44)"
+A64=$WORK/h-groups
+make_host "$A64"
+hwa groups "$A64" STUB_LOSS_FROM=40000 -- "${LINK[@]}" "${FAST[@]}" --rates 10k,20k,40k \
+  --modes groups-1,groups-64 --out run
+J64=$A64/cwd/run/summary.json
+expect "groups: exit 0" "$(rc_of groups)" 0
+expect "groups: one group captured alone" "$(count '^capture.* 239\.17\.0\.1:36001$' "$A64/stub.log")" 3
+expect "groups: 64 groups from the first, same port" \
+  "$(count '^capture.* 239\.17\.0\.1:36001 239\.17\.0\.2:36001 .* 239\.17\.0\.64:36001$' "$A64/stub.log")" 3
+expect "groups: the sender sends to the same 64" "$(count '^gen.* 239\.17\.0\.64:36001$' "$A64/stub.log")" 3
+expect "groups: 64 x 2 antennas x 2 threads streams" "$(jv "$J64" '[.steps[] | select(.mode == "groups-64") | .expected_packets] | join(" ")')" \
+  "10240 20224 40192"
+expect "groups: side by side" "$(jv "$J64" '.groups_scaling | "\(.one_group_pps) \(.groups_64_pps) \(.ratio)"')" "20000 20000 1"
+expect_has "groups: the text says so" "$(cat "$A64/cwd/run/summary.txt")" \
+  "64 groups vs 1 group (one receive QP): last lossless 20000 vs 20000 packets/s (1x)"
+
 echo "== --summarize rebuilds the same summary from the files"
 cp -r "$S" "$WORK/resum"
 rm -f "$WORK/resum/summary.json" "$WORK/resum/summary.txt" "$WORK/resum/steps"/*/result.json
@@ -626,17 +643,17 @@ add_gpu "$G"
 hwa gpu "$G" STUB_GPU_LINE="CUDA runtime 12.4, driver 12.4" -- "${LINK[@]}" "${FAST[@]}" --rates 10k --skip-hw-demux --out run
 J=$G/cwd/run/summary.json
 expect "gpu found: exit 0" "$(rc_of gpu)" 0
-expect "gpu found: modes" "$(jv "$J" '[.modes[].mode] | join(" ")')" "split no-split gpu"
+expect "gpu found: modes" "$(jv "$J" '[.modes[].mode] | join(" ")')" "split no-split groups-1 groups-64 gpu"
 expect "gpu found: capture options" "$(count '^capture.* --gpu=0 --gpu-verify --block-threads 2 239.17.0.1:36001$' "$G/stub.log")" 1
 expect "gpu found: versions" "$(jv "$G/cwd/run/versions.json" '"\(.gpu_name)|\(.gpu_driver)"')" "NVIDIA H100 80GB HBM3|550.54.15"
 expect "gpu found: the payload memory note" \
   "$(jv "$J" '[.mlx5_findings[] | select(.step == "gpu at 10k") | .finding] | last')" "GPU 0 payload memory: GPUDirect RDMA through dma-buf (stub)"
 hwa nocuda "$G" -- "${LINK[@]}" "${FAST[@]}" --rates 10k --skip-hw-demux --out run2
-expect "GPU but no CUDA build: modes" "$(jv "$G/cwd/run2/summary.json" '[.modes[].mode] | join(" ")')" "split no-split"
+expect "GPU but no CUDA build: modes" "$(jv "$G/cwd/run2/summary.json" '[.modes[].mode] | join(" ")')" "split no-split groups-1 groups-64"
 expect_has "GPU but no CUDA build: said so" "$(jv "$G/cwd/run2/summary.json" '.preflight[] | select(.check == "gpu") | .detail')" \
   "no gpu mode: a GPU is present but ibvcap was built without CUDA"
 hwa nogpu "$G" STUB_GPU_LINE="CUDA runtime 12.4, driver 12.4" -- "${LINK[@]}" "${FAST[@]}" --rates 10k --skip-hw-demux --no-gpu --out run3
-expect "--no-gpu: modes" "$(jv "$G/cwd/run3/summary.json" '[.modes[].mode] | join(" ")')" "split no-split"
+expect "--no-gpu: modes" "$(jv "$G/cwd/run3/summary.json" '[.modes[].mode] | join(" ")')" "split no-split groups-1 groups-64"
 
 echo "== versions fall back to unknown when the tools and files are missing"
 U=$WORK/h-unknown
