@@ -4,6 +4,8 @@
 // test_block_sink.cpp).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -179,6 +181,18 @@ struct Rig {
     }
     std::unique_ptr<NicCounters> start_counters_;
 };
+
+// The value of the engine's flow counter `name` (VerbsEngine::flow_counters);
+// a test failure, and 0, when there is none.
+inline std::uint64_t flow_counter(VerbsEngine& engine, const std::string& name) {
+    for (const auto& c : engine.flow_counters()) {
+        if (c.name == name) {
+            return c.value;
+        }
+    }
+    ADD_FAILURE() << "no counter " << name;
+    return 0;
+}
 
 inline EngineOptions options_for(std::vector<Endpoint> groups, std::uint32_t depth = 64) {
     EngineOptions o;

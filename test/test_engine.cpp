@@ -1239,16 +1239,6 @@ TEST(Engine, ASourceSpecificGroupSteersOnlyItsSources) {
     }
 }
 
-std::uint64_t counter_named(VerbsEngine& engine, const std::string& name) {
-    for (const auto& c : engine.flow_counters()) {
-        if (c.name == name) {
-            return c.value;
-        }
-    }
-    ADD_FAILURE() << "no counter " << name;
-    return 0;
-}
-
 // verbs-mlx5-2.md N5: frames the rule counted just after a poll found the CQ
 // empty (steered, not yet completed) are delivered by the stop's drain and
 // not reported as undelivered.
@@ -1268,9 +1258,9 @@ TEST(Engine, TheStopDrainTakesFramesSteeredJustAfterAnEmptyPoll) {
     rig.engine->stop();
     rig.nic->on_poll(nullptr);
     EXPECT_EQ(rig.engine->stats().frames, frames.size());
-    EXPECT_EQ(counter_named(*rig.engine, "sim_mlx5_0/flow/239.17.0.1:36001/matched"),
+    EXPECT_EQ(test::flow_counter(*rig.engine, "sim_mlx5_0/flow/239.17.0.1:36001/matched"),
               frames.size());
-    EXPECT_EQ(counter_named(*rig.engine, "sim_mlx5_0/flow/239.17.0.1:36001/undelivered"), 0u);
+    EXPECT_EQ(test::flow_counter(*rig.engine, "sim_mlx5_0/flow/239.17.0.1:36001/undelivered"), 0u);
     EXPECT_FALSE(has_note(rig.ledger, "ended at its bound"));
 }
 
@@ -1915,8 +1905,8 @@ TEST(Resources, TheCaptureReportCarriesTheAccount) {
     EXPECT_EQ(res["devices"].size(), 2u);
     const auto& dev0 = res["devices"][0];
     EXPECT_EQ(dev0["device"], "sim_mlx5_0");
-    EXPECT_EQ(dev0["cqs"][0]["depth_requested"], 128);
-    EXPECT_EQ(dev0["cqs"][0]["depth"], 255);
+    EXPECT_EQ(dev0["cqs"][0]["depth_requested"], 64);  // one ring: both groups on one QP
+    EXPECT_EQ(dev0["cqs"][0]["depth"], 127);
     EXPECT_EQ(dev0["qps"][0]["recv_depth"], 64);
     EXPECT_EQ(dev0["flows"][0]["counter"], false);
     EXPECT_EQ(dev0["flows"][0]["group"], format_ipv4(kG1.ip));

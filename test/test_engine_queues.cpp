@@ -31,13 +31,7 @@ using test::traffic;
 const Endpoint kG3{test::kGroup1 + 2, 36003};
 
 std::uint64_t counter(VerbsEngine& engine, const std::string& name) {
-    for (const auto& c : engine.flow_counters()) {
-        if (c.name == name) {
-            return c.value;
-        }
-    }
-    ADD_FAILURE() << "no counter " << name;
-    return 0;
+    return test::flow_counter(engine, name);
 }
 
 bool has_counter(VerbsEngine& engine, const std::string& name) {

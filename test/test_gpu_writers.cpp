@@ -70,6 +70,9 @@ Calls capture(const Layout& layout) {
     request.engine.hw_demux = layout.hw_demux;
     if (layout.hw_demux) {
         request.engine.antennas = antennas;
+        // One antenna per QP (--queues 4), the layout the review measured;
+        // the shared QP's is the layouts without --hw-demux.
+        request.engine.queues = static_cast<std::uint32_t>(antennas.size());
     }
     request.demux.groups = {kGroup};
     request.nic_counters = false;
