@@ -1796,6 +1796,7 @@ TEST(Resources, TheEngineRecordsWhatItCreated) {
         EXPECT_EQ(r.flows[i].source, i % 2 == 0 ? "10.0.0.11" : "10.0.0.12");
         EXPECT_EQ(r.flows[i].qp_num, qp_nums[i]);
         EXPECT_TRUE(r.flows[i].counter);
+        EXPECT_EQ(r.flows[i].tag, 0u);  // a QP each: nothing to tell apart
     }
     const std::vector<std::pair<std::string, std::uint64_t>> limits = {
         {"max_qp", 131072},
@@ -1912,6 +1913,7 @@ TEST(Resources, TheCaptureReportCarriesTheAccount) {
     EXPECT_EQ(dev0["flows"][0]["group"], format_ipv4(kG1.ip));
     EXPECT_EQ(dev0["flows"][0]["port"], kG1.port);
     EXPECT_TRUE(dev0["flows"][0]["source"].is_null());
+    EXPECT_EQ(dev0["flows"][1]["tag"], 2);  // two groups share the QP: entry index + 1
     EXPECT_EQ(dev0["mrs"][0]["use"], "headers");
     EXPECT_EQ(dev0["limits"]["max_qp_wr"], 32768);
     EXPECT_EQ(dev0["limits"].size(), 8u);

@@ -65,8 +65,9 @@ TEST(SharedQueue, EveryGroupsRulesSteerToOneQpWithTagsOfTheirOwn) {
     ASSERT_EQ(r.qps.size(), 1u);
     EXPECT_EQ(r.qps[0].stream, "queue 0 (3 groups)");
     ASSERT_EQ(r.flows.size(), 3u);
-    for (const auto& f : r.flows) {
-        EXPECT_EQ(f.qp_num, r.qps[0].qp_num) << f.group;
+    for (std::size_t i = 0; i < r.flows.size(); ++i) {
+        EXPECT_EQ(r.flows[i].qp_num, r.qps[0].qp_num) << r.flows[i].group;
+        EXPECT_EQ(r.flows[i].tag, i + 1) << r.flows[i].group;  // entry index + 1
     }
     // One ring: the CQ is one ring deep, not three.
     EXPECT_EQ(r.cqs.at(0).depth_requested, 64u);
@@ -225,6 +226,9 @@ TEST(SharedQueue, ARefusedTagCountsTheQueueAsOneAndSaysSo) {
     auto theirs = qp->create_flow(m, false);
     rig.engine->start();
     EXPECT_EQ(rig.engine->stats().untagged_rules, 1u);
+    ASSERT_EQ(rig.engine->resources().flows.size(), 2u);
+    EXPECT_EQ(rig.engine->resources().flows[0].tag, 1u);
+    EXPECT_EQ(rig.engine->resources().flows[1].tag, 0u) << "refused: made without";
     const auto frames = test::frames_of(traffic({kG1, kG2}, 10));
     rig.play(frames, 5);
     rig.nic->withhold_buffers(2);

@@ -75,7 +75,8 @@ nlohmann::json resources_json(const ResourceAccount& account) {
                  {"port", f.port},
                  {"source", f.source.empty() ? nlohmann::json() : nlohmann::json(f.source)},
                  {"qp_num", f.qp_num},
-                 {"counter", f.counter}});
+                 {"counter", f.counter},
+                 {"tag", f.tag == 0 ? nlohmann::json() : nlohmann::json(f.tag)}});
         }
         devices.push_back({{"device", d.device},
                            {"port", d.port},

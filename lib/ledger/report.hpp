@@ -94,6 +94,8 @@ struct FlowRecord {
     std::string source;      // the IPv4 source matched ("" = any)
     std::uint32_t qp_num = 0;
     bool counter = false;  // the rule carries a count action
+    // Its flow tag action (a QP several groups share, issue 44); 0: none.
+    std::uint32_t tag = 0;
 };
 struct DeviceResources {
     std::string device;  // "mlx5_0"

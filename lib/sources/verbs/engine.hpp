@@ -272,8 +272,8 @@ class VerbsEngine {
     void create_queues(std::uint32_t cq_depth, bool flow_tags);
     std::unique_ptr<verbs::Flow> create_flow(Qp& q, const verbs::FlowMatch& match, bool& counters);
     // create_flow, and once more without the tag when the device refuses it
-    // (the QP then counts its groups as one).
-    std::unique_ptr<verbs::Flow> create_tagged_flow(Qp& q, const Entry& e, verbs::FlowMatch match,
+    // (the QP then counts its groups as one; match.tag is then 0).
+    std::unique_ptr<verbs::Flow> create_tagged_flow(Qp& q, const Entry& e, verbs::FlowMatch& match,
                                                     bool& counters);
     void handle(const verbs::Completion& c);
     std::uint64_t timestamp_ns(const verbs::Completion& c);

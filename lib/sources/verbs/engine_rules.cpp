@@ -94,16 +94,17 @@ void VerbsEngine::create_rules(bool counters) {
             m.vlan_id = m.match_vlan ? options_.vlan_ids.front() : 0;
             m.tag = q.tagged ? e.tag : 0;
             e.flows.push_back(create_tagged_flow(q, e, m, counting));
-            // `counting` now says whether this rule got its counter.
+            // `counting` now says whether this rule got its counter, m.tag
+            // which tag it carries (0 where the device refused it).
             resources_.flows.push_back(FlowRecord{format_ipv4(e.group.ip), e.group.port,
                                                   src == 0 ? "" : format_ipv4(src), q.qp->qp_num(),
-                                                  counting});
+                                                  counting, m.tag});
         }
     }
 }
 
 std::unique_ptr<verbs::Flow> VerbsEngine::create_tagged_flow(Qp& q, const Entry& e,
-                                                             verbs::FlowMatch match,
+                                                             verbs::FlowMatch& match,
                                                              bool& counters) {
     if (match.tag == 0) {
         return create_flow(q, match, counters);
