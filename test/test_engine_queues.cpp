@@ -22,6 +22,7 @@
 namespace ibvcap {
 namespace {
 
+using test::flow_counter;
 using test::kG1;
 using test::kG2;
 using test::options_for;
@@ -29,10 +30,6 @@ using test::Rig;
 using test::traffic;
 
 const Endpoint kG3{test::kGroup1 + 2, 36003};
-
-std::uint64_t counter(VerbsEngine& engine, const std::string& name) {
-    return test::flow_counter(engine, name);
-}
 
 bool has_counter(VerbsEngine& engine, const std::string& name) {
     const auto all = engine.flow_counters();
@@ -78,8 +75,8 @@ TEST(SharedQueue, EveryGroupsRulesSteerToOneQpWithTagsOfTheirOwn) {
     EXPECT_TRUE(rig.ledger.zero_loss());
     EXPECT_EQ(rig.engine->stats().unattributed, 0u);
     for (const auto& g : {kG1, kG2, kG3}) {
-        EXPECT_EQ(counter(*rig.engine, flow(g, "matched")), to_group(frames, g).size());
-        EXPECT_EQ(counter(*rig.engine, flow(g, "undelivered")), 0u) << g.to_string();
+        EXPECT_EQ(flow_counter(*rig.engine, flow(g, "matched")), to_group(frames, g).size());
+        EXPECT_EQ(flow_counter(*rig.engine, flow(g, "undelivered")), 0u) << g.to_string();
     }
 }
 
@@ -95,9 +92,9 @@ TEST(SharedQueue, UndeliveredFramesAreTheirGroupsNotTheQueues) {
     rig.play(to_group(frames, kG3), 5);
     rig.finish();
     EXPECT_EQ(rig.nic->counters().out_of_buffer, 3u);
-    EXPECT_EQ(counter(*rig.engine, flow(kG1, "undelivered")), 0u);
-    EXPECT_EQ(counter(*rig.engine, flow(kG2, "undelivered")), 3u);
-    EXPECT_EQ(counter(*rig.engine, flow(kG3, "undelivered")), 0u);
+    EXPECT_EQ(flow_counter(*rig.engine, flow(kG1, "undelivered")), 0u);
+    EXPECT_EQ(flow_counter(*rig.engine, flow(kG2, "undelivered")), 3u);
+    EXPECT_EQ(flow_counter(*rig.engine, flow(kG3, "undelivered")), 0u);
     EXPECT_FALSE(has_counter(*rig.engine, "sim_mlx5_0/flow/queue 0 (3 groups)/undelivered"));
 }
 
@@ -131,9 +128,9 @@ TEST(SharedQueue, AGroupThatNeverCameHasItsOwnZeroCount) {
     rig.play(frames, 8);
     EXPECT_TRUE(rig.engine->watchdog().empty());
     rig.finish();
-    EXPECT_EQ(counter(*rig.engine, flow(kG2, "matched")), 0u);
-    EXPECT_EQ(counter(*rig.engine, flow(kG2, "undelivered")), 0u);
-    EXPECT_EQ(counter(*rig.engine, flow(kG1, "matched")), to_group(frames, kG1).size());
+    EXPECT_EQ(flow_counter(*rig.engine, flow(kG2, "matched")), 0u);
+    EXPECT_EQ(flow_counter(*rig.engine, flow(kG2, "undelivered")), 0u);
+    EXPECT_EQ(flow_counter(*rig.engine, flow(kG1, "matched")), to_group(frames, kG1).size());
     EXPECT_EQ(rig.ledger.totals().codif, frames.size());
 }
 
@@ -162,7 +159,7 @@ TEST(SharedQueue, OneRecoveryForAllItsGroupsCountedOnceAndNamed) {
     ASSERT_NE(note, notes.end());
     for (const auto& g : {kG1, kG2, kG3}) {
         EXPECT_NE(note->find(g.to_string()), std::string::npos) << *note;
-        EXPECT_EQ(counter(*rig.engine, flow(g, "undelivered")), 0u);
+        EXPECT_EQ(flow_counter(*rig.engine, flow(g, "undelivered")), 0u);
     }
     std::uint64_t recoveries = 0;
     for (const auto& c : rig.ledger.source_counters()) {
@@ -201,12 +198,12 @@ TEST(SharedQueue, HardwareDemuxCountsEachGroupAndAntenna) {
     const auto entry = [](const Endpoint& g, const std::string& a, const char* what) {
         return "sim_mlx5_0/flow/" + g.to_string() + "/" + a + "/" + what;
     };
-    EXPECT_EQ(counter(*rig.engine, entry(kG2, a2, "undelivered")), 2u);
-    EXPECT_EQ(counter(*rig.engine, entry(kG2, a2, "matched")), last.size());
-    EXPECT_EQ(counter(*rig.engine, entry(kG1, a2, "undelivered")), 0u);
-    EXPECT_EQ(counter(*rig.engine, entry(kG2, a1, "undelivered")), 0u);
-    EXPECT_EQ(counter(*rig.engine, entry(kG1, a1, "matched")) +
-                  counter(*rig.engine, entry(kG1, a2, "matched")),
+    EXPECT_EQ(flow_counter(*rig.engine, entry(kG2, a2, "undelivered")), 2u);
+    EXPECT_EQ(flow_counter(*rig.engine, entry(kG2, a2, "matched")), last.size());
+    EXPECT_EQ(flow_counter(*rig.engine, entry(kG1, a2, "undelivered")), 0u);
+    EXPECT_EQ(flow_counter(*rig.engine, entry(kG2, a1, "undelivered")), 0u);
+    EXPECT_EQ(flow_counter(*rig.engine, entry(kG1, a1, "matched")) +
+                  flow_counter(*rig.engine, entry(kG1, a2, "matched")),
               to_group(frames, kG1).size());
 }
 
@@ -235,9 +232,9 @@ TEST(SharedQueue, ARefusedTagCountsTheQueueAsOneAndSaysSo) {
     rig.play(to_group(test::frames_of(traffic({kG1}, 1)), kG1), 1);
     rig.engine->stop();
     const std::string queue = "sim_mlx5_0/flow/queue 0 (2 groups)/undelivered";
-    EXPECT_EQ(counter(*rig.engine, queue), 2u);
+    EXPECT_EQ(flow_counter(*rig.engine, queue), 2u);
     EXPECT_FALSE(has_counter(*rig.engine, flow(kG1, "undelivered")));
-    EXPECT_EQ(counter(*rig.engine, flow(kG2, "matched")), to_group(frames, kG2).size());
+    EXPECT_EQ(flow_counter(*rig.engine, flow(kG2, "matched")), to_group(frames, kG2).size());
     const auto& notes = rig.ledger.notes();
     EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
         return n.find("refused the flow tag") != std::string::npos &&
@@ -257,9 +254,27 @@ TEST(SharedQueue, ATagNamingNoEntryIsNotAttributed) {
     rig.finish();
     EXPECT_EQ(rig.engine->stats().unattributed, 1u);
     EXPECT_EQ(rig.ledger.totals().codif, frames.size());  // the frame itself is good
-    EXPECT_EQ(counter(*rig.engine, "sim_mlx5_0/flow/queue 0 (2 groups)/unattributed"), 1u);
-    EXPECT_EQ(counter(*rig.engine, "sim_mlx5_0/flow/queue 0 (2 groups)/undelivered"), 0u);
+    EXPECT_EQ(flow_counter(*rig.engine, "sim_mlx5_0/flow/queue 0 (2 groups)/unattributed"), 1u);
+    EXPECT_EQ(flow_counter(*rig.engine, "sim_mlx5_0/flow/queue 0 (2 groups)/undelivered"), 0u);
     EXPECT_FALSE(has_counter(*rig.engine, flow(kG1, "undelivered")));
+}
+
+// An error completion carries no flow tag: a frame too long for its slot
+// (LOC_LEN_ERR) on a shared QP cannot be told to be its group's, so it is
+// unattributed and the queue's count stands, never a drop of one group that
+// did not happen there.
+TEST(SharedQueue, AnErrorCompletionIsCountedForTheQueueNotAGroup) {
+    Rig rig(options_for({kG1, kG2}, 64));
+    rig.engine->start();
+    const auto frames = test::frames_of(traffic({kG1, kG2}, 10));
+    rig.nic->fail_next_frame(verbs::WcStatus::loc_len_err);
+    rig.play(frames, 5);
+    rig.finish();
+    EXPECT_EQ(rig.engine->stats().unattributed, 1u);
+    EXPECT_EQ(flow_counter(*rig.engine, "sim_mlx5_0/flow/queue 0 (2 groups)/unattributed"), 1u);
+    EXPECT_EQ(flow_counter(*rig.engine, "sim_mlx5_0/flow/queue 0 (2 groups)/undelivered"), 0u);
+    EXPECT_FALSE(has_counter(*rig.engine, flow(kG1, "undelivered")));
+    EXPECT_EQ(rig.ledger.totals().wc_errors, 1u);  // the frame's loss, counted once
 }
 
 // --queues N deals the groups in blocks; more queues than groups make one
@@ -283,7 +298,8 @@ TEST(SharedQueue, QueuesDealTheGroupsInBlocks) {
         rig.play(frames, 7);
         rig.finish();
         EXPECT_TRUE(rig.ledger.zero_loss());
-        EXPECT_EQ(counter(*rig.engine, flow(four[3], "matched")), to_group(frames, four[3]).size());
+        EXPECT_EQ(flow_counter(*rig.engine, flow(four[3], "matched")),
+                  to_group(frames, four[3]).size());
     }
     {
         auto options = options_for(four, 32);
@@ -300,7 +316,7 @@ TEST(SharedQueue, QueuesDealTheGroupsInBlocks) {
         rig.play(frames, 7);
         rig.finish();
         EXPECT_EQ(rig.engine->resources().qps[2].stream, kG3.to_string());
-        EXPECT_EQ(counter(*rig.engine, flow(kG3, "undelivered")), 0u);
+        EXPECT_EQ(flow_counter(*rig.engine, flow(kG3, "undelivered")), 0u);
         EXPECT_TRUE(rig.ledger.zero_loss());
     }
 }

@@ -510,6 +510,8 @@ TEST(ErrorHints, RefusedFlowRule) {
     EXPECT_TRUE(contains(d::error_hint(d::Call::create_flow, EPERM, "/x/ibvcap"),
                          "setcap cap_net_raw=ep /x/ibvcap"));
     EXPECT_EQ(d::error_hint(d::Call::create_flow, ENOMEM, "x"), "");
+    // The device's 2^16-entry table full (kernel mlx5 fs_core.c add_rule_fg).
+    EXPECT_TRUE(contains(d::error_hint(d::Call::create_flow, ENOSPC, "x"), "flow table is full"));
 }
 
 TEST(ErrorHints, PinnedMemory) {

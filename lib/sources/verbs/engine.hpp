@@ -234,9 +234,6 @@ class VerbsEngine {
     // by status, recoveries, wr_id and byte_len rejections).
     void report_to(Ledger& ledger) const;
 
-    // The plan's entries, in order: their labels (for tests and the report).
-    std::vector<std::string> entry_labels() const;
-
   private:
     struct Qp;
     struct Entry;

@@ -424,8 +424,16 @@ void VerbsEngine::handle(const verbs::Completion& c) {
     if (!verbs::qp_in_error(c.status)) {
         // LOC_LEN_ERR, larger than the slot: the frame is lost, the WR is
         // consumed and the QP stays ready (docs/architecture.md, "QP error
-        // recovery").
+        // recovery"). An error completion carries no flow tag (ibv_poll_cq(3):
+        // only wr_id, status, qp_num and vendor_err), so on a shared QP the
+        // frame's group is unknown: counted unattributed, which makes the
+        // QP's undelivered the queue's (engine_rules.cpp, counters_for), as a
+        // per-group count would take it for a drop of its group.
         ++q.delivered;
+        if (q.tagged) {
+            ++q.unattributed;
+            ++stats_.unattributed;
+        }
         repost();
         return;
     }

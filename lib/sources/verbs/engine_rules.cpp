@@ -64,15 +64,6 @@ void VerbsEngine::plan_entries() {
     }
 }
 
-std::vector<std::string> VerbsEngine::entry_labels() const {
-    std::vector<std::string> out;
-    out.reserve(entries_.size());
-    for (const auto& e : entries_) {
-        out.push_back(e.label);
-    }
-    return out;
-}
-
 void VerbsEngine::create_rules(bool counters) {
     bool counting = counters;
     for (auto& e : entries_) {
@@ -292,9 +283,9 @@ std::vector<SourceCounter> VerbsEngine::counters_for(
                 fmt::format("{}/flow/{}/undelivered", dev, q.label),
                 undelivered(sum, q.delivered_published.load(std::memory_order_relaxed)), false});
         }
-        if (q.unattributed > 0) {
-            out.push_back(SourceCounter{fmt::format("{}/flow/{}/unattributed", dev, q.label),
-                                        q.unattributed, false});
+        if (const auto n = q.unattributed_published.load(std::memory_order_relaxed); n > 0) {
+            out.push_back(
+                SourceCounter{fmt::format("{}/flow/{}/unattributed", dev, q.label), n, false});
         }
     }
     return out;

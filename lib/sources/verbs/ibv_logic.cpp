@@ -436,6 +436,14 @@ std::string error_hint(Call call, int err, std::string_view exe_path) {
                 return "the device refused the flow rule: needs managed flow steering (mlx5: "
                        "check the firmware's steering mode; ConnectX-4 or later)";
             }
+            if (err == ENOSPC) {
+                // kernel drivers/infiniband/hw/mlx5/fs.c get_flow_table: one
+                // table of MLX5_FS_MAX_ENTRIES (2^16) for every verbs
+                // multicast rule of the device; fs_core.c add_rule_fg: ENOSPC.
+                return "the device's flow table is full (65,536 verbs multicast rules, shared by "
+                       "every capture on the device): capture fewer groups, or antennas with "
+                       "--hw-demux (a rule each), or stop the other captures on this device";
+            }
             break;
         case Call::create_counters:
         case Call::attach_counters:
