@@ -130,6 +130,9 @@ struct CommonOptions {
     std::optional<ExpectManifest> expect;
     ExpectOptions expect_options;     // --expect-grace, --expect-rate-tolerance
     std::optional<DadaOptions> dada;  // --dada, --dada-header (none: no rings)
+    // --start-at/--stop-at are demux.window; --window-grace.
+    double window_grace_s = 2;
+    std::string scan_name;  // --scan (empty: none)
 };
 // `input_file`: read's -r FILE (the report may not overwrite it), or empty.
 CommonOptions read_common_options(const cxxopts::ParseResult& args,

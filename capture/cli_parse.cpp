@@ -22,6 +22,7 @@ std::string_view valid_range(std::string_view name) {
     static constexpr Range kRanges[] = {
         {"duration", "a number of seconds greater than 0"},
         {"metrics-interval", "a number of seconds greater than 0"},
+        {"window-grace", "a number of seconds, 0 or more"},
         {"count", "a whole number, 1 or more"},
         {"rotate-seconds", "a whole number of seconds, 1 or more"},
         {"file-size", "1 to 1099511 (million bytes)"},

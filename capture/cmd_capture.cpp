@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <sched.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 
 #include "capture/cli.hpp"
 #include "lib/run/capture.hpp"
@@ -180,6 +182,31 @@ int cmd_capture(int argc, char** argv) {
     request.duration_s = option_or(args, "duration", 0.0);
     check_positive(args, "duration", request.duration_s, "--duration",
                    "leave it out to capture until Ctrl-C");
+    request.window_grace_s = common.window_grace_s;
+    request.scan_name = common.scan_name;
+    if (auto& window = request.demux.window) {
+        const bool has_start = window->start_ns != std::numeric_limits<std::int64_t>::min();
+        if (args.count("duration")) {
+            // The window's length from --start-at: the run lasts to its stop.
+            if (!has_start || window->has_stop()) {
+                throw UsageError(has_start ? "give --stop-at or --duration, not both"
+                                           : "--duration with --stop-at: give --start-at (the "
+                                             "window is --start-at plus --duration)");
+            }
+            window->stop_ns =
+                window->start_ns + static_cast<std::int64_t>(request.duration_s * 1e9);
+            request.duration_s = 0;
+        }
+        const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count();
+        if (window->has_stop() && window->stop_ns <= now) {
+            throw UsageError(fmt::format(
+                "the window's stop {} is past (now {}): none of its frames can come; give a later "
+                "--stop-at, or read a recording with ibvcap read -r FILE --start-at --stop-at",
+                format_utc_instant(window->stop_ns), format_utc_instant(now)));
+        }
+    }
     request.sysfs_root = args["sysfs-root"].as<std::string>();
     request.stats = common.quiet ? nullptr : stderr;  // the live stats line
     request.counts_request = &counts_flag();

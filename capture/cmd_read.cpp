@@ -38,6 +38,8 @@ int cmd_read(int argc, char** argv) {
     request.outputs = common.outputs;
     request.expect = common.expect;
     request.expect_options = common.expect_options;
+    request.window_grace_s = common.window_grace_s;
+    request.scan_name = common.scan_name;
     if (common.verbose) {
         request.observer = print_frame;
     }

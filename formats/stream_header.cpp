@@ -2,10 +2,17 @@
 // sequence arithmetic, and the checks of a stream's first frame per format
 // (formats/stream_decode.hpp).
 #include <algorithm>
+#include <chrono>
 
 #include "formats/stream_decode.hpp"
 
 namespace ibvcap {
+
+std::int64_t reference_epoch_unix_s(std::uint8_t epoch) {
+    using namespace std::chrono;
+    const year_month_day ymd{year{2000 + epoch / 2}, month{epoch % 2 == 0 ? 1u : 7u}, day{1}};
+    return sys_days{ymd}.time_since_epoch().count() * 86400;
+}
 
 std::string_view to_string(StreamFormat format) {
     switch (format) {

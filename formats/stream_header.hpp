@@ -92,6 +92,11 @@ constexpr std::size_t min_header_bytes(StreamFormat format) {
     return format == StreamFormat::codif ? 64 : format == StreamFormat::vdif ? 16 : 24;
 }
 
+// Seconds since 1970-01-01 UTC of a reference epoch: half-years since
+// 2000-01-01, January or July (VDIF specification 1.1.1 §3, word 1; CODIF
+// alike). Every epoch is a whole UTC day, so no leap second falls inside.
+std::int64_t reference_epoch_unix_s(std::uint8_t epoch);
+
 // "v2"/"draft" for CODIF, "standard"/"legacy" for VDIF.
 std::string_view layout_name(StreamFormat format, std::uint8_t layout);
 

@@ -305,6 +305,65 @@ TEST_F(Merge, TheMergedRunEndsWithTheLatestHost) {
 // Presence, hand-built: host A from t0 in 1 s bins, host B from t0 + 1.5 s in
 // 2 s bins. On the common axis (2 s bins from t0) A's bins 0,1 -> 0 and
 // 2,3 -> 1; B's bin 0 (1.5 s) -> 0 and bin 1 (3.5 s) -> 1.
+// Scans (issue 45): each host's report of a window (--start-at, --stop-at,
+// --scan), grouped by scan, each scan's verdict over the hosts. z.pcap's
+// frames lie 0.000 to 0.299 s past 2026-01-01T00:00:00Z (1000 a second).
+constexpr const char* kScan1 =
+    "--scan s1 --start-at 2026-01-01T00:00:00Z --stop-at 2026-01-01T00:00:00.1Z";
+constexpr const char* kScan2 =
+    "--scan s2 --start-at 2026-01-01T00:00:00.15Z --stop-at 2026-01-01T00:00:00.25Z";
+
+TEST_F(Merge, TheReportsOfTwoScansFromTwoHostsGiveEachScansVerdict) {
+    for (const auto& [scan, window] : {std::pair{"s1", kScan1}, std::pair{"s2", kScan2}}) {
+        run(fmt::format("read -q -r z.pcap --report {}_g1.json {} {}", scan, window, kGroup1), 0);
+        run(fmt::format("read -q -r z.pcap --report {}_g2.json {} {}", scan, window, kGroup2), 0);
+    }
+    const Result r = merge("s1_g1.json s2_g1.json s1_g2.json s2_g2.json --report scans.json");
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("== scan s1 (2 reports)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("== scan s2 (2 reports)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("ibvcap merge: 2 scans, verdict: zero-loss"), std::string::npos) << r.out;
+    const json j = load(path("scans.json"));
+    ASSERT_EQ(j["scans"].size(), 2u);
+    EXPECT_EQ(j["verdict"], "zero-loss");
+    for (const json& scan : j["scans"]) {
+        const json& m = scan["merged"];
+        EXPECT_EQ(scan["verdict"], "zero-loss");
+        EXPECT_EQ(scan["reports"].size(), 2u);
+        EXPECT_EQ(m["window"]["scan"], scan["scan"]);
+        EXPECT_EQ(m["window"]["hosts_agree"], true);
+        EXPECT_EQ(n(m["totals"]["codif"]), 100u * 3 * 2 * 2) << "100 frames of 12 streams";
+        for (const json& st : m["streams"]) {
+            EXPECT_EQ(n(st["packets"]), 100u);
+            EXPECT_EQ(st["first"]["frame"], scan["scan"] == "s1" ? 0 : 150);
+            EXPECT_EQ(st["last"]["frame"], scan["scan"] == "s1" ? 99 : 249);
+        }
+    }
+    const Result html = merge("s1_g1.json s2_g1.json --html scans.html");
+    EXPECT_EQ(html.code, 2) << html.err;
+    EXPECT_NE(html.err.find("--html draws one scan's merge"), std::string::npos) << html.err;
+}
+
+TEST_F(Merge, AHostThatWroteAnotherWindowOfTheScanIsNamed) {
+    run(fmt::format("read -q -r z.pcap --report w1.json {} {}", kScan1, kGroup1), 0);
+    run(fmt::format("read -q -r z.pcap --report w2.json --scan s1 --start-at "
+                    "2026-01-01T00:00:00Z --stop-at 2026-01-01T00:00:00.09Z {}",
+                    kGroup2),
+        0);
+    const Result r = merge("w1.json w2.json --report w.json");
+    EXPECT_EQ(r.code, 3) << r.out << r.err;
+    const json j = load(path("w.json"));
+    EXPECT_EQ(j["window"]["hosts_agree"], false);
+    bool named = false;
+    for (const json& why : j["loss_reasons"]) {
+        named = named || why.get<std::string>().find(
+                             "wrote the window [2026-01-01T00:00:00Z, 2026-01-01T00:00:00.09Z), "
+                             "not the scan's [2026-01-01T00:00:00Z, 2026-01-01T00:00:00.1Z)") !=
+                             std::string::npos;
+    }
+    EXPECT_TRUE(named) << j["loss_reasons"].dump();
+}
+
 TEST(MergePresence, RowsOnACommonAxisCoarsened) {
     const json a = json::parse(R"({
       "started_at": 1700000000.0, "bin_s": 1, "bins": 4, "t": [1, 2, 3, 4],

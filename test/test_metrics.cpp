@@ -94,6 +94,8 @@ ibvcap_rejected_frames_total{run="ibvcap",reason="other_destination",class="non_
 ibvcap_rejected_frames_total{run="ibvcap",reason="unlisted_source",class="non_codif"} 0
 ibvcap_rejected_frames_total{run="ibvcap",reason="not_codif",class="non_codif"} 0
 ibvcap_rejected_frames_total{run="ibvcap",reason="not_vdif",class="non_codif"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="before_window",class="non_codif"} 0
+ibvcap_rejected_frames_total{run="ibvcap",reason="after_window",class="non_codif"} 0
 ibvcap_rejected_frames_total{run="ibvcap",reason="truncated_capture",class="malformed"} 0
 ibvcap_rejected_frames_total{run="ibvcap",reason="truncated_ethernet",class="malformed"} 0
 ibvcap_rejected_frames_total{run="ibvcap",reason="too_many_vlans",class="malformed"} 0

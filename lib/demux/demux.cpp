@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <stdexcept>
 
 #include "lib/core/probes.hpp"
@@ -26,6 +27,7 @@ Demux::Demux(DemuxOptions options, Ledger& ledger) : options_(std::move(options)
     ledger_.streams().reserve(options_.max_streams);
     known_.reserve(options_.max_streams);
     known_table_.assign(64, KnownSlot{});
+    windows_on_ = options_.window.has_value();
     if (options_.groups.empty()) {
         uniform_format_ = options_.any_group_format;
     } else {
@@ -217,6 +219,27 @@ StreamStats* Demux::stream(int group, int antenna, const StreamHeader& header,
         psn_trackers_.back() = std::make_unique<SequenceTracker>();
         psn_trackers_.back()->set_plausible_jump(options_.min_plausible_jump * 16);
     }
+    if (options_.window) {
+        // The window in the stream's own indices, once (lib/demux/window.hpp).
+        StreamWindow w;
+        if (s.rate == StreamStats::Rate::learning) {
+            // Its indices move when the rate is learned; its seconds do not.
+            // An edge inside a second falls on the next (the CLI asks for
+            // the rate when an edge is not a whole second).
+            const WindowIndices sec = window_indices(*options_.window, s.epoch, 1, 1);
+            w.lo = sec.lo;
+            w.hi = sec.hi;
+            w.by_seconds = true;
+        } else {
+            const WindowIndices idx = window_indices(*options_.window, s.epoch, s.timing.period,
+                                                     s.timing.frames_per_period);
+            w.lo = idx.lo;
+            w.hi = idx.hi;
+        }
+        windows_.resize(streams.size());
+        windows_.back() = w;
+        s.windowed = true;
+    }
     s.first_arrival_ns = timestamp_ns;
     s.last_arrival_ns = timestamp_ns;
     s.registered_ns = expect_clock_ns();
@@ -240,16 +263,39 @@ void Demux::on_frame(const Frame& frame) {
         Frame repaired = frame;
         repaired.wire_bytes = static_cast<std::uint32_t>(frame.captured_bytes());
         ledger_.count_bad_wire_length();
-        accept_frame(repaired);
+        deliver(repaired);
         return;
     }
-    accept_frame(frame);
+    deliver(frame);
 }
 
-void Demux::accept_frame(const Frame& frame) {
+void Demux::deliver(const Frame& frame) {
+    UdpPacket packet;
+    if (windows_on_) [[unlikely]] {
+        // With a window the sinks of every frame (pcap, pcapng) get what
+        // lies in it: a stream's frame by its own time, once classified;
+        // any other frame by its arrival (it has no time of its own).
+        window_fate_ = WindowFate::not_a_stream_frame;
+        const bool parsed = accept_frame(frame, packet);
+        const FrameWindow& w = *options_.window;
+        const auto arrival = static_cast<std::int64_t>(frame.timestamp_ns);
+        if (window_fate_ == WindowFate::inside || (window_fate_ == WindowFate::not_a_stream_frame &&
+                                                   arrival >= w.start_ns && arrival < w.stop_ns)) {
+            const SinkFrame f{frame, parsed ? &packet : nullptr, nullptr, nullptr};
+            for (FrameSink* sink : every_frame_sinks_) {
+                sink->on_frame(f, nullptr);
+            }
+        } else {
+            ledger_.count_outside_window();
+        }
+        return;
+    }
+    accept_frame(frame, packet);
+}
+
+bool Demux::accept_frame(const Frame& frame, UdpPacket& packet) {
     const std::uint64_t captured = frame.captured_bytes();
     ledger_.count_frame(frame.wire_bytes);
-    UdpPacket packet;
     PacketError perr = parse_udp_frame(frame.head, captured, packet, frame.link);
     // A frame the capture cut after its stream header (ibvcap's own
     // --pcap-snaplen headers, tcpdump -s): its headers agree with its length
@@ -264,7 +310,7 @@ void Demux::accept_frame(const Frame& frame) {
             payload_absent = true;
         }
     }
-    if (!every_frame_sinks_.empty()) {
+    if (!every_frame_sinks_.empty() && !windows_on_) {
         const SinkFrame f{frame, perr == PacketError::none ? &packet : nullptr, nullptr, nullptr};
         for (FrameSink* sink : every_frame_sinks_) {
             sink->on_frame(f, nullptr);
@@ -282,7 +328,7 @@ void Demux::accept_frame(const Frame& frame) {
             reason = Reason::other_destination;
         }
         ledger_.count_reason(reason);
-        return;
+        return false;
     }
     // The fast path: a known stream with unchanged parameters. Everything the
     // slow path would check is implied by the stream's first frame, except
@@ -312,7 +358,7 @@ void Demux::accept_frame(const Frame& frame) {
             // for (the engine's split_misaligned count and note name
             // --vlan-tags).
             ledger_.count_reason(Reason::headers_split);
-            return;
+            return true;
         }
         derr = decode_stream_header(format, head, header);
         if (derr == StreamError::none) {
@@ -322,7 +368,7 @@ void Demux::accept_frame(const Frame& frame) {
                     header.frame_bytes + header.prefix_bytes == packet.payload_bytes &&
                     header.frame < k.frames_per_period) {
                     accept(known - 1, frame, packet, header, payload_absent);
-                    return;
+                    return true;
                 }
             }
         }
@@ -333,7 +379,7 @@ void Demux::accept_frame(const Frame& frame) {
         const int named = group_index(packet.dst_ip, packet.dst_port);
         if (named < 0) {
             ledger_.count_reason(Reason::other_destination);
-            return;
+            return true;
         }
         // A frame to the group from a source its source-specific join does
         // not name: another sender's (the network forwards it only where
@@ -341,7 +387,7 @@ void Demux::accept_frame(const Frame& frame) {
         const auto& from = group_sources_[static_cast<std::size_t>(named)];
         if (!from.empty() && std::find(from.begin(), from.end(), packet.src_ip) == from.end()) {
             ledger_.count_reason(Reason::unlisted_source);
-            return;
+            return true;
         }
         // A frame to the group, of its format or not (a known stream's frames, on the
         // fast path above, come after its first, which passed here).
@@ -349,38 +395,39 @@ void Demux::accept_frame(const Frame& frame) {
     }
     if (!options_.antennas.empty() && antenna_index(packet.src_ip) < 0) {
         ledger_.count_reason(Reason::unlisted_source);
-        return;
+        return true;
     }
     if (derr != StreamError::none) {
         ledger_.count_reason(reason_for(derr, format));
-        return;
+        return true;
     }
     if (const StreamError verr = check_stream_header(head, packet.payload_bytes, header);
         verr != StreamError::none) {
         ledger_.count_reason(reason_for(verr, format));
-        return;
+        return true;
     }
     const int group = group_index(packet.dst_ip, packet.dst_port);
     note_group(group, frame);  // every UDP destination is a group: its first frame
     const int antenna = antenna_index(packet.src_ip);
     if (group < 0 || antenna < 0) {
         ledger_.count_reason(Reason::too_many_streams);
-        return;
+        return true;
     }
     bool created = false;
     StreamStats* s = stream(group, antenna, header, frame.timestamp_ns, created);
     if (s == nullptr) {
         ledger_.count_reason(Reason::too_many_streams);
-        return;
+        return true;
     }
     const auto index = static_cast<std::size_t>(s - ledger_.streams().data());
     if (created) {
         add_known(packet, header, index);
     } else if (const auto reason = mismatch(*s, index, header)) {
         ledger_.count_reason(*reason);
-        return;
+        return true;
     }
     accept(index, frame, packet, header, payload_absent);
+    return true;
 }
 
 std::optional<Reason> Demux::mismatch(const StreamStats& s, std::size_t index,
@@ -453,10 +500,15 @@ void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& pack
             known_[stream].frames_per_period = s.timing.frames_per_period;
         }
     }
+    const std::uint64_t index = s.timing.index(header.seconds, header.frame);
+    if (windows_on_) [[unlikely]] {
+        if (!in_window(stream, s, header, index)) {
+            return;
+        }
+    }
     if (header.has_psn && stream < psn_trackers_.size() && psn_trackers_[stream]) {
         note_psn(s, *psn_trackers_[stream], header.psn);
     }
-    const std::uint64_t index = s.timing.index(header.seconds, header.frame);
     // The probes (docs/observability.md, "USDT probes") fire where the
     // tracker has just counted: a gap is what `missing` grew by (a gap ahead,
     // frames before a new start, the frames a restart's run skipped); a late
@@ -503,6 +555,12 @@ void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& pack
         }
         if (index == s.sequence.lowest() && kind != SequenceTracker::Kind::duplicate) {
             s.first = {header.seconds, header.frame};
+        } else if (s.windowed && kind != SequenceTracker::Kind::duplicate &&
+                   (s.sequence.received() == 1 ||
+                    index < s.timing.index(s.first.seconds, s.first.frame))) [[unlikely]] {
+            // The tracker's lowest is the window's start, which may never
+            // come: the stream's first is its lowest frame received.
+            s.first = {header.seconds, header.frame};
         }
     }
     if (!stream_sinks_.empty()) {
@@ -510,6 +568,64 @@ void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& pack
         const SinkRoute* routes = &stream_routes_[stream * stream_sinks_.size()];
         for (std::size_t i = 0; i < stream_sinks_.size(); ++i) {
             stream_sinks_[i]->on_frame(f, routes[i]);
+        }
+    }
+}
+
+bool Demux::in_window(std::size_t stream, StreamStats& s, const StreamHeader& h,
+                      std::uint64_t index) {
+    StreamWindow& w = windows_[stream];
+    const std::uint64_t at = w.by_seconds ? h.seconds : index;
+    if (at < w.lo || at >= w.hi) {
+        ledger_.count_reason(at < w.lo ? Reason::before_window : Reason::after_window);
+        window_fate_ = WindowFate::outside;
+        return false;
+    }
+    window_fate_ = WindowFate::inside;
+    if (!w.anchored) [[unlikely]] {
+        // The stream's span starts at the window's first frame, whether or
+        // not it comes: the frames before this one are missing.
+        w.anchored = true;
+        s.sequence.anchor(w.by_seconds ? s.timing.index(static_cast<std::uint32_t>(w.lo), 0)
+                                       : w.lo);
+    }
+    return true;
+}
+
+void Demux::close_window(bool saw_end) {
+    auto& streams = ledger_.streams();
+    for (std::size_t i = 0; i < streams.size() && i < windows_.size(); ++i) {
+        StreamStats& s = streams[i];
+        const StreamWindow& w = windows_[i];
+        // By now a learned rate is the stream's: the edges as its indices.
+        const auto index_of = [&](std::uint64_t edge) {
+            return w.by_seconds
+                       ? s.timing.index(
+                             static_cast<std::uint32_t>(std::min<std::uint64_t>(edge, UINT32_MAX)),
+                             0)
+                       : edge;
+        };
+        const std::uint64_t lo = index_of(w.lo);
+        const bool open = w.hi == std::numeric_limits<std::uint64_t>::max();
+        const std::uint64_t hi = open ? w.hi : index_of(w.hi);
+        if (s.sequence.received() > 0) {
+            s.window_head_missing = s.timing.index(s.first.seconds, s.first.frame) - lo;
+        }
+        s.timing.position(lo, s.window_first.seconds, s.window_first.frame);
+        if (!open && hi > lo) {
+            s.timing.position(hi - 1, s.window_last.seconds, s.window_last.frame);
+        }
+        if (!saw_end || open || hi <= lo) {
+            continue;
+        }
+        if (!s.sequence.started()) {
+            s.sequence.anchor(lo);
+            s.window_head_missing = hi - lo;  // none of the window's frames came
+        }
+        const std::uint64_t before = s.sequence.missing();
+        s.sequence.extend_to(hi - 1);
+        if (s.sequence.received() > 0) {
+            s.window_tail_missing = s.sequence.missing() - before;
         }
     }
 }

@@ -25,6 +25,7 @@
 #include "formats/stream_decode.hpp"
 #include "lib/core/frame.hpp"
 #include "lib/core/netaddr.hpp"
+#include "lib/demux/window.hpp"
 #include "lib/ledger/ledger.hpp"
 #include "lib/sinks/sink.hpp"
 
@@ -53,6 +54,9 @@ struct DemuxOptions {
     // "How a stream's frames are counted").
     std::uint32_t plausible_periods = 4;
     std::uint64_t min_plausible_jump = SequenceTracker::kWindow;
+    // --start-at/--stop-at: only frames whose own time lies in the window
+    // are the streams' (lib/demux/window.hpp); none: every frame is.
+    std::optional<FrameWindow> window;
 };
 
 class Demux {
@@ -67,8 +71,21 @@ class Demux {
     // A FrameObserver as a per-stream sink the demux owns (the -v line, tests).
     void add_observer(FrameObserver observer);
 
+    // With a window, once the frames have stopped (the source stopped; never
+    // while on_frame may run): each stream's span becomes the whole window.
+    // The frames before its first in the window are missing already (its
+    // tracker was anchored at the window's first index); with `saw_end`
+    // (the run lasted past the window's stop, or its input ended), so are
+    // those after its last, and a stream with no frame in the window misses
+    // all of them. Records each stream's head and tail in its StreamStats.
+    void close_window(bool saw_end);
+
   private:
-    void accept_frame(const Frame& frame);  // on_frame with its length on the wire checked
+    // on_frame with its length on the wire checked: classified, and (with
+    // a window) given to the sinks of every frame when it lies in it.
+    void deliver(const Frame& frame);
+    // Classifies the frame; returns whether `packet` was parsed from it.
+    bool accept_frame(const Frame& frame, UdpPacket& packet);
     // Index of the group / antenna, registering a new one when allowed; -1 when
     // the frame is not for us, -2 when a limit is reached.
     int group_index(std::uint32_t ip, std::uint16_t port);
@@ -99,6 +116,10 @@ class Demux {
     // payload_absent: the capture cut the frame after its header.
     void accept(std::size_t stream, const Frame& frame, const UdpPacket& packet,
                 const StreamHeader& header, bool payload_absent);
+    // With a window: whether the frame at `index` of `stream` lies in it,
+    // counted before_window or after_window when not; anchors the stream's
+    // tracker at the window's start with its first frame in it.
+    bool in_window(std::size_t stream, StreamStats& s, const StreamHeader& h, std::uint64_t index);
     // The format a datagram to this destination is read in.
     StreamFormat format_of(const UdpPacket& p) const {
         if (uniform_format_) {
@@ -175,6 +196,21 @@ class Demux {
     std::vector<Known> known_;  // by stream index (one not in the table is never read)
     // By stream index: the VTP streams' sequence-number trackers (null for others).
     std::vector<std::unique_ptr<SequenceTracker>> psn_trackers_;
+    // With a window, by stream index: its edges in the stream's frame
+    // indices, or (a VDIF rate still being learned: by_seconds) in its
+    // seconds, where an index would move once the rate is known.
+    struct StreamWindow {
+        std::uint64_t lo = 0;
+        std::uint64_t hi = 0;
+        bool by_seconds = false;
+        bool anchored = false;
+    };
+    std::vector<StreamWindow> windows_;
+    bool windows_on_ = false;  // options_.window is set
+    // The frame being classified, with a window: a stream's frame inside
+    // or outside it, or no stream's frame (judged by its arrival).
+    enum class WindowFate : std::uint8_t { not_a_stream_frame, inside, outside };
+    WindowFate window_fate_ = WindowFate::not_a_stream_frame;
     std::size_t known_count_ = 0;  // streams in the table
     std::vector<KnownSlot> known_table_;
 };

@@ -15,6 +15,8 @@ const std::array<std::string_view, kReasonCount> detail::kReasonNames = {
     "unlisted_source",
     "not_codif",
     "not_vdif",
+    "before_window",
+    "after_window",
     "truncated_capture",
     "truncated_ethernet",
     "too_many_vlans",
@@ -184,6 +186,7 @@ void Ledger::merge(const Ledger& other) {
     packets_ += other.packets_;
     bytes_ += other.bytes_;
     bad_wire_length_ += other.bad_wire_length_;
+    outside_window_ += other.outside_window_;
     wc_errors_ += other.wc_errors_;
     payload_mismatches_ += other.payload_mismatches_;
     block_misses_ += other.block_misses_;
@@ -247,6 +250,7 @@ Totals Ledger::totals() const {
     t.packets = packets_;
     t.bytes = bytes_;
     t.bad_wire_length = bad_wire_length_;
+    t.outside_window = outside_window_;
     for (const auto& s : streams_) {
         t.codif += s.packets();
         t.missing += s.sequence.missing();
@@ -344,7 +348,7 @@ std::string Ledger::disagreement() const {
         std::uint64_t expected = 0;
         const std::string key = o.group + ' ' + o.antenna;
         if (o.antenna.empty()) {
-            expected = t.packets;
+            expected = t.packets - std::min(t.packets, t.outside_window);
         } else if (const auto it = by_antenna.find(
                        o.thread < 0 && o.station < 0 ? key : stream_key(key, o.station, o.thread));
                    it != by_antenna.end()) {
@@ -383,6 +387,34 @@ std::vector<std::string> Ledger::loss_reasons() const {
     }
     if (t.missing > 0) {
         why.push_back(fmt::format("{} frames missing from the stream sequences", t.missing));
+        // A frame window: which of them lie at its edges (streams that
+        // started after its start, or stopped before its end).
+        std::uint64_t late = 0;
+        std::uint64_t late_frames = 0;
+        std::uint64_t early = 0;
+        std::uint64_t early_frames = 0;
+        for (const auto& s : streams_) {
+            if (s.window_head_missing > 0) {
+                ++late;
+                late_frames += s.window_head_missing;
+            }
+            if (s.window_tail_missing > 0) {
+                ++early;
+                early_frames += s.window_tail_missing;
+            }
+        }
+        if (late > 0) {
+            why.push_back(fmt::format(
+                "{} stream{} started after the window's start: {} of the missing frames lie "
+                "before {} first frame in it",
+                late, late == 1 ? "" : "s", late_frames, late == 1 ? "its" : "their"));
+        }
+        if (early > 0) {
+            why.push_back(fmt::format(
+                "{} stream{} stopped before the window's end: {} of the missing frames lie after "
+                "{} last frame in it",
+                early, early == 1 ? "" : "s", early_frames, early == 1 ? "its" : "their"));
+        }
     }
     // The VTP sequence numbers: a witness of their own, whatever the headers say.
     std::uint64_t psn_missing = 0;

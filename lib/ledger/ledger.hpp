@@ -31,6 +31,10 @@ enum class Reason : std::uint8_t {
     unlisted_source,    // source IP not in the --antenna list
     not_codif,          // to a CODIF group, a UDP datagram without a CODIF sync word
     not_vdif,           // to a VDIF group, a UDP datagram too short for a VDIF header
+    // A stream's frame whose own time lies outside the run's frame window
+    // (--start-at/--stop-at: lib/demux/window.hpp): counted, not written.
+    before_window,
+    after_window,
     // malformed
     truncated_capture,  // fewer bytes captured than were on the wire (snaplen)
     truncated_ethernet,
@@ -156,6 +160,16 @@ struct alignas(64) StreamStats {
     // Frames the capture cut after the frame header (a headers-only pcap):
     // sequence-tracked, but their payload is in no output.
     std::uint64_t payload_absent = 0;
+    // A run with a frame window (lib/demux/window.hpp): the frames of the
+    // window missing before the stream's first frame in it (it started
+    // late) and after its last (it stopped early, or the run saw no frame
+    // of it in the window), both among `sequence.missing()`; set when the
+    // window closes. The window's first and last frame of the stream.
+    bool windowed = false;
+    std::uint64_t window_head_missing = 0;
+    std::uint64_t window_tail_missing = 0;
+    FramePosition window_first;
+    FramePosition window_last;
 
     std::uint64_t packets() const { return sequence.received(); }
 };
@@ -320,6 +334,10 @@ struct Totals {
     // more than kMaxWireBytes (a damaged pcap record header): counted at
     // their captured length, so one such record cannot inflate the bytes.
     std::uint64_t bad_wire_length = 0;
+    // With a frame window (--start-at, --stop-at): frames outside it (a
+    // stream's by its own time, any other by its arrival), in no output of
+    // every frame (pcap, pcapng).
+    std::uint64_t outside_window = 0;
 };
 
 class Ledger {
@@ -333,6 +351,9 @@ class Ledger {
     }
     // (Rare: a damaged record header; Demux::on_frame.)
     void count_bad_wire_length() { ++bad_wire_length_; }
+    // With a frame window: a frame outside it, kept from the outputs of
+    // every frame (pcap, pcapng), which hold packets less these.
+    void count_outside_window() { ++outside_window_; }
     void count_reason(Reason reason) {
         const auto i = static_cast<std::size_t>(reason);
         ++reasons_[i];
@@ -419,6 +440,7 @@ class Ledger {
     std::uint64_t packets_ = 0;
     std::uint64_t bytes_ = 0;
     std::uint64_t bad_wire_length_ = 0;
+    std::uint64_t outside_window_ = 0;
     std::uint64_t wc_errors_ = 0;
     std::uint64_t payload_mismatches_ = 0;
     std::uint64_t block_misses_ = 0;

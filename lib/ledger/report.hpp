@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -160,6 +161,20 @@ struct WriterMemory {
     std::uint64_t producer_faulted_buffers = 0;
 };
 
+// A run with a frame window (--start-at, --stop-at: lib/demux/window.hpp):
+// the report's "window" (docs/formats.md, "The report").
+struct WindowInfo {
+    std::string scan;           // --scan: its name (empty: none)
+    std::int64_t start_ns = 0;  // UTC ns since 1970
+    std::int64_t stop_ns = std::numeric_limits<std::int64_t>::max();  // max: no stop
+    double grace_s = 0;  // how long frames of the window were waited for after its stop
+    // The capture started after the window's start, by this much (0: before it).
+    double started_late_s = 0;
+    // The run saw the window's end (it lasted to the stop and its grace, or
+    // its input ended): the frames after each stream's last are missing.
+    bool saw_end = false;
+};
+
 struct RunInfo {
     std::string command;  // "read", "capture"
     std::string source;   // "verbs", "pcap", "file"
@@ -202,6 +217,7 @@ struct RunInfo {
     // The groups' joins and first frames, and the IGMP queriers heard
     // (lib/ledger/mcast_path.hpp): the report's "groups" and "igmp".
     MulticastPath mcast;
+    std::optional<WindowInfo> window;
 };
 
 nlohmann::json report_json(const Ledger& ledger, const RunInfo& run);

@@ -10,12 +10,47 @@ SequenceTracker::Kind SequenceTracker::observe_general(std::uint64_t index) {
         set(index);
         return Kind::first;
     }
+    if (anchored_) {
+        anchored_ = false;
+        if (received_ == 1 && index >= lowest_) {
+            // The window's start was its anchor: the first frame is placed
+            // wherever it lies, the frames before it missing.
+            return place(index);
+        }
+    }
     if (!plausible(index)) {
         return candidate(index);
     }
     run_length_ = 0;  // the stream is where it was: no restart under way
     const Kind kind = place(index);
     return kind == Kind::duplicate ? repeated(index) : kind;
+}
+
+void SequenceTracker::anchor(std::uint64_t lowest) {
+    if (started_ || lowest == 0) {
+        return;  // (a window from the epoch's start: the first frame starts it)
+    }
+    started_ = true;
+    anchored_ = true;
+    lowest_ = lowest;
+    newest_ = lowest - 1;  // nothing received: [lowest, newest] is empty
+}
+
+void SequenceTracker::extend_to(std::uint64_t newest) {
+    if (!started_ || newest <= newest_) {
+        return;
+    }
+    anchored_ = false;
+    const std::uint64_t gap = newest - newest_;
+    if (gap >= kWindow) {
+        seen_.fill(0);
+    } else {
+        for (std::uint64_t k = 1; k <= gap; ++k) {
+            clear(newest_ + k);
+        }
+    }
+    missing_ += gap;
+    newest_ = newest;
 }
 
 // A duplicate: alone, or one of a run that numbers the stream again.

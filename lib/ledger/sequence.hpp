@@ -79,6 +79,17 @@ class SequenceTracker {
     // and every held index's f < from. Not per frame: O(kWindow).
     void rescale(std::uint64_t from, std::uint64_t to);
 
+    // A frame window (lib/demux/window.hpp): the stream's span starts at
+    // `lowest`, received or not. Before its first frame: the tracker starts
+    // there with nothing received, and the first frame, however far beyond
+    // (a stream that starts late in the window), is placed, the indices
+    // before it missing. Not per frame: once per stream.
+    void anchor(std::uint64_t lowest);
+    // The window's end was seen: its span runs to `newest`, the indices
+    // after the newest received missing (a stream that stopped early).
+    // Nothing when the newest is already there or beyond. Once per stream.
+    void extend_to(std::uint64_t newest);
+
     bool started() const { return started_; }
     std::uint64_t lowest() const { return lowest_; }
     std::uint64_t newest() const { return newest_; }
@@ -134,6 +145,7 @@ class SequenceTracker {
     std::uint64_t missing_ = 0;
     std::size_t run_length_ = 0;  // of run_; with the counters: every frame writes it
     bool started_ = false;
+    bool anchored_ = false;  // anchor() set the start; no frame placed since
     std::uint64_t duplicates_ = 0;
     std::uint64_t out_of_order_ = 0;
     std::uint64_t too_late_ = 0;

@@ -21,6 +21,7 @@ std::string stopped_by_text(const std::string& stopped_by) {
         {"sigpipe", "a closed stdout or stderr (SIGPIPE)"},
         {"count", "-c (--count)"},
         {"duration", "--duration"},
+        {"window_end", "the window's end (--stop-at and --window-grace)"},
         {"end_of_input", "the end of the input"},
         {"error", "an error"},
     };

@@ -423,6 +423,13 @@ json merge_reports(const std::vector<MergeInput>& inputs,
 
     // The verdict: every host's, and the site's expected streams.
     std::vector<std::string> reasons;
+    // Windowed runs: the same window on every host, the same frames of a
+    // stream two hosts wrote.
+    if (json window = merge_parts::window_agreement(hosts, streams, reasons, notes);
+        !window.is_null()) {
+        j["window"] = std::move(window);
+        j["notes"] = notes;
+    }
     if (expect) {
         j["expected"] = merge_parts::merge_expected(*expect, hosts, streams);
         for (std::size_t i = 0; i < kExpectProblemCount; ++i) {

@@ -67,6 +67,18 @@ void check_distinct_inputs(const std::vector<MergeInput>& inputs);
 nlohmann::json merge_reports(const std::vector<MergeInput>& inputs,
                              const std::optional<ExpectManifest>& expect);
 
+// By scan (issue 45): the inputs grouped by their window's scan (its --scan
+// name, else its [start, stop); runs without a window are one more group),
+// each group merged on its own (merge_reports). One group: that merge, as
+// merge_reports gives it. Several: {"command", "version", "scans": [{"scan",
+// "verdict", "reports", "merged"}], "verdict", "loss_reasons"}, the verdict
+// loss when any scan's is (lib/review/merge_scans.cpp).
+nlohmann::json merge_by_scan(const std::vector<MergeInput>& inputs,
+                             const std::optional<ExpectManifest>& expect);
+// A report's scan, as merge_by_scan groups it: its window's scan name, else
+// "[START, STOP)"; empty for a run without a window.
+std::string scan_key(const nlohmann::json& report);
+
 // The presence rows of every host on one time axis: the largest bin_s, the
 // earliest started_at; each host's bins re-indexed and coarsened (cells
 // summed, causes united, active spans joined). `hosts`: each host's label

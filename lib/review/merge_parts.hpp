@@ -92,4 +92,12 @@ std::vector<std::string> merge_notes(const std::vector<Host>& hosts, const json&
                                      std::uint64_t pairs);
 json host_entry(const Host& h, const std::vector<MergedStream>& streams, std::size_t index);
 
+// Windowed runs (lib/review/merge_scans.cpp): whether every host wrote the
+// same window (the one most of them wrote: a host that wrote another, or
+// none, is a loss reason naming it), and whether the streams two hosts both
+// captured have the same first and last frames (a note when not). The
+// merged report's "window"; null when no host had one.
+json window_agreement(const std::vector<Host>& hosts, const std::vector<MergedStream>& streams,
+                      std::vector<std::string>& reasons, std::vector<std::string>& notes);
+
 }  // namespace ibvcap::merge_parts

@@ -217,14 +217,34 @@ int run_merge(const MergeRequest& request) {
         inputs.push_back(load_merge_input(path));
     }
     check_distinct_inputs(inputs);
-    const json merged = merge_reports(inputs, expect);
+    const json merged = merge_by_scan(inputs, expect);
+    if (merged.contains("scans") && !request.html_path.empty()) {
+        throw UsageError(fmt::format(
+            "--html draws one scan's merge, and these reports hold {} scans: give the reports of "
+            "one scan (their window's --scan)",
+            merged["scans"].size()));
+    }
     if (!request.report_path.empty()) {
         write_report(request.report_path, merged, request.reader_wait);
     }
     if (!request.html_path.empty()) {
         write_run_page(request.html_path, merged, nullptr, request.reader_wait);
     }
-    print_merge_summary(request.report_path == "-" ? stderr : stdout, merged, !request.quiet);
+    std::FILE* out = request.report_path == "-" ? stderr : stdout;
+    if (merged.contains("scans")) {
+        // One summary per scan, then the scans' verdict.
+        for (const json& scan : merged["scans"]) {
+            fmt::print(out, "== scan {} ({} reports)\n",
+                       scan["scan"].is_null() ? std::string("(no window)")
+                                              : scan["scan"].get<std::string>(),
+                       scan["reports"].size());
+            print_merge_summary(out, scan["merged"], !request.quiet);
+        }
+        fmt::print(out, "ibvcap merge: {} scans, verdict: {}\n", merged["scans"].size(),
+                   merged["verdict"].get<std::string>());
+    } else {
+        print_merge_summary(out, merged, !request.quiet);
+    }
     return merge_exit_code(merged);
 }
 

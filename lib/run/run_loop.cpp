@@ -19,6 +19,7 @@
 #include "lib/run/console.hpp"
 #include "lib/run/metrics.hpp"
 #include "lib/run/run_lanes.hpp"
+#include "lib/run/run_window.hpp"
 #include "lib/run/stats_line.hpp"
 
 namespace ibvcap {
@@ -171,7 +172,17 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     // 0, negative or NaN: no limit; capped at ~30 years so the cast cannot overflow.
-    const double limit_s = settings.duration_s > 0 ? std::min(settings.duration_s, 1e9) : 0.0;
+    double limit_s = settings.duration_s > 0 ? std::min(settings.duration_s, 1e9) : 0.0;
+    // A frame window: said at the start; a live run ends at its stop and grace.
+    bool window_ends_run = false;
+    if (settings.demux.window) {
+        const double until_stop_s =
+            announce_window(*settings.demux.window, settings, source.live(), outcome.info);
+        if (source.live() && settings.demux.window->has_stop()) {
+            limit_s = std::clamp(until_stop_s + settings.window_grace_s, 0.0, 1e9);
+            window_ends_run = true;
+        }
+    }
     const auto deadline =
         start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit_s));
     // The live stats line: built in the 1 Hz tick below, on this thread (the capture thread for
@@ -332,8 +343,8 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             break;  // a worker thread failed: stop as after a device fault
         }
         const auto now = Clock::now();
-        if (limit_s > 0 && now >= deadline) {
-            outcome.info.stopped_by = "duration";
+        if ((limit_s > 0 || window_ends_run) && now >= deadline) {
+            outcome.info.stopped_by = window_ends_run ? "window_end" : "duration";
             break;
         }
         if (now - last_tick >= settings.tick) {
@@ -372,7 +383,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             break;
         }
         auto wait = kMaxStepWait;
-        if (limit_s > 0) {
+        if (limit_s > 0 || window_ends_run) {
             const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
             wait = std::clamp(left, std::chrono::milliseconds(0), kMaxStepWait);
         }
@@ -395,6 +406,15 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         remaining = settings.count - std::min(settings.count, source.frames());
     }
     source.stop(remaining);
+    if (settings.demux.window) {
+        // The frames have stopped: each stream's span becomes the window.
+        const bool saw_end =
+            outcome.info.stopped_by == "window_end" || outcome.info.stopped_by == "end_of_input";
+        outcome.info.window->saw_end = saw_end;
+        for (auto& l : lanes) {
+            l->demux->close_window(saw_end);
+        }
+    }
     if (settings.blocks != nullptr) {
         settings.blocks->flush();  // the producers have stopped: hand out the open blocks
     }
@@ -462,6 +482,9 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         }
     }
     outcome.ledger.set_output_formats(settings.outputs.formats);  // (streams in no file)
+    for (const std::string& note : window_notes(settings.demux.window, outcome.info)) {
+        outcome.ledger.add_note(note);
+    }
     if (outcome.info.writer_memory) {
         WriterMemory& m = *outcome.info.writer_memory;
         if (m.bound_bytes > 0) {

@@ -83,6 +83,12 @@ struct RunSettings {
     // end when the loop stops; a file's are its first and last stream frames.
     std::optional<ExpectManifest> expect;
     ExpectOptions expect_options;
+    // With a frame window that stops (demux.window: --stop-at, or --start-at
+    // and --duration): a live source's run ends this long after the stop,
+    // the window's late frames waited for (stopped_by "window_end").
+    double window_grace_s = 2;
+    // --scan: the window's name, in the report (empty: none).
+    std::string scan_name;
 };
 
 // A lane's counts for its pcapng statistics blocks (docs/formats.md,

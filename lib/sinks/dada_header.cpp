@@ -8,20 +8,11 @@
 #include <stdexcept>
 
 #include "formats/fill_frame.hpp"
+#include "formats/stream_header.hpp"
 
 namespace ibvcap {
 
 namespace {
-// Seconds since 1970 of a reference epoch: half-years since 2000-01-01
-// (VDIF and CODIF alike).
-std::int64_t epoch_unix(std::uint8_t epoch) {
-    tm t{};
-    t.tm_year = 100 + epoch / 2;
-    t.tm_mon = (epoch % 2) ? 6 : 0;
-    t.tm_mday = 1;
-    return static_cast<std::int64_t>(timegm(&t));
-}
-
 struct Samples {
     std::uint32_t nbit = 0;
     std::uint32_t ndim = 1;
@@ -77,7 +68,7 @@ std::string dada_header(const DadaHeaderInput& in) {
     std::uint32_t seconds = 0;
     std::uint32_t frame = 0;
     in.timing.position(in.first_index, seconds, frame);
-    const std::int64_t utc = epoch_unix(in.first.epoch) + seconds;
+    const std::int64_t utc = reference_epoch_unix_s(in.first.epoch) + seconds;
     tm t{};
     const time_t tt = static_cast<time_t>(utc);
     gmtime_r(&tt, &t);

@@ -271,10 +271,7 @@ void GeneratorConfig::validate_vdif_settings() const {
 }
 
 std::uint64_t Generator::epoch_unix_ns(std::uint8_t epoch) {
-    using namespace std::chrono;
-    const year_month_day ymd{year{2000 + epoch / 2}, month{epoch % 2 == 0 ? 1u : 7u}, day{1}};
-    const auto secs = sys_days{ymd}.time_since_epoch();
-    return static_cast<std::uint64_t>(duration_cast<nanoseconds>(secs).count());
+    return static_cast<std::uint64_t>(reference_epoch_unix_s(epoch)) * 1'000'000'000ull;
 }
 
 Generator::Generator(GeneratorConfig config) : config_(std::move(config)) {

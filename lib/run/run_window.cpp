@@ -1,0 +1,72 @@
+#include "lib/run/run_window.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <limits>
+
+#include "lib/run/run_lanes.hpp"
+
+namespace ibvcap {
+
+namespace {
+constexpr double kNsPerSecond = 1e9;
+bool has_start(const FrameWindow& w) {
+    return w.start_ns != std::numeric_limits<std::int64_t>::min();
+}
+}  // namespace
+
+double announce_window(const FrameWindow& window, const RunSettings& settings, bool live,
+                       RunInfo& info) {
+    WindowInfo w;
+    w.start_ns = window.start_ns;
+    w.stop_ns = window.stop_ns;
+    w.grace_s = settings.window_grace_s;
+    w.scan = settings.scan_name;
+    const auto now = static_cast<std::int64_t>(wall_clock_ns());
+    std::string line;
+    const std::string stop_words =
+        window.has_stop() ? fmt::format(" to {}", format_utc_instant(window.stop_ns)) : "";
+    if (live && has_start(window) && window.start_ns < now) {
+        w.started_late_s = static_cast<double>(now - window.start_ns) / kNsPerSecond;
+        line = fmt::format(
+            "ibvcap {}: the window's start {} is past by {:.3f} s: writing its frames from now{}; "
+            "those that came before are missing\n",
+            settings.command, format_utc_instant(window.start_ns), w.started_late_s, stop_words);
+    } else if (live && has_start(window)) {
+        line = fmt::format("ibvcap {}: set up; writing the frames of {}{} (in {:.3f} s)\n",
+                           settings.command, format_utc_instant(window.start_ns), stop_words,
+                           static_cast<double>(window.start_ns - now) / kNsPerSecond);
+    } else if (live) {
+        line = fmt::format("ibvcap {}: set up; writing the frames up{}\n", settings.command,
+                           stop_words);
+    }
+    if (!line.empty() && settings.notices != nullptr) {
+        settings.notices->write_within(line, std::chrono::seconds(1));
+    }
+    info.window = w;
+    return window.has_stop() ? static_cast<double>(window.stop_ns - now) / kNsPerSecond : 0.0;
+}
+
+std::vector<std::string> window_notes(const std::optional<FrameWindow>& window,
+                                      const RunInfo& info) {
+    std::vector<std::string> notes;
+    if (!window || !info.window) {
+        return notes;
+    }
+    if (info.window->started_late_s > 0) {
+        notes.push_back(fmt::format(
+            "the capture started {:.3f} s after the window's start {}: the window's frames "
+            "before then were missed by the capture, not by the network",
+            info.window->started_late_s, format_utc_instant(window->start_ns)));
+    }
+    if (window->has_stop() && !info.window->saw_end) {
+        notes.push_back(fmt::format(
+            "the run ended ({}) before the window's end {}: what came after its streams' last "
+            "frames is not counted",
+            stopped_by_text(info.stopped_by), format_utc_instant(window->stop_ns)));
+    }
+    return notes;
+}
+
+}  // namespace ibvcap
