@@ -21,6 +21,7 @@
 #include "lib/demux/demux.hpp"
 #include "lib/ledger/expect.hpp"
 #include "lib/run/common.hpp"
+#include "lib/run/schedule.hpp"
 #include "lib/sinks/dada_sink.hpp"
 #include "lib/sinks/file_sinks.hpp"
 
@@ -134,6 +135,22 @@ struct CommonOptions {
     double window_grace_s = 2;
     std::string scan_name;  // --scan (empty: none)
 };
+// The run's frame window (capture/cli_window.cpp; docs/operations.md,
+// "Observing a window"). scheduled_scan: with --schedule FILE, the scan
+// --scan names (or "next"), the whole file checked first (none: no
+// --schedule); every problem a UsageError naming the file and line.
+std::optional<Scan> scheduled_scan(const cxxopts::ParseResult& args);
+// The scan's groups= and formats= in place of the command line's (given
+// both: a UsageError), and -o DIR/NAME.
+void apply_scan_lists(const cxxopts::ParseResult& args, const Scan& scan, CommonOptions& c);
+// {scan} in --report, --html and --metrics-file becomes the scan's name.
+void name_paths_for_scan(const std::string& scan, CommonOptions& c);
+// --start-at, --stop-at (or the scan's), --window-grace, --scan: demux.window.
+void read_window_options(const cxxopts::ParseResult& args, CommonOptions& c,
+                         const std::optional<Scan>& scan);
+// An edge inside a second with VDIF groups whose rate is learned: a UsageError.
+void check_window_rates(const CommonOptions& c);
+
 // `input_file`: read's -r FILE (the report may not overwrite it), or empty.
 CommonOptions read_common_options(const cxxopts::ParseResult& args,
                                   const std::string& input_file = {});

@@ -13,7 +13,8 @@ int cmd_merge(int argc, char** argv) {
         "One verdict for an observation captured by several hosts: their run reports "
         "(capture --report, read --report) merged into one, with the same keys, a table of the "
         "hosts and what the merge found (streams seen by two hosts, counted once; runs that do "
-        "not overlap in time; different versions).");
+        "not overlap in time; different versions). Reports of windows (--scan, --start-at) are "
+        "grouped by scan: one verdict per scan, and the schedule's.");
     options.positional_help("REPORT.json...");
     // clang-format off
     options.add_options()

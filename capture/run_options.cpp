@@ -66,7 +66,8 @@ void add_common_options(cxxopts::Options& options, const char* groups_help) {
         ("start-at", "write only the frames whose own time (the CODIF or VDIF header's) is at or after UTC: 2026-11-29T10:00:00Z or 2026y333d10h00m00s (VEX); earlier frames are counted, not written, and a stream's span starts there", cxxopts::value<std::string>(), "UTC")
         ("stop-at", "write only the frames whose own time is before UTC; a capture stops once it is past (and --window-grace): a stream's span ends there", cxxopts::value<std::string>(), "UTC")
         ("window-grace", "with --stop-at: how long a capture waits after it for late frames of the window", cxxopts::value<double>()->default_value("2"), "SECONDS")
-        ("scan", "with --start-at or --stop-at: the window's name (a schedule's scan, no0042), in the report; ibvcap merge gives each scan's verdict over the hosts", cxxopts::value<std::string>(), "NAME")
+        ("scan", "with --start-at or --stop-at: the window's name (a schedule's scan, no0042), in the report; ibvcap merge gives each scan's verdict over the hosts. With --schedule: the scan to take, or next (the one under way, else the next to come)", cxxopts::value<std::string>(), "NAME")
+        ("schedule", "a site's schedule, one line per scan (NAME START STOP [groups=...] [formats=...]; docs/operations.md): the run takes --scan's window, groups and formats, writes into -o DIR/NAME, and {scan} in --report, --html and --metrics-file is NAME", cxxopts::value<std::string>(), "FILE")
         ("q,quiet", "no per-stream table and no live stats line: the totals, notes and verdict only")
         ("stream-format", "how datagrams to a group without its own /FORMAT are read: codif, vdif (a VDIF frame per datagram) or vtp (the VDIF Transport Protocol: a 64-bit sequence number, then a VDIF frame)", cxxopts::value<std::string>()->default_value("codif"), "FORMAT")
         ("vdif-frames-per-second", "VDIF frames per second of every VDIF stream (default: each stream's is learned from its first whole second, and the report says so)", cxxopts::value<std::uint64_t>(), "N")
@@ -81,81 +82,6 @@ namespace {
 
 // --expect and its shorthand (lib/ledger/expect.hpp); a manifest that cannot
 // be used is a usage error naming the file, the position and the fix.
-// --start-at, --stop-at, --window-grace (docs/operations.md, "Observing on
-// a schedule"). capture's --duration, relative to --start-at, is its own.
-void read_window_options(const cxxopts::ParseResult& args, CommonOptions& c) {
-    const auto instant = [&](const char* name) -> std::optional<std::int64_t> {
-        if (!args.count(name)) {
-            return std::nullopt;
-        }
-        const std::string text = args[name].as<std::string>();
-        const auto ns = parse_utc_instant(text);
-        if (!ns) {
-            throw UsageError(fmt::format(
-                "bad --{} '{}': give a UTC time as 2026-11-29T10:00:00Z (a fraction of a second "
-                "may follow the seconds) or in VEX form, 2026y333d10h00m00s",
-                name, text));
-        }
-        return ns;
-    };
-    const auto start = instant("start-at");
-    const auto stop = instant("stop-at");
-    if (!start && !stop) {
-        for (const char* name : {"window-grace", "scan"}) {
-            if (args.count(name)) {
-                throw UsageError(
-                    fmt::format("--{} applies only with --start-at or --stop-at", name));
-            }
-        }
-        return;
-    }
-    if (args.count("scan")) {
-        c.scan_name = args["scan"].as<std::string>();
-        const bool plain = !c.scan_name.empty() && c.scan_name.size() <= 64 &&
-                           c.scan_name.find_first_not_of(
-                               "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop"
-                               "qrstuvwxyz0123456789._-") == std::string::npos &&
-                           c.scan_name.front() != '.';
-        if (!plain) {
-            throw UsageError(fmt::format(
-                "bad --scan '{}': a scan name is 1 to 64 letters, digits, '.', '_' or '-', not "
-                "starting with '.'",
-                c.scan_name));
-        }
-    }
-    FrameWindow w;
-    w.start_ns = start.value_or(std::numeric_limits<std::int64_t>::min());
-    w.stop_ns = stop.value_or(FrameWindow::kOpen);
-    if (start && stop && *stop <= *start) {
-        throw UsageError(fmt::format("--stop-at {} is not after --start-at {}",
-                                     format_utc_instant(*stop), format_utc_instant(*start)));
-    }
-    c.window_grace_s = args["window-grace"].as<double>();
-    if (!std::isfinite(c.window_grace_s) || c.window_grace_s < 0 || c.window_grace_s > 1e6) {
-        throw UsageError(fmt::format("bad --window-grace {}: expected {}", c.window_grace_s,
-                                     valid_range("window-grace")));
-    }
-    c.demux.window = w;
-}
-
-// A VDIF stream whose rate is learned is judged by its seconds until the
-// rate is known: an edge inside a second needs the rate given.
-void check_window_rates(const CommonOptions& c) {
-    const auto& d = c.demux;
-    if (!d.window || d.vdif_frames_per_second != 0 || whole_seconds(*d.window)) {
-        return;
-    }
-    const bool vdif = std::any_of(d.group_formats.begin(), d.group_formats.end(),
-                                  [](StreamFormat f) { return f != StreamFormat::codif; }) ||
-                      (d.groups.empty() && d.any_group_format != StreamFormat::codif);
-    if (vdif) {
-        throw UsageError(
-            "--start-at or --stop-at inside a second: a VDIF frame's time within its second "
-            "needs the frame rate from the first frame: add --vdif-frames-per-second N, or give "
-            "whole seconds");
-    }
-}
-
 void read_expect_options(const cxxopts::ParseResult& args, CommonOptions& c) {
     const bool file = args.count("expect") > 0;
     const bool antennas = args.count("expect-antennas") > 0;
@@ -346,6 +272,8 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
             c.outputs.prefix));
     }
     c.outputs.overwrite = args.count("overwrite") > 0;
+    // --schedule FILE --scan NAME: the scan's window, groups and formats.
+    const std::optional<Scan> scan = scheduled_scan(args);
     if (args.count("format")) {
         c.outputs.formats = parse_formats(args["format"].as<std::vector<std::string>>());
     }
@@ -376,6 +304,9 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
     if (args.count("antenna")) {
         c.demux.antennas =
             parse_addresses(args["antenna"].as<std::vector<std::string>>(), "--antenna");
+    }
+    if (scan) {
+        apply_scan_lists(args, *scan, c);
     }
     c.outputs.groups = c.demux.groups;
     c.outputs.antennas = c.demux.antennas;
@@ -458,9 +389,12 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
         }
     }
     c.verbose = args.count("verbose") > 0;
+    if (scan) {
+        name_paths_for_scan(scan->name, c);
+    }
     check_run_files(args, input_file, c);
     read_expect_options(args, c);
-    read_window_options(args, c);
+    read_window_options(args, c, scan);
     check_window_rates(c);
     c.quiet = args.count("quiet") > 0;
     return c;

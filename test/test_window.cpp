@@ -3,6 +3,7 @@
 // the tracker anchored at the window's start, the demux counting what lies
 // outside, the edges' missing frames, and `ibvcap read --start-at --stop-at`
 // as typed, checked frame by frame against the generator's truth.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include "lib/demux/demux.hpp"
 #include "lib/demux/window.hpp"
 #include "lib/ledger/report.hpp"
+#include "lib/run/schedule.hpp"
 
 namespace ibvcap {
 namespace {
@@ -461,6 +463,126 @@ TEST(CaptureWindow, APastStopIsRefusedBeforeAnythingIsSetUp) {
     EXPECT_EQ(both.code, 2) << both.err;
     EXPECT_NE(both.err.find("give --stop-at or --duration, not both"), std::string::npos)
         << both.err;
+}
+
+}  // namespace
+}  // namespace ibvcap
+
+// ---------------------------------------------------------------------------
+// A site's schedule (lib/run/schedule.hpp).
+
+namespace ibvcap {
+namespace {
+
+TEST(Schedule, ScansAreReadInStartOrderWithTheirLists) {
+    const auto scans = parse_schedule(
+        "# R1234\n"
+        "no0043 2026-11-29T10:17:00Z 2026-11-29T10:30:00Z groups=239.17.0.1:36001/vdif "
+        "formats=vdif\n"
+        "\n"
+        "no0042   2026y333d10h00m00s   2026y333d10h15m00s   # the first\n",
+        "r1234.sched");
+    ASSERT_EQ(scans.size(), 2u);
+    EXPECT_EQ(scans[0].name, "no0042");
+    EXPECT_EQ(scans[0].line, 4u);
+    EXPECT_EQ(scans[0].window.start_ns, utc("2026-11-29T10:00:00Z"));
+    EXPECT_TRUE(scans[0].groups.empty());
+    EXPECT_EQ(scans[1].name, "no0043");
+    EXPECT_EQ(scans[1].groups, std::vector<std::string>{"239.17.0.1:36001/vdif"});
+    EXPECT_EQ(scans[1].formats, std::vector<std::string>{"vdif"});
+    const std::int64_t at_10_16 = utc("2026-11-29T10:16:00Z");
+    EXPECT_EQ(select_scan(scans, "next", at_10_16, "f").name, "no0043");
+    EXPECT_EQ(select_scan(scans, "next", utc("2026-11-29T10:05:00Z"), "f").name, "no0042");
+    EXPECT_EQ(select_scan(scans, "no0042", at_10_16, "f").name, "no0042");
+    EXPECT_THROW(select_scan(scans, "next", utc("2026-11-29T11:00:00Z"), "f"), std::runtime_error);
+}
+
+TEST(Schedule, ALineThatCannotBeReadRefusesTheWholeFileNamingIt) {
+    const struct {
+        const char* text;
+        const char* says;
+    } cases[] = {
+        {"a 2026-11-29T10:00:00Z\n", "schedule s line 1: a scan is NAME START STOP"},
+        {"ok 2026-11-29T10:00:00Z 2026-11-29T10:01:00Z\nb 10:00 2026-11-29T10:03:00Z\n",
+         "schedule s line 2: bad time '10:00'"},
+        {"a 2026-11-29T10:00:00Z 2026-11-29T10:00:00Z\n",
+         "scan a stops at 2026-11-29T10:00:00Z, not after its start"},
+        {"../x 2026-11-29T10:00:00Z 2026-11-29T10:01:00Z\n", "bad scan name '../x'"},
+        {"a 2026-11-29T10:00:00Z 2026-11-29T10:01:00Z\na 2026-11-29T11:00:00Z "
+         "2026-11-29T11:01:00Z\n",
+         "schedule s line 2: scan a is named twice"},
+        {"a 2026-11-29T10:00:00Z 2026-11-29T10:01:00Z mode=x\n", "unknown 'mode=x'"},
+        {"a 2026-11-29T10:00:00Z 2026-11-29T10:01:00Z groups=\n", "an empty entry"},
+        {"a 2026-11-29T10:00:00Z 2026-11-29T10:10:00Z\nb 2026-11-29T10:09:00Z "
+         "2026-11-29T10:20:00Z\n",
+         "schedule s line 2: scan b starts at 2026-11-29T10:09:00Z, before scan a (line 1) "
+         "stops at 2026-11-29T10:10:00Z: scans may not overlap"},
+    };
+    for (const auto& c : cases) {
+        try {
+            parse_schedule(c.text, "s");
+            ADD_FAILURE() << "accepted: " << c.text;
+        } catch (const std::runtime_error& e) {
+            EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
+        }
+    }
+}
+
+TEST(ReadWindow, AScanOfTheScheduleWritesIntoItsOwnDirectory) {
+    test::TempDir dir;
+    ASSERT_EQ(test::ibvcap(dir,
+                           "gen -q -w g.pcap --antennas 1 --threads 1 -c 3000 --payload 256 "
+                           "--frames-per-period 1000 239.17.0.1:36001 239.17.0.2:36001")
+                  .code,
+              0);
+    std::ofstream(dir / "site.sched")
+        << "# scans of frame time 2026-01-01\n"
+           "s1 2026-01-01T00:00:00.5Z 2026-01-01T00:00:01Z groups=239.17.0.1:36001\n"
+           "s2 2026-01-01T00:00:02Z   2026-01-01T00:00:02.5Z\n";
+    for (const char* scan : {"s1", "s2"}) {
+        const auto r = test::ibvcap(dir, fmt::format("read -q -r g.pcap -F codif -o out "
+                                                     "--report '{{scan}}.json' --schedule "
+                                                     "site.sched --scan {} 239.17.0.2:36001",
+                                                     scan));
+        if (std::string(scan) == "s1") {
+            // s1 names its groups: the command line's are refused.
+            EXPECT_EQ(r.code, 2) << r.err;
+            EXPECT_NE(r.err.find("scan s1 names its groups (schedule line 2): leave GROUP:PORT "
+                                 "off the command line"),
+                      std::string::npos)
+                << r.err;
+            const auto ok = test::ibvcap(dir,
+                                         "read -q -r g.pcap -F codif -o out --report "
+                                         "'{scan}.json' --schedule site.sched --scan s1");
+            ASSERT_EQ(ok.code, 0) << ok.err;
+        } else {
+            ASSERT_EQ(r.code, 0) << r.err;
+        }
+        const auto j = nlohmann::json::parse(test::slurp(dir / (std::string(scan) + ".json")));
+        EXPECT_EQ(j["window"]["scan"], scan);
+        ASSERT_EQ(j["streams"].size(), 1u);
+        EXPECT_EQ(j["streams"][0]["packets"], 500);
+        EXPECT_EQ(j["streams"][0]["group"],
+                  std::string(scan) == "s1" ? "239.17.0.1:36001" : "239.17.0.2:36001");
+        ASSERT_EQ(j["outputs"].size(), 1u);
+        EXPECT_EQ(j["outputs"][0]["path"].get<std::string>().rfind(fmt::format("out/{}/", scan), 0),
+                  0u)
+            << j["outputs"][0]["path"];
+    }
+    std::ofstream(dir / "bad.sched") << "s1 2026-01-01T00:00:00Z 2026-01-01T00:00:01Z "
+                                        "groups=239.17.0.1\n";
+    const auto bad = test::ibvcap(dir, "read -r g.pcap --schedule bad.sched --scan s1");
+    EXPECT_EQ(bad.code, 2);
+    EXPECT_NE(bad.err.find("schedule bad.sched line 1:"), std::string::npos) << bad.err;
+    const auto none = test::ibvcap(dir, "read -r g.pcap --schedule site.sched --scan s9");
+    EXPECT_EQ(none.code, 2);
+    EXPECT_NE(none.err.find("no scan s9 in the schedule site.sched (its scans: s1, s2)"),
+              std::string::npos)
+        << none.err;
+    const auto both = test::ibvcap(
+        dir, "read -r g.pcap --schedule site.sched --scan s1 --start-at 2026-01-01T00:00:00Z");
+    EXPECT_EQ(both.code, 2);
+    EXPECT_NE(both.err.find("--start-at with --schedule"), std::string::npos) << both.err;
 }
 
 }  // namespace
