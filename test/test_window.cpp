@@ -19,6 +19,7 @@
 #include "lib/demux/demux.hpp"
 #include "lib/demux/window.hpp"
 #include "lib/ledger/report.hpp"
+#include "lib/run/run_window.hpp"
 #include "lib/run/schedule.hpp"
 
 namespace ibvcap {
@@ -117,14 +118,42 @@ TEST(SequenceAnchor, AStreamThatStartsLateMissesTheFramesBeforeItsFirst) {
     t.set_plausible_jump(100);
     t.anchor(1000);
     EXPECT_TRUE(t.reconciles());
-    // 5000 frames after the start: far past the plausible jump, placed all the same.
-    EXPECT_EQ(t.observe(6000), SequenceTracker::Kind::gap);
+    // 5000 frames after the start: far past the plausible jump, taken once
+    // 16 frames agree on it (one corrupted header cannot open the gap).
+    for (std::uint64_t i = 6000; i < 6015; ++i) {
+        EXPECT_EQ(t.observe(i), SequenceTracker::Kind::implausible);
+    }
+    EXPECT_EQ(t.observe(6015), SequenceTracker::Kind::gap);
     EXPECT_EQ(t.missing(), 5000u);
     EXPECT_EQ(t.lowest(), 1000u);
-    EXPECT_EQ(t.observe(6001), SequenceTracker::Kind::in_order);
+    EXPECT_EQ(t.first_received(), 6000u);
+    EXPECT_EQ(t.restarts(), 0u);
+    EXPECT_EQ(t.implausible(), 0u);
+    EXPECT_EQ(t.observe(6016), SequenceTracker::Kind::in_order);
     // The anchor's leave is for the first frame only: a later jump is implausible.
     EXPECT_EQ(t.observe(9000), SequenceTracker::Kind::implausible);
     EXPECT_TRUE(t.reconciles());
+}
+
+TEST(SequenceAnchor, OneCorruptedHeaderFarInTheWindowOpensNoGap) {
+    SequenceTracker t;
+    t.set_plausible_jump(100);
+    t.anchor(1000);
+    EXPECT_EQ(t.observe(900'000), SequenceTracker::Kind::implausible);  // a damaged header
+    for (std::uint64_t i = 1000; i < 1010; ++i) {
+        t.observe(i);  // the stream, from the window's start
+    }
+    EXPECT_EQ(t.missing(), 0u);
+    EXPECT_EQ(t.implausible(), 1u);
+    EXPECT_EQ(t.first_received(), 1000u);
+    EXPECT_TRUE(t.reconciles());
+    // Nothing placed at the anchor yet, first frames through the inline path.
+    SequenceTracker u;
+    u.anchor(50);
+    EXPECT_EQ(u.observe(50), SequenceTracker::Kind::in_order);
+    EXPECT_EQ(u.observe(51), SequenceTracker::Kind::in_order);
+    EXPECT_EQ(u.observe(55), SequenceTracker::Kind::gap);
+    EXPECT_EQ(u.first_received(), 50u);
 }
 
 TEST(SequenceAnchor, ALateFrameFillsTheHeadAndTheEndExtendsTheSpan) {
@@ -583,6 +612,49 @@ TEST(ReadWindow, AScanOfTheScheduleWritesIntoItsOwnDirectory) {
         dir, "read -r g.pcap --schedule site.sched --scan s1 --start-at 2026-01-01T00:00:00Z");
     EXPECT_EQ(both.code, 2);
     EXPECT_NE(both.err.find("--start-at with --schedule"), std::string::npos) << both.err;
+}
+
+}  // namespace
+}  // namespace ibvcap
+
+// ---------------------------------------------------------------------------
+// The run's notes about its window (lib/run/run_window.hpp).
+
+namespace ibvcap {
+namespace {
+
+TEST(WindowNotes, AClockStepLateStartAndEarlyEndAreNoted) {
+    const FrameWindow w{kEpoch52, kEpoch52 + 60 * kSecond};
+    RunInfo info;
+    WindowInfo wi;
+    wi.start_ns = w.start_ns;
+    wi.stop_ns = w.stop_ns;
+    wi.started_late_s = 3.25;
+    wi.saw_end = false;
+    info.window = wi;
+    info.stopped_by = "sigterm";
+    EXPECT_EQ(window_notes(w, info).size(), 2u);
+    ClockFigures c;
+    c.host_steps = 1;
+    c.host_step_max_ns = 1'500'000'000;
+    info.clocks.push_back(c);
+    const auto notes = window_notes(w, info);
+    ASSERT_EQ(notes.size(), 3u);
+    EXPECT_NE(notes[0].find("the capture started 3.250 s after the window's start "
+                            "2026-01-01T00:00:00Z"),
+              std::string::npos)
+        << notes[0];
+    EXPECT_NE(notes[1].find("a clock stepped during the window (1 host step, the largest 1.500 s"),
+              std::string::npos)
+        << notes[1];
+    EXPECT_NE(notes[2].find("the run ended (SIGTERM) before the window's end 2026-01-01T00:01:00Z"),
+              std::string::npos)
+        << notes[2];
+    info.window->saw_end = true;
+    info.window->started_late_s = 0;
+    info.clocks.clear();
+    EXPECT_TRUE(window_notes(w, info).empty());
+    EXPECT_TRUE(window_notes(std::nullopt, info).empty());
 }
 
 }  // namespace

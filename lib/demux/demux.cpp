@@ -555,12 +555,16 @@ void Demux::accept(std::size_t stream, const Frame& frame, const UdpPacket& pack
         }
         if (index == s.sequence.lowest() && kind != SequenceTracker::Kind::duplicate) {
             s.first = {header.seconds, header.frame};
-        } else if (s.windowed && kind != SequenceTracker::Kind::duplicate &&
-                   (s.sequence.received() == 1 ||
-                    index < s.timing.index(s.first.seconds, s.first.frame))) [[unlikely]] {
+        }
+        if (windows_on_) [[unlikely]] {
             // The tracker's lowest is the window's start, which may never
-            // come: the stream's first is its lowest frame received.
-            s.first = {header.seconds, header.frame};
+            // come: the stream's first is its lowest frame received (a
+            // division only when that changes).
+            StreamWindow& w = windows_[stream];
+            if (const std::uint64_t first = s.sequence.first_received(); first != w.first_index) {
+                w.first_index = first;
+                s.timing.position(first, s.first.seconds, s.first.frame);
+            }
         }
     }
     if (!stream_sinks_.empty()) {
@@ -608,8 +612,8 @@ void Demux::close_window(bool saw_end) {
         const std::uint64_t lo = index_of(w.lo);
         const bool open = w.hi == std::numeric_limits<std::uint64_t>::max();
         const std::uint64_t hi = open ? w.hi : index_of(w.hi);
-        if (s.sequence.received() > 0) {
-            s.window_head_missing = s.timing.index(s.first.seconds, s.first.frame) - lo;
+        if (s.sequence.received() > s.sequence.implausible()) {
+            s.window_head_missing = s.sequence.first_received() - lo;
         }
         s.timing.position(lo, s.window_first.seconds, s.window_first.frame);
         if (!open && hi > lo) {
@@ -620,12 +624,13 @@ void Demux::close_window(bool saw_end) {
         }
         if (!s.sequence.started()) {
             s.sequence.anchor(lo);
-            s.window_head_missing = hi - lo;  // none of the window's frames came
         }
         const std::uint64_t before = s.sequence.missing();
         s.sequence.extend_to(hi - 1);
-        if (s.sequence.received() > 0) {
+        if (s.sequence.received() > s.sequence.implausible()) {
             s.window_tail_missing = s.sequence.missing() - before;
+        } else {
+            s.window_head_missing = hi - lo;  // none of the window's frames came
         }
     }
 }

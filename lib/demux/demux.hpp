@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -204,6 +205,8 @@ class Demux {
         std::uint64_t hi = 0;
         bool by_seconds = false;
         bool anchored = false;
+        // The index `first` was last set from (the tracker's first_received).
+        std::uint64_t first_index = std::numeric_limits<std::uint64_t>::max();
     };
     std::vector<StreamWindow> windows_;
     bool windows_on_ = false;  // options_.window is set

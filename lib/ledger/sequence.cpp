@@ -10,19 +10,23 @@ SequenceTracker::Kind SequenceTracker::observe_general(std::uint64_t index) {
         set(index);
         return Kind::first;
     }
-    if (anchored_) {
-        anchored_ = false;
-        if (received_ == 1 && index >= lowest_) {
-            // The window's start was its anchor: the first frame is placed
-            // wherever it lies, the frames before it missing.
-            return place(index);
-        }
+    if (windowed_ && !first_recorded_ && received_ - implausible_ > 1) {
+        // The inline path placed the stream's first frames: from the anchor.
+        first_recorded_ = true;
+        first_received_ = lowest_;
     }
     if (!plausible(index)) {
+        // With the anchor: a first frame far from the window's start is
+        // taken only when kRestartRun frames agree on where the stream is
+        // (candidate), so one corrupted header cannot open a huge gap.
         return candidate(index);
     }
     run_length_ = 0;  // the stream is where it was: no restart under way
     const Kind kind = place(index);
+    if (windowed_ && kind != Kind::duplicate && (!first_recorded_ || index < first_received_)) {
+        first_recorded_ = true;
+        first_received_ = index;
+    }
     return kind == Kind::duplicate ? repeated(index) : kind;
 }
 
@@ -31,7 +35,8 @@ void SequenceTracker::anchor(std::uint64_t lowest) {
         return;  // (a window from the epoch's start: the first frame starts it)
     }
     started_ = true;
-    anchored_ = true;
+    windowed_ = true;
+    first_recorded_ = false;
     lowest_ = lowest;
     newest_ = lowest - 1;  // nothing received: [lowest, newest] is empty
 }
@@ -40,7 +45,6 @@ void SequenceTracker::extend_to(std::uint64_t newest) {
     if (!started_ || newest <= newest_) {
         return;
     }
-    anchored_ = false;
     const std::uint64_t gap = newest - newest_;
     if (gap >= kWindow) {
         seen_.fill(0);
@@ -97,6 +101,19 @@ SequenceTracker::Kind SequenceTracker::candidate(std::uint64_t index) {
     run_[run_length_++] = index;
     if (run_length_ < kRestartRun) {
         return Kind::implausible;
+    }
+    if (anchor_pending()) {
+        // kRestartRun frames agree where a stream with nothing placed yet
+        // is: it started late in its window. Not a restart: its span still
+        // starts at the anchor, and the frames before run_[0] are missing.
+        implausible_ -= kRestartRun;
+        for (std::size_t i = 0; i < kRestartRun; ++i) {
+            place(run_[i]);  // the first opens the gap from the anchor; the rest follow it
+        }
+        first_recorded_ = true;
+        first_received_ = run_[0];
+        run_length_ = 0;
+        return Kind::gap;
     }
     // kRestartRun frames agree: the stream restarted at run_[0]. The old
     // segment is closed; the run's frames are placed in the new one.
@@ -178,10 +195,21 @@ void SequenceTracker::move_indices(const Moved& moved) {
     seen_ = seen;
     lowest_ = moved(lowest_);
     newest_ = newest;
+    first_received_ = moved(first_received_);
     for (std::size_t i = 0; i < run_length_; ++i) {
         run_[i] = moved(run_[i]);
     }
     repeat_first_ = moved(repeat_first_);
+}
+
+template <typename Moved>
+void SequenceTracker::move_anchor(const Moved& moved) {
+    // Nothing placed: only the anchor (and a restart run under way) moves.
+    lowest_ = moved(lowest_);
+    newest_ = lowest_ - 1;
+    for (std::size_t i = 0; i < run_length_; ++i) {
+        run_[i] = moved(run_[i]);
+    }
 }
 
 void SequenceTracker::rescale(std::uint64_t from, std::uint64_t to) {
@@ -189,6 +217,10 @@ void SequenceTracker::rescale(std::uint64_t from, std::uint64_t to) {
         return;
     }
     const auto moved = [from, to](std::uint64_t i) { return i / from * to + i % from; };
+    if (anchor_pending()) {
+        move_anchor(moved);
+        return;
+    }
     // Each period boundary the segment spans opens (to - from) new slots.
     missing_ += (newest_ / from - lowest_ / from) * (to - from);
     // Moved indices only spread out: whatever lands in the new window was in
@@ -203,6 +235,10 @@ void SequenceTracker::shift(std::int64_t delta) {
     const auto moved = [delta](std::uint64_t i) {
         return static_cast<std::uint64_t>(static_cast<std::int64_t>(i) + delta);
     };
+    if (anchor_pending()) {
+        move_anchor(moved);
+        return;
+    }
     move_indices(moved);
 }
 

@@ -81,10 +81,16 @@ class SequenceTracker {
 
     // A frame window (lib/demux/window.hpp): the stream's span starts at
     // `lowest`, received or not. Before its first frame: the tracker starts
-    // there with nothing received, and the first frame, however far beyond
-    // (a stream that starts late in the window), is placed, the indices
-    // before it missing. Not per frame: once per stream.
+    // there with nothing received. A first frame within the plausible jump
+    // of it is placed, the indices before it missing; one further (a stream
+    // that starts late in the window) is placed once kRestartRun frames in
+    // a row agree on where the stream is (as a restart would be), the
+    // indices from the anchor to the first of them missing, and no restart
+    // counted. Not per frame: once per stream.
     void anchor(std::uint64_t lowest);
+    // Anchored: the lowest index received (the window's lowest() may never
+    // have come); lowest() when nothing has been placed.
+    std::uint64_t first_received() const { return first_recorded_ ? first_received_ : lowest_; }
     // The window's end was seen: its span runs to `newest`, the indices
     // after the newest received missing (a stream that stopped early).
     // Nothing when the newest is already there or beyond. Once per stream.
@@ -123,6 +129,10 @@ class SequenceTracker {
     Kind repeated(std::uint64_t index);
     template <typename Moved>
     void move_indices(const Moved& moved);  // sequence.cpp: shift and rescale
+    template <typename Moved>
+    void move_anchor(const Moved& moved);  // the same, with nothing placed after the anchor
+    // Anchored, and nothing placed since (every frame so far implausible).
+    bool anchor_pending() const { return windowed_ && received_ == implausible_; }
 
     bool test(std::uint64_t index) const {
         const std::uint64_t bit = index % kWindow;
@@ -145,7 +155,9 @@ class SequenceTracker {
     std::uint64_t missing_ = 0;
     std::size_t run_length_ = 0;  // of run_; with the counters: every frame writes it
     bool started_ = false;
-    bool anchored_ = false;  // anchor() set the start; no frame placed since
+    bool windowed_ = false;  // anchor() was called: first_received_ is kept
+    bool first_recorded_ = false;
+    std::uint64_t first_received_ = 0;
     std::uint64_t duplicates_ = 0;
     std::uint64_t out_of_order_ = 0;
     std::uint64_t too_late_ = 0;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 
@@ -59,6 +60,26 @@ std::vector<std::string> window_notes(const std::optional<FrameWindow>& window,
             "the capture started {:.3f} s after the window's start {}: the window's frames "
             "before then were missed by the capture, not by the network",
             info.window->started_late_s, format_utc_instant(window->start_ns)));
+    }
+    // A step of the host's clock moves when the run ends (timed from
+    // CLOCK_REALTIME at the start), never which frames are in the window
+    // (their own header times).
+    std::uint64_t host_steps = 0;
+    std::int64_t largest = 0;
+    std::uint64_t nic_steps = 0;
+    for (const ClockFigures& c : info.clocks) {
+        host_steps += c.host_steps;
+        nic_steps += c.steps;
+        largest = std::max(largest, c.host_step_max_ns);
+    }
+    if (host_steps > 0 || nic_steps > 0) {
+        notes.push_back(fmt::format(
+            "a clock stepped during the window ({} host step{}, the largest {:.3f} s; {} NIC "
+            "clock step{}): the frames in the window are judged by their own header times, "
+            "which no step moves, but the run's end was timed from the host clock before it "
+            "stepped, and frame arrival times (the timeline, presence) jump with it",
+            host_steps, host_steps == 1 ? "" : "s", static_cast<double>(largest) / kNsPerSecond,
+            nic_steps, nic_steps == 1 ? "" : "s"));
     }
     if (window->has_stop() && !info.window->saw_end) {
         notes.push_back(fmt::format(
