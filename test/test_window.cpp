@@ -393,14 +393,18 @@ std::vector<CodifRecord> codif_records(const std::string& path, std::size_t fram
     return out;
 }
 
+// g.pcap in `dir`: `ibvcap gen` of 256-byte payloads at 1000 frames a
+// second with `options` (antennas, threads, count, start, groups).
+void generate(const test::TempDir& dir, const std::string& options) {
+    const auto r =
+        test::ibvcap(dir, "gen -q -w g.pcap --payload 256 --frames-per-period 1000 " + options);
+    ASSERT_EQ(r.code, 0) << r.err;
+}
+
 TEST(ReadWindow, EveryStreamsFileHoldsExactlyTheWindowsFrames) {
     test::TempDir dir;
     // Two antennas, 3000 frames each: 2026-01-01T00:00:00 to 00:00:02.999.
-    ASSERT_EQ(test::ibvcap(dir,
-                           "gen -q -w g.pcap --antennas 2 --threads 1 -c 3000 --payload 256 "
-                           "--frames-per-period 1000 239.17.0.1:36001")
-                  .code,
-              0);
+    generate(dir, "--antennas 2 --threads 1 -c 3000 239.17.0.1:36001");
     const auto r =
         test::ibvcap(dir,
                      "read -q -r g.pcap -F codif -F pcap -o out --report r.json "
@@ -433,13 +437,7 @@ TEST(ReadWindow, EveryStreamsFileHoldsExactlyTheWindowsFrames) {
 
 TEST(ReadWindow, AWindowWiderThanTheRecordingIsLossAtBothEdgesWithTheCause) {
     test::TempDir dir;
-    ASSERT_EQ(
-        test::ibvcap(
-            dir,
-            "gen -q -w g.pcap --antennas 1 --threads 1 -c 1000 --payload 256 --start-seconds 1 "
-            "--frames-per-period 1000 239.17.0.1:36001")
-            .code,
-        0);
+    generate(dir, "--antennas 1 --threads 1 -c 1000 --start-seconds 1 239.17.0.1:36001");
     const auto r =
         test::ibvcap(dir,
                      "read -r g.pcap --report r.json "
@@ -559,11 +557,7 @@ TEST(Schedule, ALineThatCannotBeReadRefusesTheWholeFileNamingIt) {
 
 TEST(ReadWindow, AScanOfTheScheduleWritesIntoItsOwnDirectory) {
     test::TempDir dir;
-    ASSERT_EQ(test::ibvcap(dir,
-                           "gen -q -w g.pcap --antennas 1 --threads 1 -c 3000 --payload 256 "
-                           "--frames-per-period 1000 239.17.0.1:36001 239.17.0.2:36001")
-                  .code,
-              0);
+    generate(dir, "--antennas 1 --threads 1 -c 3000 239.17.0.1:36001 239.17.0.2:36001");
     std::ofstream(dir / "site.sched")
         << "# scans of frame time 2026-01-01\n"
            "s1 2026-01-01T00:00:00.5Z 2026-01-01T00:00:01Z groups=239.17.0.1:36001\n"

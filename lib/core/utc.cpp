@@ -58,76 +58,81 @@ bool fraction_at(std::string_view s, std::size_t& pos, std::int64_t& ns) {
     return n > 0;
 }
 
-std::optional<std::int64_t> instant(int y, unsigned day_of_year_or_0, int mo, int d, int hour,
-                                    int minute, int second, std::int64_t frac_ns) {
+// What a form spells out; day_of_year 0: the date is year, month, day.
+struct Fields {
+    int year = 0;
+    int month = 0;
+    int day = 0;
+    int day_of_year = 0;
+    int hour = 0;
+    int minute = 0;
+    int second = 0;
+    std::int64_t frac_ns = 0;
+};
+
+std::optional<std::int64_t> instant(const Fields& f) {
     using namespace std::chrono;
-    if (hour > 23 || minute > 59 || second > 59) {
+    if (f.hour > 23 || f.minute > 59 || f.second > 59) {
         return std::nullopt;  // (no leap second: frame times have none)
     }
     sys_days days;
-    if (day_of_year_or_0 != 0) {
-        const year yr{y};
-        if (day_of_year_or_0 > (yr.is_leap() ? 366u : 365u)) {
+    if (f.day_of_year != 0) {
+        const year yr{f.year};
+        const auto doy = static_cast<unsigned>(f.day_of_year);
+        if (doy > (yr.is_leap() ? 366u : 365u)) {
             return std::nullopt;
         }
-        days = sys_days{yr / January / 1} + std::chrono::days{day_of_year_or_0 - 1};
+        days = sys_days{yr / January / 1} + std::chrono::days{doy - 1};
     } else {
-        const year_month_day ymd{year{y}, std::chrono::month{static_cast<unsigned>(mo)},
-                                 std::chrono::day{static_cast<unsigned>(d)}};
+        const year_month_day ymd{year{f.year}, std::chrono::month{static_cast<unsigned>(f.month)},
+                                 std::chrono::day{static_cast<unsigned>(f.day)}};
         if (!ymd.ok()) {
             return std::nullopt;
         }
         days = sys_days{ymd};
     }
     const std::int64_t s =
-        days.time_since_epoch().count() * 86400 + hour * 3600 + minute * 60 + second;
-    return s * kNsPerSecond + frac_ns;
+        days.time_since_epoch().count() * 86400 + f.hour * 3600 + f.minute * 60 + f.second;
+    return s * kNsPerSecond + f.frac_ns;
 }
 
 // 2026y333d10h00m00[.25]s
 std::optional<std::int64_t> parse_vex(std::string_view s) {
     std::size_t pos = 0;
-    int y = 0;
-    int doy = 0;
-    int h = 0;
-    int m = 0;
-    int sec = 0;
-    std::int64_t frac = 0;
-    if (!digits_at(s, pos, 4, y) || !expect_char(s, pos, 'y') || !digits_at(s, pos, 3, doy) ||
-        !expect_char(s, pos, 'd') || !digits_at(s, pos, 2, h) || !expect_char(s, pos, 'h') ||
-        !digits_at(s, pos, 2, m) || !expect_char(s, pos, 'm') || !digits_at(s, pos, 2, sec) ||
-        !fraction_at(s, pos, frac) || !expect_char(s, pos, 's') || pos != s.size() || doy == 0) {
+    Fields f;
+    if (!digits_at(s, pos, 4, f.year) || !expect_char(s, pos, 'y') ||
+        !digits_at(s, pos, 3, f.day_of_year) || !expect_char(s, pos, 'd') ||
+        !digits_at(s, pos, 2, f.hour) || !expect_char(s, pos, 'h') ||
+        !digits_at(s, pos, 2, f.minute) || !expect_char(s, pos, 'm') ||
+        !digits_at(s, pos, 2, f.second) || !fraction_at(s, pos, f.frac_ns) ||
+        !expect_char(s, pos, 's') || pos != s.size() || f.day_of_year == 0) {
         return std::nullopt;
     }
-    return instant(y, static_cast<unsigned>(doy), 0, 0, h, m, sec, frac);
+    return instant(f);
 }
 
 // 2026-11-29T10:00:00[.25][Z], or a space for the T
 std::optional<std::int64_t> parse_iso(std::string_view s) {
     std::size_t pos = 0;
-    int y = 0;
-    int mo = 0;
-    int d = 0;
-    int h = 0;
-    int m = 0;
-    int sec = 0;
-    std::int64_t frac = 0;
-    if (!digits_at(s, pos, 4, y) || !expect_char(s, pos, '-') || !digits_at(s, pos, 2, mo) ||
-        !expect_char(s, pos, '-') || !digits_at(s, pos, 2, d)) {
+    Fields f;
+    if (!digits_at(s, pos, 4, f.year) || !expect_char(s, pos, '-') ||
+        !digits_at(s, pos, 2, f.month) || !expect_char(s, pos, '-') ||
+        !digits_at(s, pos, 2, f.day)) {
         return std::nullopt;
     }
     if (!expect_char(s, pos, 'T') && !expect_char(s, pos, ' ')) {
         return std::nullopt;
     }
-    if (!digits_at(s, pos, 2, h) || !expect_char(s, pos, ':') || !digits_at(s, pos, 2, m) ||
-        !expect_char(s, pos, ':') || !digits_at(s, pos, 2, sec) || !fraction_at(s, pos, frac)) {
+    if (!digits_at(s, pos, 2, f.hour) || !expect_char(s, pos, ':') ||
+        !digits_at(s, pos, 2, f.minute) || !expect_char(s, pos, ':') ||
+        !digits_at(s, pos, 2, f.second) || !fraction_at(s, pos, f.frac_ns)) {
         return std::nullopt;
     }
     expect_char(s, pos, 'Z');
     if (pos != s.size()) {
         return std::nullopt;
     }
-    return instant(y, 0, mo, d, h, m, sec, frac);
+    return instant(f);
 }
 
 }  // namespace

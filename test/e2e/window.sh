@@ -35,7 +35,7 @@ testbed_up
 
 # --- 1. a window with a late stream ---------------------------------------
 NOW=$(date +%s)
-S=$((NOW + 4 - EPOCH52)) # the frames' first second: 4 s from now
+S=$((NOW + 6 - EPOCH52)) # the frames' first second: 6 s from now (set-up and sending take less)
 START="$(utc $((EPOCH52 + S))).5Z"
 STOP="$(utc $((EPOCH52 + S + 2))).25Z"
 say "window [$START, $STOP); frames from $(utc $((EPOCH52 + S)))Z"
