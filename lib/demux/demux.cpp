@@ -612,7 +612,7 @@ void Demux::close_window(bool saw_end) {
         const std::uint64_t lo = index_of(w.lo);
         const bool open = w.hi == std::numeric_limits<std::uint64_t>::max();
         const std::uint64_t hi = open ? w.hi : index_of(w.hi);
-        if (s.sequence.received() > s.sequence.implausible()) {
+        if (s.sequence.anchored() && s.sequence.received() > s.sequence.implausible()) {
             s.window_head_missing = s.sequence.first_received() - lo;
         }
         s.timing.position(lo, s.window_first.seconds, s.window_first.frame);
@@ -630,7 +630,7 @@ void Demux::close_window(bool saw_end) {
         if (s.sequence.received() > s.sequence.implausible()) {
             s.window_tail_missing = s.sequence.missing() - before;
         } else {
-            s.window_head_missing = hi - lo;  // none of the window's frames came
+            s.window_head_missing = s.sequence.missing() - before;  // none of the window's came
         }
     }
 }

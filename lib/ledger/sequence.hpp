@@ -90,6 +90,9 @@ class SequenceTracker {
     void anchor(std::uint64_t lowest);
     // Anchored: the lowest index received (the window's lowest() may never
     // have come); lowest() when nothing has been placed.
+    // Whether anchor() started the tracker (a window that starts at or
+    // before the stream's epoch anchors nothing: its first frame starts it).
+    bool anchored() const { return windowed_; }
     std::uint64_t first_received() const { return first_recorded_ ? first_received_ : lowest_; }
     // The window's end was seen: its span runs to `newest`, the indices
     // after the newest received missing (a stream that stopped early).

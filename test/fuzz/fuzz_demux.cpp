@@ -30,46 +30,10 @@ constexpr std::size_t kMaxFrames = 1024;
 }  // namespace
 
 int ibvcap_fuzz_demux(const std::uint8_t* data, std::size_t size) {
-    using ibvcap::Bytes;
     ibvcap::fuzz::Reader in(data, size);
-    const std::uint8_t config = in.u8();
-    ibvcap::DemuxOptions options = ibvcap::fuzz::small_demux_options(config);
-    if ((config & 1u) != 0) {
-        const std::uint32_t ip = in.u32();
-        const std::uint16_t port = in.u16();
-        options.groups.push_back(ibvcap::Endpoint{ip, port});
-    }
-    if ((config & 2u) != 0) {
-        options.antennas.push_back(in.u32());
-    }
-    ibvcap::fuzz::DemuxCheck check(std::move(options));
+    ibvcap::fuzz::DemuxCheck check(ibvcap::fuzz::read_demux_config(in));
 
-    for (std::size_t n = 0; n < kMaxFrames && in.remaining() > 0; ++n) {
-        const std::uint16_t length = in.u16();
-        const std::uint16_t split = in.u16();
-        const std::uint8_t flags = in.u8();
-        const std::uint8_t delta = in.u8();
-        const Bytes bytes = in.take(length);
-        const std::size_t head_size =
-            (flags & 1u) != 0 && split < bytes.size() ? std::size_t{split} : bytes.size();
-        const auto cut = bytes.begin() + static_cast<std::ptrdiff_t>(head_size);
-        const std::vector<std::uint8_t> head(bytes.begin(), cut);
-        const std::vector<std::uint8_t> tail(cut, bytes.end());
-
-        ibvcap::Frame frame;
-        frame.head = Bytes(head.data(), head.size());
-        frame.tail = Bytes(tail.data(), tail.size());
-        const auto captured = static_cast<std::uint32_t>(bytes.size());
-        if ((flags & 2u) != 0) {
-            frame.wire_bytes = captured + delta;
-        } else if ((flags & 4u) != 0) {
-            frame.wire_bytes = captured - (delta < captured ? delta : captured);
-        } else {
-            frame.wire_bytes = captured;
-        }
-        frame.timestamp_ns = 1'000'000'000u * n;
-        check.feed(frame);
-    }
+    ibvcap::fuzz::feed_chunks(in, kMaxFrames, [&](const ibvcap::Frame& f) { check.feed(f); });
     check.check_ledger();
     return 0;
 }

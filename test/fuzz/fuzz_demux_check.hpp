@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "formats/codif.hpp"
 #include "fuzz_common.hpp"
@@ -27,6 +28,57 @@ inline DemuxOptions small_demux_options(std::uint8_t config) {
         o.min_plausible_jump = 32;
     }
     return o;
+}
+
+// A fuzz_demux input's configuration: [0] config (small_demux_options; bit
+// 0: a GROUP:PORT list of one, LE32 address + LE16 port follow; bit 1: an
+// --antenna list of one, LE32 address follows).
+inline DemuxOptions read_demux_config(Reader& in) {
+    const std::uint8_t config = in.u8();
+    DemuxOptions options = small_demux_options(config);
+    if ((config & 1u) != 0) {
+        const std::uint32_t ip = in.u32();
+        const std::uint16_t port = in.u16();
+        options.groups.push_back(Endpoint{ip, port});
+    }
+    if ((config & 2u) != 0) {
+        options.antennas.push_back(in.u32());
+    }
+    return options;
+}
+
+// The frames of a fuzz_demux input after its configuration, in its chunk
+// format (fuzz_demux.cpp), each given to `feed` as a Frame whose pieces are
+// copies of exactly their size (AddressSanitizer catches a read past them).
+template <typename Feed>
+void feed_chunks(Reader& in, std::size_t max_frames, Feed&& feed) {
+    using ibvcap::Bytes;
+    for (std::size_t n = 0; n < max_frames && in.remaining() > 0; ++n) {
+        const std::uint16_t length = in.u16();
+        const std::uint16_t split = in.u16();
+        const std::uint8_t flags = in.u8();
+        const std::uint8_t delta = in.u8();
+        const Bytes bytes = in.take(length);
+        const std::size_t head_size =
+            (flags & 1u) != 0 && split < bytes.size() ? std::size_t{split} : bytes.size();
+        const auto cut = bytes.begin() + static_cast<std::ptrdiff_t>(head_size);
+        const std::vector<std::uint8_t> head(bytes.begin(), cut);
+        const std::vector<std::uint8_t> tail(cut, bytes.end());
+
+        Frame frame;
+        frame.head = Bytes(head.data(), head.size());
+        frame.tail = Bytes(tail.data(), tail.size());
+        const auto captured = static_cast<std::uint32_t>(bytes.size());
+        if ((flags & 2u) != 0) {
+            frame.wire_bytes = captured + delta;
+        } else if ((flags & 4u) != 0) {
+            frame.wire_bytes = captured - (delta < captured ? delta : captured);
+        } else {
+            frame.wire_bytes = captured;
+        }
+        frame.timestamp_ns = 1'000'000'000u * n;
+        feed(frame);
+    }
 }
 
 class DemuxCheck {

@@ -11,6 +11,8 @@ int ibvcap_fuzz_codif(const std::uint8_t* data, std::size_t size);
 int ibvcap_fuzz_packet(const std::uint8_t* data, std::size_t size);
 // fuzz_demux.cpp: lib/demux/demux.hpp Demux::on_frame on a sequence of frames.
 int ibvcap_fuzz_demux(const std::uint8_t* data, std::size_t size);
+// fuzz_window.cpp: the same with a frame window (--start-at, --stop-at).
+int ibvcap_fuzz_window(const std::uint8_t* data, std::size_t size);
 // fuzz_pcap_file.cpp: lib/sources/pcap_file.hpp on the input as a capture file.
 int ibvcap_fuzz_pcap_file(const std::uint8_t* data, std::size_t size);
 

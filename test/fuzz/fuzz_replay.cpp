@@ -660,6 +660,31 @@ TEST(FuzzSeeds, FramesAreValidCodif) {
     }
 }
 
+// fuzz_window: the demux seeds behind windows over their frames (seconds 1
+// to 101 past epoch 48), a narrow one, one past them all and an open one
+// from the epoch's start, in fuzz_window.cpp's encoding.
+std::vector<Buffer> window_seeds() {
+    constexpr std::int64_t kSecond = 1'000'000'000;
+    const struct {
+        std::int64_t start_ns;   // from epoch 48's start
+        std::int64_t length_ns;  // 0: no stop
+    } windows[] = {{5 * kSecond, 96 * kSecond},
+                   {7 * kSecond, kSecond / 100},
+                   {200 * kSecond, kSecond},
+                   {-kSecond, 0}};
+    std::vector<Buffer> seeds;
+    for (const Buffer& d : demux_seeds()) {
+        for (const auto& w : windows) {
+            Buffer b;
+            put_le64(b, static_cast<std::uint64_t>(w.start_ns + (std::int64_t{1} << 62)) << 1);
+            put_le64(b, static_cast<std::uint64_t>(w.length_ns) << 2);
+            b.insert(b.end(), d.begin(), d.end());
+            seeds.push_back(std::move(b));
+        }
+    }
+    return seeds;
+}
+
 TEST(FuzzReplay, Codif) {
     Campaign c("fuzz_codif", ibvcap_fuzz_codif);
     c.run_all(codif_seeds(), 1);
@@ -673,6 +698,11 @@ TEST(FuzzReplay, Packet) {
 TEST(FuzzReplay, Demux) {
     Campaign c("fuzz_demux", ibvcap_fuzz_demux);
     c.run_all(demux_seeds(), 3);
+}
+
+TEST(FuzzReplay, Window) {
+    Campaign c("fuzz_window", ibvcap_fuzz_window);
+    c.run_all(window_seeds(), 5);
 }
 
 TEST(FuzzReplay, PcapFile) {
