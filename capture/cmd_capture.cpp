@@ -202,9 +202,13 @@ int cmd_capture(int argc, char** argv) {
                                      .count();
         if (window->has_stop() && window->stop_ns <= now) {
             throw UsageError(fmt::format(
-                "the window's stop {} is past (now {}): none of its frames can come; give a later "
-                "--stop-at, or read a recording with ibvcap read -r FILE --start-at --stop-at",
-                format_utc_instant(window->stop_ns), format_utc_instant(now)));
+                "the window's stop {} is past (now {}): none of its frames can come; {}, or read "
+                "a recording with ibvcap read -r FILE",
+                format_utc_instant(window->stop_ns), format_utc_instant(now),
+                args.count("schedule")
+                    ? fmt::format("scan {} is over: give --scan next (the next to come)",
+                                  request.scan_name)
+                    : std::string("give a later --stop-at")));
         }
     }
     request.sysfs_root = args["sysfs-root"].as<std::string>();

@@ -490,6 +490,12 @@ TEST(CaptureWindow, APastStopIsRefusedBeforeAnythingIsSetUp) {
     EXPECT_EQ(both.code, 2) << both.err;
     EXPECT_NE(both.err.find("give --stop-at or --duration, not both"), std::string::npos)
         << both.err;
+    std::ofstream(dir / "old.sched") << "s1 2026-01-01T00:00:00Z 2026-01-01T00:01:00Z\n";
+    const auto over = test::ibvcap(
+        dir, "capture --source pcap -i lo --schedule old.sched --scan s1 239.17.0.1:36001");
+    EXPECT_EQ(over.code, 2) << over.err;
+    EXPECT_NE(over.err.find("scan s1 is over: give --scan next"), std::string::npos) << over.err;
+    EXPECT_EQ(test::lines(over.err), 1u) << over.err;
 }
 
 }  // namespace
