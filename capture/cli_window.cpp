@@ -153,7 +153,7 @@ void read_window_options(const cxxopts::ParseResult& args, CommonOptions& c,
         }
     }
     FrameWindow w;
-    w.start_ns = start.value_or(std::numeric_limits<std::int64_t>::min());
+    w.start_ns = start.value_or(FrameWindow::kNoStart);
     w.stop_ns = stop.value_or(FrameWindow::kOpen);
     if (start && stop && *stop <= *start) {
         throw UsageError(fmt::format("--stop-at {} is not after --start-at {}",

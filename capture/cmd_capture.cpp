@@ -185,7 +185,7 @@ int cmd_capture(int argc, char** argv) {
     request.window_grace_s = common.window_grace_s;
     request.scan_name = common.scan_name;
     if (auto& window = request.demux.window) {
-        const bool has_start = window->start_ns != std::numeric_limits<std::int64_t>::min();
+        const bool has_start = window->has_start();
         if (args.count("duration")) {
             // The window's length from --start-at: the run lasts to its stop.
             if (!has_start || window->has_stop()) {

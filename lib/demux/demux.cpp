@@ -238,7 +238,6 @@ StreamStats* Demux::stream(int group, int antenna, const StreamHeader& header,
         }
         windows_.resize(streams.size());
         windows_.back() = w;
-        s.windowed = true;
     }
     s.first_arrival_ns = timestamp_ns;
     s.last_arrival_ns = timestamp_ns;
@@ -586,10 +585,9 @@ bool Demux::in_window(std::size_t stream, StreamStats& s, const StreamHeader& h,
         return false;
     }
     window_fate_ = WindowFate::inside;
-    if (!w.anchored) [[unlikely]] {
+    if (!s.sequence.started()) [[unlikely]] {
         // The stream's span starts at the window's first frame, whether or
         // not it comes: the frames before this one are missing.
-        w.anchored = true;
         s.sequence.anchor(w.by_seconds ? s.timing.index(static_cast<std::uint32_t>(w.lo), 0)
                                        : w.lo);
     }

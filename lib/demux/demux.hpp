@@ -204,7 +204,6 @@ class Demux {
         std::uint64_t lo = 0;
         std::uint64_t hi = 0;
         bool by_seconds = false;
-        bool anchored = false;
         // The index `first` was last set from (the tracker's first_received).
         std::uint64_t first_index = std::numeric_limits<std::uint64_t>::max();
     };

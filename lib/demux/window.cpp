@@ -46,13 +46,6 @@ WindowIndices window_indices(const FrameWindow& window, std::uint8_t epoch, std:
     return w;
 }
 
-std::int64_t frame_time_ns(std::uint64_t index, std::uint8_t epoch, std::uint32_t period,
-                           std::uint64_t frames_per_period) {
-    const Wide ns = Wide{index} * std::max<std::uint32_t>(period, 1) * kNsPerSecond /
-                    std::max<std::uint64_t>(frames_per_period, 1);
-    return static_cast<std::int64_t>(ns + Wide{reference_epoch_unix_s(epoch)} * kNsPerSecond);
-}
-
 bool whole_seconds(const FrameWindow& window) {
     return window.start_ns % kNsPerSecond == 0 &&
            (!window.has_stop() || window.stop_ns % kNsPerSecond == 0);

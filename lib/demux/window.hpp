@@ -24,8 +24,10 @@ namespace ibvcap {
 
 struct FrameWindow {
     static constexpr std::int64_t kOpen = std::numeric_limits<std::int64_t>::max();
-    std::int64_t start_ns = 0;     // UTC, ns since 1970 (inclusive)
+    static constexpr std::int64_t kNoStart = std::numeric_limits<std::int64_t>::min();
+    std::int64_t start_ns = 0;     // UTC, ns since 1970 (inclusive); kNoStart: none given
     std::int64_t stop_ns = kOpen;  // UTC, ns since 1970 (exclusive); kOpen: no end
+    bool has_start() const { return start_ns != kNoStart; }
     bool has_stop() const { return stop_ns != kOpen; }
 };
 
@@ -40,9 +42,6 @@ struct WindowIndices {
 };
 WindowIndices window_indices(const FrameWindow& window, std::uint8_t epoch, std::uint32_t period,
                              std::uint64_t frames_per_period);
-// The UTC time (ns since 1970) of a stream's frame index.
-std::int64_t frame_time_ns(std::uint64_t index, std::uint8_t epoch, std::uint32_t period,
-                           std::uint64_t frames_per_period);
 // Whether both edges fall on whole seconds (a VDIF stream still learning its
 // rate can only be judged by its seconds then).
 bool whole_seconds(const FrameWindow& window);

@@ -165,7 +165,6 @@ struct alignas(64) StreamStats {
     // late) and after its last (it stopped early, or the run saw no frame
     // of it in the window), both among `sequence.missing()`; set when the
     // window closes. The window's first and last frame of the stream.
-    bool windowed = false;
     std::uint64_t window_head_missing = 0;
     std::uint64_t window_tail_missing = 0;
     FramePosition window_first;

@@ -242,16 +242,14 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
             e["rate_outliers"] = s.rate_outliers;
         }
         e["unwritten"] = ledger.unwritten(s);
-        if (s.windowed) {
+        if (run.window) {
             // The window's edges in the stream's frames, and what is missing
             // at each (both among `missing`).
-            e["window"] = {{"first", position(s.window_first)},
-                           {"last", run.window && run.window->stop_ns !=
-                                                      std::numeric_limits<std::int64_t>::max()
-                                        ? position(s.window_last)
-                                        : nlohmann::json()},
-                           {"missing_before_first", s.window_head_missing},
-                           {"missing_after_last", s.window_tail_missing}};
+            e["window"] = {
+                {"first", position(s.window_first)},
+                {"last", run.window->has_stop() ? position(s.window_last) : nlohmann::json()},
+                {"missing_before_first", s.window_head_missing},
+                {"missing_after_last", s.window_tail_missing}};
         }
         if (s.psn_packets != 0) {
             // The VTP sequence numbers' own count of the packets lost.
@@ -264,15 +262,14 @@ nlohmann::json report_json(const Ledger& ledger, const RunInfo& run) {
     j["streams"] = streams;
     if (run.window) {
         const WindowInfo& w = *run.window;
-        const bool stops = w.stop_ns != std::numeric_limits<std::int64_t>::max();
-        const bool starts = w.start_ns != std::numeric_limits<std::int64_t>::min();
-        j["window"] = {
-            {"scan", w.scan.empty() ? nlohmann::json() : nlohmann::json(w.scan)},
-            {"start", starts ? nlohmann::json(format_utc_instant(w.start_ns)) : nlohmann::json()},
-            {"stop", stops ? nlohmann::json(format_utc_instant(w.stop_ns)) : nlohmann::json()},
-            {"grace_s", w.grace_s},
-            {"started_late_s", w.started_late_s},
-            {"saw_end", w.saw_end}};
+        j["window"] = {{"scan", w.scan.empty() ? nlohmann::json() : nlohmann::json(w.scan)},
+                       {"start", w.has_start() ? nlohmann::json(format_utc_instant(w.start_ns))
+                                               : nlohmann::json()},
+                       {"stop", w.has_stop() ? nlohmann::json(format_utc_instant(w.stop_ns))
+                                             : nlohmann::json()},
+                       {"grace_s", w.grace_s},
+                       {"started_late_s", w.started_late_s},
+                       {"saw_end", w.saw_end}};
     }
     if (ledger.expectations().active) {
         j["expected"] = expected_json(ledger.expectations());

@@ -173,6 +173,9 @@ struct WindowInfo {
     // The run saw the window's end (it lasted to the stop and its grace, or
     // its input ended): the frames after each stream's last are missing.
     bool saw_end = false;
+    // (FrameWindow's kNoStart and kOpen: lib/demux/window.hpp, a layer up.)
+    bool has_start() const { return start_ns != std::numeric_limits<std::int64_t>::min(); }
+    bool has_stop() const { return stop_ns != std::numeric_limits<std::int64_t>::max(); }
 };
 
 struct RunInfo {

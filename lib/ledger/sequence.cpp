@@ -45,16 +45,23 @@ void SequenceTracker::extend_to(std::uint64_t newest) {
     if (!started_ || newest <= newest_) {
         return;
     }
-    const std::uint64_t gap = newest - newest_;
-    if (gap >= kWindow) {
+    missing_ += newest - newest_;
+    slide_to(newest);
+}
+
+void SequenceTracker::slide_to(std::uint64_t index) {
+    // Forget the indices the window slides past; they become the slots of
+    // newest_+1 .. index. Once the slide covers the window, clear all of it.
+    const std::uint64_t slide = index - newest_;
+    if (slide >= kWindow) {
         seen_.fill(0);
     } else {
-        for (std::uint64_t k = 1; k <= gap; ++k) {
+        // Counted by offset so that index = UINT64_MAX cannot loop forever.
+        for (std::uint64_t k = 1; k <= slide; ++k) {
             clear(newest_ + k);
         }
     }
-    missing_ += gap;
-    newest_ = newest;
+    newest_ = index;
 }
 
 // A duplicate: alone, or one of a run that numbers the stream again.
@@ -134,18 +141,8 @@ SequenceTracker::Kind SequenceTracker::candidate(std::uint64_t index) {
 SequenceTracker::Kind SequenceTracker::place(std::uint64_t index) {
     if (index > newest_) {
         const std::uint64_t gap = index - newest_ - 1;
-        // Forget the indices the window slides past; they become the slots of
-        // newest_+1 .. index. Once the gap covers the window, clear all of it.
-        if (gap + 1 >= kWindow) {
-            seen_.fill(0);
-        } else {
-            // Counted by offset so that index = UINT64_MAX cannot loop forever.
-            for (std::uint64_t k = 1; k <= gap + 1; ++k) {
-                clear(newest_ + k);
-            }
-        }
         missing_ += gap;
-        newest_ = index;
+        slide_to(index);
         set(index);
         return gap == 0 ? Kind::in_order : Kind::gap;
     }

@@ -124,6 +124,8 @@ class SequenceTracker {
   private:
     Kind observe_general(std::uint64_t index);
     Kind place(std::uint64_t index);
+    // newest_ moves to index (> newest_), the slots it passes cleared.
+    void slide_to(std::uint64_t index);
     bool plausible(std::uint64_t index) const {
         const std::uint64_t d = index > newest_ ? index - newest_ : newest_ - index;
         return plausible_jump_ == 0 || d <= plausible_jump_;

@@ -482,7 +482,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         }
     }
     outcome.ledger.set_output_formats(settings.outputs.formats);  // (streams in no file)
-    for (const std::string& note : window_notes(settings.demux.window, outcome.info)) {
+    for (const std::string& note : window_notes(outcome.info)) {
         outcome.ledger.add_note(note);
     }
     if (outcome.info.writer_memory) {

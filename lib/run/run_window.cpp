@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 
 #include "lib/run/run_lanes.hpp"
 
@@ -12,9 +11,6 @@ namespace ibvcap {
 
 namespace {
 constexpr double kNsPerSecond = 1e9;
-bool has_start(const FrameWindow& w) {
-    return w.start_ns != std::numeric_limits<std::int64_t>::min();
-}
 }  // namespace
 
 double announce_window(const FrameWindow& window, const RunSettings& settings, bool live,
@@ -28,13 +24,13 @@ double announce_window(const FrameWindow& window, const RunSettings& settings, b
     std::string line;
     const std::string stop_words =
         window.has_stop() ? fmt::format(" to {}", format_utc_instant(window.stop_ns)) : "";
-    if (live && has_start(window) && window.start_ns < now) {
+    if (live && window.has_start() && window.start_ns < now) {
         w.started_late_s = static_cast<double>(now - window.start_ns) / kNsPerSecond;
         line = fmt::format(
             "ibvcap {}: the window's start {} is past by {:.3f} s: writing its frames from now{}; "
             "those that came before are missing\n",
             settings.command, format_utc_instant(window.start_ns), w.started_late_s, stop_words);
-    } else if (live && has_start(window)) {
+    } else if (live && window.has_start()) {
         line = fmt::format("ibvcap {}: set up; writing the frames of {}{} (in {:.3f} s)\n",
                            settings.command, format_utc_instant(window.start_ns), stop_words,
                            static_cast<double>(window.start_ns - now) / kNsPerSecond);
@@ -49,17 +45,17 @@ double announce_window(const FrameWindow& window, const RunSettings& settings, b
     return window.has_stop() ? static_cast<double>(window.stop_ns - now) / kNsPerSecond : 0.0;
 }
 
-std::vector<std::string> window_notes(const std::optional<FrameWindow>& window,
-                                      const RunInfo& info) {
+std::vector<std::string> window_notes(const RunInfo& info) {
     std::vector<std::string> notes;
-    if (!window || !info.window) {
+    if (!info.window) {
         return notes;
     }
-    if (info.window->started_late_s > 0) {
+    const WindowInfo& window = *info.window;
+    if (window.started_late_s > 0) {
         notes.push_back(fmt::format(
             "the capture started {:.3f} s after the window's start {}: the window's frames "
             "before then were missed by the capture, not by the network",
-            info.window->started_late_s, format_utc_instant(window->start_ns)));
+            window.started_late_s, format_utc_instant(window.start_ns)));
     }
     // A step of the host's clock moves when the run ends (timed from
     // CLOCK_REALTIME at the start), never which frames are in the window
@@ -81,11 +77,11 @@ std::vector<std::string> window_notes(const std::optional<FrameWindow>& window,
             host_steps, host_steps == 1 ? "" : "s", static_cast<double>(largest) / kNsPerSecond,
             nic_steps, nic_steps == 1 ? "" : "s"));
     }
-    if (window->has_stop() && !info.window->saw_end) {
+    if (window.has_stop() && !window.saw_end) {
         notes.push_back(fmt::format(
             "the run ended ({}) before the window's end {}: what came after its streams' last "
             "frames is not counted",
-            stopped_by_text(info.stopped_by), format_utc_instant(window->stop_ns)));
+            stopped_by_text(info.stopped_by), format_utc_instant(window.stop_ns)));
     }
     return notes;
 }

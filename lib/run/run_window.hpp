@@ -21,7 +21,6 @@ double announce_window(const FrameWindow& window, const RunSettings& settings, b
 
 // The ledger's notes once the run has stopped: a capture that started after
 // the window's start, a run that ended before its stop.
-std::vector<std::string> window_notes(const std::optional<FrameWindow>& window,
-                                      const RunInfo& info);
+std::vector<std::string> window_notes(const RunInfo& info);
 
 }  // namespace ibvcap
