@@ -181,6 +181,17 @@ wait_for_file() {
   fail "$1 did not appear within $2 s"
 }
 
+# wait_for_text FILE TEXT TIMEOUT_S: until FILE holds the fixed string TEXT
+# (a line the program prints after a step the test cannot see otherwise).
+wait_for_text() {
+  local i
+  for ((i = 0; i < $3 * 20; i++)); do
+    grep -qF -- "$2" "$1" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  fail "$1 did not say \"$2\" within $3 s: $(head -c 500 "$1")"
+}
+
 # igmp_hex A.B.C.D: the group as /proc/net/igmp prints it (network order read
 # as a little-endian word).
 igmp_hex() {

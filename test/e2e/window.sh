@@ -43,8 +43,8 @@ start capture.log rx "$IBVCAP" capture --source pcap -i "$RX_IF" -o "$WORK/out" 
   --report "$WORK/r.json" --start-at "$START" --stop-at "$STOP" --window-grace 1 "${MCAST[@]}"
 CAPTURE=$STARTED
 wait_for_join "$CAPTURE" 15 "${MCAST[@]}"
-grep -q "set up; writing the frames of $START to $STOP" "$WORK/capture.log" ||
-  fail "the capture did not say when it writes: $(head -c 500 "$WORK/capture.log")"
+# The line comes after the joins (the set-up's last step), so wait for it.
+wait_for_text "$WORK/capture.log" "set up; writing the frames of $START to $STOP" 5
 say "capture joined and waiting for the window"
 
 GEN=(--antennas 2 --threads 1 -c 3000 --payload "$PAYLOAD" --start-seconds "$S")
