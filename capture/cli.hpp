@@ -20,6 +20,7 @@
 #include "lib/core/usage_error.hpp"
 #include "lib/demux/demux.hpp"
 #include "lib/ledger/expect.hpp"
+#include "lib/run/capture.hpp"
 #include "lib/run/common.hpp"
 #include "lib/run/schedule.hpp"
 #include "lib/sinks/dada_sink.hpp"
@@ -134,12 +135,19 @@ struct CommonOptions {
     // --start-at/--stop-at are demux.window; --window-grace.
     double window_grace_s = 2;
     std::string scan_name;  // --scan (empty: none)
+    // --schedule FILE with no --scan (capture): every scan to come, in one
+    // capture (capture/run_scans.cpp); empty otherwise.
+    std::vector<Scan> scans;
 };
 // The run's frame window (capture/cli_window.cpp; docs/operations.md,
 // "Observing a window"). scheduled_scan: with --schedule FILE, the scan
 // --scan names (or "next"), the whole file checked first (none: no
 // --schedule); every problem a UsageError naming the file and line.
 std::optional<Scan> scheduled_scan(const cxxopts::ParseResult& args);
+// With --schedule FILE and no --scan: the scans to come (scans_to_come,
+// lib/run/schedule.hpp), for one capture of them all; `reading` (read -r):
+// a UsageError, as is --duration or -c. Empty without --schedule or with --scan.
+std::vector<Scan> scheduled_scans(const cxxopts::ParseResult& args, bool reading);
 // The scan's groups= and formats= in place of the command line's (given
 // both: a UsageError), and -o DIR/NAME.
 void apply_scan_lists(const cxxopts::ParseResult& args, const Scan& scan, CommonOptions& c);
@@ -161,6 +169,11 @@ void print_frame(const Frame& frame, const UdpPacket& packet, const StreamHeader
 // End of a run: the report and the run page (when asked), the summary, one
 // stderr line per error; returns the exit code.
 int finish_run(RunOutcome& outcome, const CommonOptions& common);
+// A capture of the schedule's scans (common.scans; capture/run_scans.cpp):
+// each scan's summary, report (-o DIR/SCAN/report.json, or --report with
+// {scan}) and page as it ends; the capture's own report (--report without
+// {scan}) lists them. Returns the worst exit code.
+int run_scans(LiveCaptureRequest& request, const CommonOptions& common);
 
 int cmd_read(int argc, char** argv);
 int cmd_gen(int argc, char** argv);

@@ -33,6 +33,33 @@ void check_scan_lists(const std::vector<Scan>& scans, const std::string& file) {
     }
 }
 
+std::int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// The schedule file read and every line's lists checked: refused whole.
+std::vector<Scan> checked_schedule(const std::string& file) {
+    std::vector<Scan> scans;
+    try {
+        scans = load_schedule(file);
+    } catch (const std::runtime_error& e) {
+        throw UsageError(e.what());
+    }
+    check_scan_lists(scans, file);
+    return scans;
+}
+
+double window_grace(const cxxopts::ParseResult& args) {
+    const double grace = args["window-grace"].as<double>();
+    if (!std::isfinite(grace) || grace < 0 || grace > 1e6) {
+        throw UsageError(
+            fmt::format("bad --window-grace {}: expected {}", grace, valid_range("window-grace")));
+    }
+    return grace;
+}
+
 std::string replaced(std::string text, std::string_view what, const std::string& with) {
     for (std::size_t at = text.find(what); at != std::string::npos;
          at = text.find(what, at + with.size())) {
@@ -56,23 +83,38 @@ std::optional<Scan> scheduled_scan(const cxxopts::ParseResult& args) {
         }
     }
     if (!args.count("scan")) {
-        throw UsageError(fmt::format(
-            "--schedule {} needs the scan to take: --scan NAME, or --scan next (the one under "
-            "way, else the next to come)",
-            file));
+        return std::nullopt;  // every scan to come, in one capture (scheduled_scans)
     }
-    std::vector<Scan> scans;
+    const std::vector<Scan> scans = checked_schedule(file);
     try {
-        scans = load_schedule(file);
+        return select_scan(scans, args["scan"].as<std::string>(), now_ns(), file);
     } catch (const std::runtime_error& e) {
         throw UsageError(e.what());
     }
-    check_scan_lists(scans, file);
-    const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
+}
+
+std::vector<Scan> scheduled_scans(const cxxopts::ParseResult& args, bool reading) {
+    if (!args.count("schedule") || args.count("scan")) {
+        return {};
+    }
+    const std::string file = args["schedule"].as<std::string>();
+    if (reading) {
+        throw UsageError(fmt::format(
+            "read takes one scan of --schedule {}: give --scan NAME (each scan of a recording is "
+            "a read of its own)",
+            file));
+    }
+    for (const char* name : {"duration", "count"}) {
+        if (args.count(name)) {
+            throw UsageError(fmt::format(
+                "--{} with --schedule: the capture ends after the schedule's last scan; leave "
+                "--{} out, or take one scan with --scan NAME",
+                name, name));
+        }
+    }
+    const std::vector<Scan> scans = checked_schedule(file);
     try {
-        return select_scan(scans, args["scan"].as<std::string>(), now, file);
+        return scans_to_come(scans, now_ns(), window_grace(args), file);
     } catch (const std::runtime_error& e) {
         throw UsageError(e.what());
     }
@@ -127,6 +169,10 @@ void read_window_options(const cxxopts::ParseResult& args, CommonOptions& c,
         }
         return ns;
     };
+    if (!c.scans.empty()) {
+        c.window_grace_s = window_grace(args);  // (each scan's window is the run's)
+        return;
+    }
     auto start = instant("start-at");
     auto stop = instant("stop-at");
     if (scan) {
@@ -159,11 +205,7 @@ void read_window_options(const cxxopts::ParseResult& args, CommonOptions& c,
         throw UsageError(fmt::format("--stop-at {} is not after --start-at {}",
                                      format_utc_instant(*stop), format_utc_instant(*start)));
     }
-    c.window_grace_s = args["window-grace"].as<double>();
-    if (!std::isfinite(c.window_grace_s) || c.window_grace_s < 0 || c.window_grace_s > 1e6) {
-        throw UsageError(fmt::format("bad --window-grace {}: expected {}", c.window_grace_s,
-                                     valid_range("window-grace")));
-    }
+    c.window_grace_s = window_grace(args);
     c.demux.window = w;
 }
 

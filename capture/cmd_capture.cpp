@@ -369,6 +369,9 @@ int cmd_capture(int argc, char** argv) {
         dada = std::make_unique<DadaSink>(o);
         request.dada = dada.get();
     }
+    if (!common.scans.empty()) {
+        return run_scans(request, common);
+    }
     RunOutcome outcome = run_capture(request, stop_flag());
     outcome.info.frame_lines_dropped = stdout_console().dropped();
     return finish_run(outcome, common);

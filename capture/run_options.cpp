@@ -260,6 +260,33 @@ void check_run_files(const cxxopts::ParseResult& args, const std::string& input_
 
 }  // namespace
 
+namespace {
+
+// One capture of several scans: each scan's --report and --html come from
+// {scan} in the path, checked as the first scan's (its name in place);
+// the metrics file is the capture's own.
+void check_scans_run_files(const cxxopts::ParseResult& args, const CommonOptions& c) {
+    const auto has_scan = [](const std::string& path) {
+        return path.find("{scan}") != std::string::npos;
+    };
+    if (!c.html_path.empty() && !has_scan(c.html_path)) {
+        throw UsageError(fmt::format(
+            "--html {} with a schedule of several scans: each scan has its own page; put {{scan}} "
+            "in the path (e.g. /data/{{scan}}.html)",
+            c.html_path));
+    }
+    if (has_scan(c.metrics_path)) {
+        throw UsageError(
+            "--metrics-file with a schedule of several scans is the capture's one file (its run "
+            "label the file's name): leave {scan} out of it");
+    }
+    CommonOptions first = c;
+    name_paths_for_scan(c.scans.front().name, first);
+    check_run_files(args, {}, first);
+}
+
+}  // namespace
+
 CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::string& input_file) {
     CommonOptions c;
     c.outputs.output_dir = args["output-dir"].as<std::string>();
@@ -274,6 +301,8 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
     c.outputs.overwrite = args.count("overwrite") > 0;
     // --schedule FILE --scan NAME: the scan's window, groups and formats.
     const std::optional<Scan> scan = scheduled_scan(args);
+    // --schedule FILE alone: every scan to come, in one capture.
+    c.scans = scheduled_scans(args, !input_file.empty());
     if (args.count("format")) {
         c.outputs.formats = parse_formats(args["format"].as<std::vector<std::string>>());
     }
@@ -392,7 +421,11 @@ CommonOptions read_common_options(const cxxopts::ParseResult& args, const std::s
     if (scan) {
         name_paths_for_scan(scan->name, c);
     }
-    check_run_files(args, input_file, c);
+    if (c.scans.empty()) {
+        check_run_files(args, input_file, c);
+    } else {
+        check_scans_run_files(args, c);
+    }
     read_expect_options(args, c);
     read_window_options(args, c, scan);
     check_window_rates(c);

@@ -269,6 +269,74 @@ TEST(Engine, PortDownAndUpRejoinsTheGroups) {
     EXPECT_TRUE(rig.ledger.reconciles());
 }
 
+// A capture of several scans moves the running poll thread onto the next
+// scan's lanes (VerbsEngine::reconnect): every frame delivered before the
+// call is the first lane's, every frame after it the second's, none lost or
+// counted twice, and nothing touches the first lane once the call returns.
+TEST(Engine, ReconnectMovesTheRunningPollThreadOntoTheNextLane) {
+    Rig rig(options_for({kG1}));
+    rig.engine->start();
+    auto config = traffic({kG1}, 400);
+    config.antennas = {test::kAntenna1};
+    config.threads = 1;
+    const auto frames = frames_of(config);
+    std::atomic<bool> stop{false};
+    std::thread poll([&] { rig.engine->run(stop); });
+    const auto deliver = [&](std::size_t from, std::size_t to) {
+        for (std::size_t i = from; i < to; ++i) {
+            while (rig.nic->min_posted_wrs() == 0) {
+                std::this_thread::yield();
+            }
+            rig.nic->deliver(frames[i]);
+        }
+    };
+    deliver(0, 150);
+    // The first lane has them all before it is let go.
+    while (rig.engine->frames_published() < 150) {
+        std::this_thread::yield();
+    }
+    Ledger next_ledger;
+    DemuxOptions d;
+    d.groups = {kG1};
+    Demux next_demux(d, next_ledger);
+    rig.engine->reconnect(next_demux, next_ledger, nullptr);
+    const std::uint64_t first_lane = rig.ledger.packets();  // (no thread writes it now)
+    deliver(150, frames.size());
+    while (rig.engine->frames_published() < frames.size()) {
+        std::this_thread::yield();
+    }
+    stop = true;
+    poll.join();
+    rig.engine->stop();
+    EXPECT_EQ(first_lane, 150u);
+    EXPECT_EQ(rig.ledger.packets(), 150u);
+    EXPECT_EQ(next_ledger.packets(), frames.size() - 150);
+    EXPECT_EQ(next_ledger.totals().missing, 0u);
+    EXPECT_TRUE(next_ledger.reconciles());
+}
+
+// Not polling (before start, or after its thread ended): reconnect sets the
+// lane itself.
+TEST(Engine, ReconnectWithNoPollThreadTakesEffectAtOnce) {
+    Rig rig(options_for({kG1}));
+    Ledger next_ledger;
+    DemuxOptions d;
+    d.groups = {kG1};
+    Demux next_demux(d, next_ledger);
+    rig.engine->reconnect(next_demux, next_ledger, nullptr);
+    rig.engine->start();
+    auto config = traffic({kG1}, 20);
+    config.antennas = {test::kAntenna1};
+    config.threads = 1;
+    for (const auto& f : frames_of(config)) {
+        rig.nic->deliver(f);
+    }
+    rig.engine->drain();
+    rig.engine->stop();
+    EXPECT_EQ(rig.ledger.packets(), 0u);
+    EXPECT_EQ(next_ledger.packets(), 20u);
+}
+
 TEST(Engine, CorruptedWrIdIsRejectedAndCounted) {
     Rig rig(options_for({kG1}, 32));
     rig.engine->start();

@@ -19,6 +19,7 @@
 #include "lib/demux/demux.hpp"
 #include "lib/demux/window.hpp"
 #include "lib/ledger/report.hpp"
+#include "lib/run/common.hpp"
 #include "lib/run/run_window.hpp"
 #include "lib/run/schedule.hpp"
 
@@ -557,6 +558,83 @@ TEST(Schedule, ALineThatCannotBeReadRefusesTheWholeFileNamingIt) {
         } catch (const std::runtime_error& e) {
             EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
         }
+    }
+}
+
+// One capture of several scans (--schedule with no --scan) takes the scans
+// still to come, and refuses what one set-up cannot record, naming the line.
+TEST(Schedule, OneCaptureTakesTheScansToComeAndRefusesScansTooCloseForIt) {
+    const auto scans = parse_schedule(
+        "a 2026-11-29T10:00:00Z 2026-11-29T10:01:00Z\n"
+        "b 2026-11-29T10:01:03Z 2026-11-29T10:02:00Z\n"
+        "c 2026-11-29T10:02:03Z 2026-11-29T10:03:00Z formats=vdif\n"
+        "d 2026-11-29T10:04:00Z 2026-11-29T10:05:00Z\n",
+        "s");
+    const std::int64_t at = utc("2026-11-29T10:01:30Z");
+    // a is over; c names its formats (one capture opens them once).
+    try {
+        scans_to_come(scans, at, 2, "s");
+        ADD_FAILURE() << "c's formats= accepted";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("schedule s line 3: scan c names its own formats="),
+                  std::string::npos)
+            << e.what();
+    }
+    const auto fine = parse_schedule(
+        "a 2026-11-29T10:00:00Z 2026-11-29T10:01:00Z\n"
+        "b 2026-11-29T10:01:03Z 2026-11-29T10:02:00Z\n"
+        "d 2026-11-29T10:04:00Z 2026-11-29T10:05:00Z\n",
+        "s");
+    const auto left = scans_to_come(fine, at, 2, "s");
+    ASSERT_EQ(left.size(), 2u);
+    EXPECT_EQ(left[0].name, "b");
+    EXPECT_EQ(left[1].name, "d");
+    // b starts 3 s after a stops: enough for a grace of 2 s and the set-up's
+    // 1 s, not for 2.5 s.
+    EXPECT_EQ(scans_to_come(fine, utc("2026-11-29T09:00:00Z"), 2, "s").size(), 3u);
+    try {
+        scans_to_come(fine, utc("2026-11-29T09:00:00Z"), 2.5, "s");
+        ADD_FAILURE() << "a gap shorter than the grace and set-up accepted";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("schedule s line 2: scan b starts 3.000 s after scan "
+                                             "a stops; one capture needs 3.5 s between scans"),
+                  std::string::npos)
+            << e.what();
+    }
+    EXPECT_THROW(scans_to_come(fine, utc("2026-11-29T11:00:00Z"), 2, "s"), std::runtime_error);
+}
+
+TEST(Schedule, TheCapturesExitCodeIsItsWorstScans) {
+    EXPECT_EQ(worse_exit_code(kExitZeroLoss, kExitLoss), kExitLoss);
+    EXPECT_EQ(worse_exit_code(kExitLoss, kExitZeroLoss), kExitLoss);
+    EXPECT_EQ(worse_exit_code(kExitLoss, kExitError), kExitError);
+    EXPECT_EQ(worse_exit_code(kExitError, kExitLoss), kExitError);
+    EXPECT_EQ(worse_exit_code(kExitZeroLoss, kExitZeroLoss), kExitZeroLoss);
+}
+
+// The CLI as typed: read takes one scan; a capture of several scans refuses
+// what it cannot do per scan, before anything is set up.
+TEST(Schedule, OneCaptureOfSeveralScansRefusesWhatItCannotDoPerScan) {
+    test::TempDir dir;
+    std::ofstream(dir / "site.sched") << "s1 2036-01-01T00:00:00Z 2036-01-01T00:01:00Z\n"
+                                         "s2 2036-01-01T00:02:00Z 2036-01-01T00:03:00Z\n";
+    const struct {
+        const char* args;
+        const char* says;
+    } cases[] = {
+        {"read -r none.pcap --schedule site.sched", "read takes one scan of --schedule site.sched"},
+        {"capture --source pcap -i lo --schedule site.sched --duration 5 239.17.0.1:36001",
+         "--duration with --schedule: the capture ends after the schedule's last scan"},
+        {"capture --source pcap -i lo --schedule site.sched --html page.html 239.17.0.1:36001",
+         "put {scan} in the path"},
+        {"capture --source pcap -i lo --schedule site.sched --metrics-file '{scan}.prom' "
+         "239.17.0.1:36001",
+         "leave {scan} out of it"},
+    };
+    for (const auto& c : cases) {
+        const auto r = test::ibvcap(dir, c.args);
+        EXPECT_EQ(r.code, 2) << c.args << ": " << r.err;
+        EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << ": " << r.err;
     }
 }
 

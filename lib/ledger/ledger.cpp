@@ -174,6 +174,17 @@ Reason reason_for(StreamError error, StreamFormat format) {
     return codif ? Reason::not_codif : Reason::not_vdif;
 }
 
+void Ledger::rebase_source_counters(std::span<const SourceCounter> at_start) {
+    for (SourceCounter& c : source_counters_) {
+        for (const SourceCounter& base : at_start) {
+            if (base.name == c.name) {
+                c.value -= std::min(c.value, base.value);
+                break;
+            }
+        }
+    }
+}
+
 void Ledger::merge(const Ledger& other) {
     if (!merged_) {
         // This ledger's own outputs are judged now, before frames from others arrive.

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -386,6 +387,10 @@ class Ledger {
     void add_source_counter(SourceCounter counter) {
         source_counters_.push_back(std::move(counter));
     }
+    // A scan's share of counters that count from the capture's start
+    // (lib/run/run_loop.hpp, several scans): each counter named in
+    // `at_start` less its value there (never below 0).
+    void rebase_source_counters(std::span<const SourceCounter> at_start);
     void add_wc_errors(std::uint64_t n) { wc_errors_ += n; }
     // Payload bytes that differ from the generator's pattern (--gpu-verify).
     void add_payload_mismatches(std::uint64_t bytes) { payload_mismatches_ += bytes; }

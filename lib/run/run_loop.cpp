@@ -47,15 +47,31 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         throw std::runtime_error(
             "--dada takes one -i interface and one queue (one poll thread writes the rings)");
     }
-    // Held until every file of the run is closed (it outlives the lanes).
-    OutputDirLock output_lock;
+    // Each scan's settings: its window, name and directory (one: the run's own).
+    const bool scheduled = !settings.scans.empty();
+    const std::vector<RunSettings> cuts = scan_cuts(settings);
+    if (scheduled && (!source.live() || !source.can_reconnect())) {
+        throw std::runtime_error(fmt::format(
+            "a schedule of several scans needs a live capture ({} cannot move between scans): "
+            "give --scan NAME to take one",
+            source.kind()));
+    }
+    if (scheduled && (settings.blocks != nullptr || settings.dada != nullptr)) {
+        throw std::runtime_error(
+            "--gpu and --dada take one scan of a schedule: give --scan NAME (or --scan next)");
+    }
+    // Held until every file of the run is closed (they outlive the lanes).
+    std::vector<OutputDirLock> output_locks;
     if (!settings.outputs.formats.empty()) {
-        prepare_output_dir(settings.outputs.output_dir);
-        output_lock = OutputDirLock(settings.outputs.output_dir);
-        // Every name this run may write is checked here, under the lock:
-        // the per-antenna files that appear with their first frame too, so
-        // the disk threads never find an earlier run's file in their way.
-        claim_outputs(settings.outputs, source.input_file(), settings.writer.direct_io);
+        for (const RunSettings& cut : cuts) {
+            prepare_output_dir(cut.outputs.output_dir);
+            output_locks.emplace_back(cut.outputs.output_dir);
+            // Every name this run may write is checked here, under the lock:
+            // the per-antenna files that appear with their first frame too, so
+            // the disk threads never find an earlier run's file in their way;
+            // every scan's, so that none finds an earlier capture's.
+            claim_outputs(cut.outputs, source.input_file(), settings.writer.direct_io);
+        }
     }
     if (settings.blocks != nullptr) {
         // Every source: block memory, copy thread, foreseen and spare rings
@@ -89,8 +105,10 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
                                            std::chrono::seconds(1));
         }
     }
-    // --writer-memory bounds all the run's writers together: one per lane.
-    writer_options.memory_bytes /= std::max<std::size_t>(lane_count, 1);
+    // --writer-memory bounds all the run's writers together: one per lane,
+    // and, with several scans, two lanes' worth at once (a scan's files close
+    // while the next scan's writer takes frames).
+    writer_options.memory_bytes /= std::max<std::size_t>(lane_count, 1) * (scheduled ? 2 : 1);
     if (!source.lends_frames()) {
         writer_options.max_pieces = 1;  // every record copied: no held frames to list
     }
@@ -101,61 +119,76 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     Faults& faults = *writer_options.faults;
 
     RunLanes lanes;
+    RunLanes retired;  // a scan's lanes while its files close (several scans)
     // Writers and the block sink's copy thread may hold receive slots (the
     // zero-copy hand-off): whatever way this function is left, they finish
     // with them while the source and its memory still exist. (On the normal
     // path both are no-ops by then.)
     struct HoldersFinish {
         RunLanes& lanes;
+        RunLanes& retired;
         BlockSink* blocks;
         ~HoldersFinish() {
             if (blocks != nullptr) {
                 blocks->stop_copying();
             }
-            for (auto& l : lanes) {
-                if (l->writer) {
-                    l->writer->finish();
+            for (RunLanes* set : {&retired, &lanes}) {
+                for (auto& l : *set) {
+                    if (l->writer) {
+                        l->writer->finish();
+                    }
                 }
             }
         }
-    } holders_finish{lanes, settings.blocks};
+    } holders_finish{lanes, retired, settings.blocks};
 
     std::string planning_note;
     const auto planned = lane_count == 1
                              ? planned_streams(settings, writer_options.max_outputs, planning_note)
                              : std::vector<std::pair<Endpoint, std::uint32_t>>{};
-    std::vector<SourceLane> targets;
-    for (std::size_t i = 0; i < lane_count; ++i) {
-        auto lane = std::make_unique<RunLane>();
-        OutputOptions outputs = settings.outputs;
-        outputs.prefix += source.lane_prefix(i);
-        outputs.interface_name = lane_interface(source, i);
-        outputs.interface_description =
-            fmt::format("ibvcap {}, {} source", settings.command, source.kind());
-        lane->writer = make_run_writer(outputs, writer_options, source.live());
-        lane->files = std::make_unique<FileSinks>(outputs, lane->writer.get());
-        lane->files->plan_streams(planned);
-        lane->demux = std::make_unique<Demux>(settings.demux, lane->ledger);
-        lane->demux->add_sinks(lane->files->entries());
-        if (settings.observer) {
-            lane->demux->add_observer(settings.observer);
+    // A scan's lanes (the run's, without a schedule), their writers prepared:
+    // the planned outputs' buffers, and the stock, made before the first frame.
+    const auto make_lanes = [&](const RunSettings& cut, std::vector<SourceLane>& targets) {
+        RunLanes made;
+        for (std::size_t i = 0; i < lane_count; ++i) {
+            auto lane = std::make_unique<RunLane>();
+            OutputOptions outputs = cut.outputs;
+            outputs.prefix += source.lane_prefix(i);
+            outputs.interface_name = lane_interface(source, i);
+            outputs.interface_description =
+                fmt::format("ibvcap {}, {} source", settings.command, source.kind());
+            lane->writer = make_run_writer(outputs, writer_options, source.live());
+            lane->files = std::make_unique<FileSinks>(outputs, lane->writer.get());
+            lane->files->plan_streams(planned);
+            lane->demux = std::make_unique<Demux>(cut.demux, lane->ledger);
+            lane->demux->add_sinks(lane->files->entries());
+            if (settings.observer) {
+                lane->demux->add_observer(settings.observer);
+            }
+            if (settings.blocks != nullptr) {
+                lane->demux->add_sink(*settings.blocks);
+            }
+            if (settings.dada != nullptr) {
+                lane->demux->add_sink(*settings.dada);
+            }
+            targets.push_back({lane->demux.get(), &lane->ledger, &lane->live});
+            made.push_back(std::move(lane));
         }
-        if (settings.blocks != nullptr) {
-            lane->demux->add_sink(*settings.blocks);
+        return made;
+    };
+    const auto prepare_writers = [](RunLanes& set) {
+        for (auto& l : set) {
+            if (l->writer) {
+                l->writer->prepare();
+            }
         }
-        if (settings.dada != nullptr) {
-            lane->demux->add_sink(*settings.dada);
-        }
-        targets.push_back({lane->demux.get(), &lane->ledger, &lane->live});
-        lanes.push_back(std::move(lane));
+    };
+    {
+        std::vector<SourceLane> targets;
+        lanes = make_lanes(cuts.front(), targets);
+        source.connect(targets);
     }
-    source.connect(targets);
-    // The planned outputs' buffers, and the stock, made before the first frame.
-    for (auto& l : lanes) {
-        if (l->writer) {
-            l->writer->prepare();
-        }
-    }
+    prepare_writers(lanes);
     IBVCAP_PROBE2(run_start, settings.command.c_str(), outcome.info.source.c_str());
     const std::int64_t join_ns = expect_clock_ns();  // the expected streams' join
     source.start();
@@ -171,20 +204,31 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
 
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
+    std::size_t scan = 0;     // the scan under way: cuts[scan]
+    auto scan_start = start;  // its start (the timeline's seconds count from it)
+    std::uint64_t scan_start_wall_ns = start_wall_ns;
+    std::int64_t scan_join_ns = join_ns;
+    std::vector<SourceCounter> scan_base;  // the witnesses when it began (none: the source's start)
     // 0, negative or NaN: no limit; capped at ~30 years so the cast cannot overflow.
     double limit_s = settings.duration_s > 0 ? std::min(settings.duration_s, 1e9) : 0.0;
-    // A frame window: said at the start; a live run ends at its stop and grace.
+    auto deadline =
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit_s));
+    // A frame window: said at its scan's start; a live run (or scan) ends at its stop and grace.
     bool window_ends_run = false;
-    if (settings.demux.window) {
+    const auto announce = [&](const RunSettings& cut, Clock::time_point now) {
+        if (!cut.demux.window) {
+            return;
+        }
         const double until_stop_s =
-            announce_window(*settings.demux.window, settings, source.live(), outcome.info);
-        if (source.live() && settings.demux.window->has_stop()) {
-            limit_s = std::clamp(until_stop_s + settings.window_grace_s, 0.0, 1e9);
+            announce_window(*cut.demux.window, cut, source.live(), outcome.info);
+        if (source.live() && cut.demux.window->has_stop()) {
+            deadline =
+                now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                          std::clamp(until_stop_s + cut.window_grace_s, 0.0, 1e9)));
             window_ends_run = true;
         }
-    }
-    const auto deadline =
-        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit_s));
+    };
+    announce(cuts.front(), start);
     // The live stats line: built in the 1 Hz tick below, on this thread (the capture thread for
     // the libpcap source, never a verbs poll thread). The writers' drops are known only when
     // they finish (the summary has them), so they are not in the line.
@@ -220,10 +264,15 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         std::vector<SourceCounter> witnesses;
         std::vector<std::uint64_t> copies;  // each lane's copies when asked
     } pending;
+    // Into `into`: the scan's timeline (its outcome's; the run's without scans).
+    const auto sample_into = [&](Timeline& into, Clock::time_point at,
+                                 std::vector<SourceCounter> w) {
+        witnesses = less_counters(std::move(w), scan_base);  // the scan's share
+        into.sample(std::chrono::duration<double>(at - scan_start).count(), views, witnesses,
+                    sum_writers(lanes, &Writer::backlog_bytes).value_or(0));
+    };
     const auto sample = [&](Clock::time_point at, std::vector<SourceCounter> w) {
-        witnesses = std::move(w);
-        timeline.sample(seconds_since_start(at), views, witnesses,
-                        sum_writers(lanes, &Writer::backlog_bytes).value_or(0));
+        sample_into(timeline, at, std::move(w));
     };
     // Returns whether a sample was taken now.
     const auto ask_timeline = [&](Clock::time_point now) {
@@ -324,6 +373,153 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             metrics->write(format_metrics(metrics_input(now)), now);
         }
     };
+    // A scan's (or the run's) end, its frames stopped: windows closed, files
+    // closed, the source's counters (its share of them: scan_base), the last
+    // second, the verdict. `last`: the source has stopped (its report()).
+    const auto finish_lanes = [&](RunLanes& set, RunOutcome& out, const RunSettings& cut,
+                                  bool saw_end, std::int64_t end_ns, bool last) {
+        if (cut.demux.window) {
+            // The frames have stopped: each stream's span becomes the window.
+            out.info.window->saw_end = saw_end;
+            for (auto& l : set) {
+                l->demux->close_window(saw_end);
+            }
+        }
+        auto final_witnesses = less_counters(all_witnesses(source, settings, set), scan_base);
+        if (lanes_write_pcapng(set)) {
+            publish_interface_counts(set, views, source, final_witnesses, scan_start_wall_ns, true);
+        }
+        for (auto& l : set) {
+            if (l->writer) {
+                l->files->finish();  // (the ordered files' windows, then the writer)
+                l->ledger.set_outputs(l->files->stats());
+                const Writer::Memory m = l->writer->memory();
+                if (!out.info.writer_memory) {
+                    WriterMemory first;
+                    first.bound_bytes = memory_cap.bytes;
+                    first.requested_bytes =
+                        memory_cap.note.empty() ? 0 : settings.writer.memory_bytes;
+                    first.buffer_bytes = m.buffer_bytes;
+                    out.info.writer_memory = first;
+                }
+                add_writer_memory(*out.info.writer_memory, m);
+            }
+        }
+        if (last) {
+            std::vector<SourceLane> reports;
+            for (auto& l : set) {
+                reports.push_back({l->demux.get(), &l->ledger});
+            }
+            source.report(reports, out.info);
+            for (auto& l : set) {
+                l->ledger.rebase_source_counters(scan_base);
+            }
+        } else {
+            // The source still runs: its counters as they stand, less their
+            // values at the scan's start (the writers' drops are the ledger's own).
+            for (SourceCounter& c : less_counters(source.witnesses(), scan_base)) {
+                set.front()->ledger.add_source_counter(std::move(c));
+            }
+        }
+        // The last second, from the final counts: the timeline's seconds add up
+        // to the report's totals.
+        {
+            if (pending.open) {
+                sample_into(out.info.timeline, pending.at, std::move(pending.witnesses));
+                pending.open = false;
+            }
+            std::uint64_t write_drops = 0;
+            std::uint64_t consumer_drops = 0;
+            for (std::size_t i = 0; i < set.size(); ++i) {
+                views[i].copy_from(set[i]->ledger);
+                const Totals t = set[i]->ledger.totals();
+                write_drops += t.write_drops;
+                consumer_drops += t.consumer_drops;
+            }
+            sample_into(out.info.timeline, Clock::now(), all_witnesses(source, settings, set));
+            out.info.timeline.set_write_drops(write_drops);
+            out.info.timeline.set_consumer_drops(consumer_drops);
+        }
+        if (set.size() == 1) {
+            out.ledger = std::move(set.front()->ledger);
+        } else {
+            for (auto& l : set) {
+                out.ledger.merge(l->ledger);
+            }
+        }
+        out.ledger.set_output_formats(cut.outputs.formats);  // (streams in no file)
+        for (const std::string& note : window_notes(out.info)) {
+            out.ledger.add_note(note);
+        }
+        if (out.info.writer_memory) {
+            WriterMemory& m = *out.info.writer_memory;
+            if (m.bound_bytes > 0) {
+                m.backlog_peak_share =
+                    static_cast<double>(m.backlog_peak_bytes) / static_cast<double>(m.bound_bytes);
+            }
+            for (const std::string& note : {memory_cap.note, planning_note, core_note}) {
+                if (!note.empty()) {
+                    out.ledger.add_note(note);
+                }
+            }
+            if (const std::string why = writer_drops_cause(m); !why.empty()) {
+                out.ledger.explain_write_drops(why);
+            }
+        }
+        if (settings.expect) {
+            ExpectTimes times;
+            times.host_clock = source.live();
+            times.join_ns = scan_join_ns;
+            times.end_ns = end_ns;
+            out.ledger.set_expectations(
+                evaluate_expectations(*settings.expect, settings.expect_options,
+                                      out.ledger.streams(), settings.demux.groups, times));
+        }
+        out.info.duration_s = std::chrono::duration<double>(Clock::now() - scan_start).count();
+        out.info.stats_lines_dropped = ticker.dropped();
+        out.exit_code = exit_code_for(out.ledger, out.info);
+        if (last) {
+            apply_faults(faults, out);
+        }
+        if (!out.info.error.empty() && !out.info.interrupted) {
+            out.info.stopped_by = "error";  // the input cut short, a device or a thread failed
+        }
+    };
+    int worst_code = kExitZeroLoss;
+    // With several scans, at a scan's stop and grace: the next scan's lanes
+    // made and the source moved onto them, then the scan's files closed and
+    // its outcome handed over, while the source runs on. The frames between
+    // two scans are the next one's before_window.
+    const auto next_scan = [&](Clock::time_point now) {
+        std::vector<SourceLane> targets;
+        RunLanes next = make_lanes(cuts[scan + 1], targets);
+        prepare_writers(next);
+        const std::int64_t end_ns = expect_clock_ns();
+        source.reconnect(targets);  // (returns once no thread touches the old lanes)
+        retired = std::move(lanes);
+        lanes = std::move(next);
+        RunOutcome done = std::move(outcome);
+        done.info.stopped_by = "window_end";
+        RunOutcome fresh;
+        outcome = std::move(fresh);
+        outcome.info.command = done.info.command;
+        outcome.info.source = done.info.source;
+        outcome.info.input = done.info.input;
+        outcome.info.run_id = new_run_id();
+        // The old lanes' last counts are read from their ledgers (no thread
+        // delivers into them now); the new lanes' views start empty.
+        finish_lanes(retired, done, cuts[scan], true, end_ns, false);
+        retired.clear();
+        views.assign(lanes.size(), LiveView{});
+        worst_code = worse_exit_code(worst_code, done.exit_code);
+        settings.scan_done(std::move(done));
+        ++scan;
+        scan_start = Clock::now();
+        scan_start_wall_ns = outcome.info.started_ns = wall_clock_ns();
+        scan_join_ns = expect_clock_ns();
+        scan_base = all_witnesses(source, settings, lanes);
+        announce(cuts[scan], now);
+    };
     for (;;) {
         if (settings.counts_request != nullptr &&
             settings.counts_request->exchange(false, std::memory_order_relaxed)) {
@@ -344,6 +540,18 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         }
         const auto now = Clock::now();
         if ((limit_s > 0 || window_ends_run) && now >= deadline) {
+            if (scan + 1 < cuts.size()) {
+                // While the source's threads run, nothing may leave by an
+                // exception: a scan that cannot be made ends the capture.
+                try {
+                    next_scan(now);
+                    continue;
+                } catch (const std::exception& e) {
+                    faults.report(fmt::format("scan {}", cuts[scan + 1].scan_name), e.what());
+                    outcome.info.stopped_by = "error";
+                    break;
+                }
+            }
             outcome.info.stopped_by = window_ends_run ? "window_end" : "duration";
             break;
         }
@@ -360,9 +568,10 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
                     ticker.tick(snapshot(source.figures()));
                 }
                 if (lanes_write_pcapng(lanes)) {
-                    publish_interface_counts(lanes, views, source,
-                                             all_witnesses(source, settings, lanes), start_wall_ns,
-                                             false);
+                    publish_interface_counts(
+                        lanes, views, source,
+                        less_counters(all_witnesses(source, settings, lanes), scan_base),
+                        scan_start_wall_ns, false);
                 }
             } catch (const std::exception& e) {
                 faults.report("counters and stats", e.what());
@@ -406,15 +615,6 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         remaining = settings.count - std::min(settings.count, source.frames());
     }
     source.stop(remaining);
-    if (settings.demux.window) {
-        // The frames have stopped: each stream's span becomes the window.
-        const bool saw_end =
-            outcome.info.stopped_by == "window_end" || outcome.info.stopped_by == "end_of_input";
-        outcome.info.window->saw_end = saw_end;
-        for (auto& l : lanes) {
-            l->demux->close_window(saw_end);
-        }
-    }
     if (settings.blocks != nullptr) {
         settings.blocks->flush();  // the producers have stopped: hand out the open blocks
     }
@@ -432,90 +632,10 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         } catch (const std::exception& e) {
             faults.report("counters and stats", e.what());
         }
-        publish_interface_counts(lanes, views, source, all_witnesses(source, settings, lanes),
-                                 start_wall_ns, true);
     }
-    for (auto& l : lanes) {
-        if (l->writer) {
-            l->files->finish();  // (the ordered files' windows, then the writer)
-            l->ledger.set_outputs(l->files->stats());
-            const Writer::Memory m = l->writer->memory();
-            if (!outcome.info.writer_memory) {
-                WriterMemory first;
-                first.bound_bytes = memory_cap.bytes;
-                first.requested_bytes = memory_cap.note.empty() ? 0 : settings.writer.memory_bytes;
-                first.buffer_bytes = m.buffer_bytes;
-                outcome.info.writer_memory = first;
-            }
-            add_writer_memory(*outcome.info.writer_memory, m);
-        }
-    }
-    std::vector<SourceLane> reports;
-    for (auto& l : lanes) {
-        reports.push_back({l->demux.get(), &l->ledger});
-    }
-    source.report(reports, outcome.info);
-    // The last second, from the final counts: the timeline's seconds add up
-    // to the report's totals.
-    {
-        if (pending.open) {
-            sample(pending.at, std::move(pending.witnesses));
-            pending.open = false;
-        }
-        std::uint64_t write_drops = 0;
-        std::uint64_t consumer_drops = 0;
-        for (std::size_t i = 0; i < lanes.size(); ++i) {
-            views[i].copy_from(lanes[i]->ledger);
-            const Totals t = lanes[i]->ledger.totals();
-            write_drops += t.write_drops;
-            consumer_drops += t.consumer_drops;
-        }
-        sample(Clock::now(), all_witnesses(source, settings, lanes));
-        timeline.set_write_drops(write_drops);
-        timeline.set_consumer_drops(consumer_drops);
-    }
-    if (lanes.size() == 1) {
-        outcome.ledger = std::move(lanes.front()->ledger);
-    } else {
-        for (auto& l : lanes) {
-            outcome.ledger.merge(l->ledger);
-        }
-    }
-    outcome.ledger.set_output_formats(settings.outputs.formats);  // (streams in no file)
-    for (const std::string& note : window_notes(outcome.info)) {
-        outcome.ledger.add_note(note);
-    }
-    if (outcome.info.writer_memory) {
-        WriterMemory& m = *outcome.info.writer_memory;
-        if (m.bound_bytes > 0) {
-            m.backlog_peak_share =
-                static_cast<double>(m.backlog_peak_bytes) / static_cast<double>(m.bound_bytes);
-        }
-        for (const std::string& note : {memory_cap.note, planning_note, core_note}) {
-            if (!note.empty()) {
-                outcome.ledger.add_note(note);
-            }
-        }
-        if (const std::string why = writer_drops_cause(m); !why.empty()) {
-            outcome.ledger.explain_write_drops(why);
-        }
-    }
-    if (settings.expect) {
-        ExpectTimes times;
-        times.host_clock = source.live();
-        times.join_ns = join_ns;
-        times.end_ns = end_ns;
-        outcome.ledger.set_expectations(
-            evaluate_expectations(*settings.expect, settings.expect_options,
-                                  outcome.ledger.streams(), settings.demux.groups, times));
-    }
-    outcome.info.duration_s = std::chrono::duration<double>(Clock::now() - start).count();
-    outcome.info.stats_lines_dropped = ticker.dropped();
-    outcome.exit_code = exit_code_for(outcome.ledger, outcome.info);
-    apply_faults(faults, outcome);
-    if (!outcome.info.error.empty() && !outcome.info.interrupted) {
-        outcome.info.stopped_by = "error";  // the input cut short, a device or a thread failed
-    }
+    const bool saw_end =
+        outcome.info.stopped_by == "window_end" || outcome.info.stopped_by == "end_of_input";
+    finish_lanes(lanes, outcome, cuts[scan], saw_end, end_ns, true);
     if (metrics) {
         // The final values, with the verdict.
         const auto now = Clock::now();
@@ -526,6 +646,15 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         outcome.info.metrics_path = metrics->path();
         outcome.info.metrics_writes = metrics->writes();
         outcome.info.metrics_write_failures = metrics->failures();
+    }
+    if (scheduled) {
+        // The capture's own outcome: how it ended, the scans' worst verdict.
+        RunOutcome capture;
+        capture.info = outcome.info;
+        worst_code = worse_exit_code(worst_code, outcome.exit_code);
+        settings.scan_done(std::move(outcome));
+        capture.exit_code = worst_code;
+        outcome = std::move(capture);
     }
     IBVCAP_PROBE2(run_stop, settings.command.c_str(), outcome.exit_code);
     return outcome;

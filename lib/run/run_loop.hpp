@@ -27,6 +27,7 @@
 #include "lib/ledger/expect.hpp"
 #include "lib/run/common.hpp"
 #include "lib/run/console.hpp"
+#include "lib/run/schedule.hpp"
 #include "lib/sinks/block_sink.hpp"
 #include "lib/sinks/dada_sink.hpp"
 #include "lib/sinks/file_sinks.hpp"
@@ -89,6 +90,15 @@ struct RunSettings {
     double window_grace_s = 2;
     // --scan: the window's name, in the report (empty: none).
     std::string scan_name;
+    // A capture of several scans (--schedule without --scan; docs/operations.md,
+    // "Observing a window"), in start order; empty: one run as set above. The
+    // source is set up once. Each scan has lanes of its own (a writer, files in
+    // outputs.output_dir/NAME, a demux with the scan's window, a ledger), made
+    // when the scan before has passed its stop and grace, and an outcome of its
+    // own, handed to scan_done once its files are closed (the last scan's too).
+    // demux.window and scan_name are each scan's. A live source only.
+    std::vector<Scan> scans;
+    std::function<void(RunOutcome&&)> scan_done;
 };
 
 // A lane's counts for its pcapng statistics blocks (docs/formats.md,
@@ -104,7 +114,9 @@ InterfaceCounts interface_counts(std::span<const SourceCounter> witnesses, std::
 // Runs `source` until `stop`, the duration, the count, or the source ends.
 // Throws (one line naming the fix) when the run cannot start; nothing is
 // written then. An error after the start ends the run with info.error and an
-// incomplete ledger (exit code 1), keeping everything captured.
+// incomplete ledger (exit code 1), keeping everything captured. With
+// settings.scans, the scans' outcomes go to scan_done and the one returned
+// has their worst exit code, how the capture ended, and an empty ledger.
 RunOutcome run_source(Source& source, const RunSettings& settings, const std::atomic<bool>& stop);
 
 }  // namespace ibvcap

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 
 #include "lib/run/run_lanes.hpp"
 
@@ -43,6 +44,44 @@ double announce_window(const FrameWindow& window, const RunSettings& settings, b
     }
     info.window = w;
     return window.has_stop() ? static_cast<double>(window.stop_ns - now) / kNsPerSecond : 0.0;
+}
+
+std::vector<RunSettings> scan_cuts(const RunSettings& settings) {
+    std::vector<RunSettings> cuts;
+    if (settings.scans.empty()) {
+        cuts.push_back(settings);
+        return cuts;
+    }
+    for (const Scan& scan : settings.scans) {
+        RunSettings& cut = cuts.emplace_back(settings);
+        cut.scans.clear();
+        cut.scan_done = nullptr;
+        cut.demux.window = scan.window;
+        cut.scan_name = scan.name;
+        cut.outputs.output_dir =
+            (std::filesystem::path(settings.outputs.output_dir) / scan.name).string();
+    }
+    return cuts;
+}
+
+std::vector<SourceCounter> less_counters(std::vector<SourceCounter> counters,
+                                         std::span<const SourceCounter> base) {
+    for (SourceCounter& c : counters) {
+        for (const SourceCounter& b : base) {
+            if (b.name == c.name) {
+                c.value -= std::min(c.value, b.value);
+                break;
+            }
+        }
+    }
+    return counters;
+}
+
+int worse_exit_code(int a, int b) {
+    const auto rank = [](int code) {
+        return code == kExitZeroLoss ? 0 : code == kExitLoss ? 1 : 2;
+    };
+    return rank(b) > rank(a) ? b : a;
 }
 
 std::vector<std::string> window_notes(const RunInfo& info) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,20 @@ namespace ibvcap {
 // the window's stop (0 when it has none).
 double announce_window(const FrameWindow& window, const RunSettings& settings, bool live,
                        RunInfo& info);
+
+// RunSettings::scans as runs: each scan's settings (its window, name, and
+// outputs in outputs.output_dir/NAME), scans and scan_done cleared; without
+// scans, the settings alone.
+std::vector<RunSettings> scan_cuts(const RunSettings& settings);
+
+// `counters` less their values in `base` (by name, never below 0): a scan's
+// share of counters that count from the capture's start.
+std::vector<SourceCounter> less_counters(std::vector<SourceCounter> counters,
+                                         std::span<const SourceCounter> base);
+
+// The worse of two runs' exit codes, for a capture of several scans: an
+// error (or any code but zero-loss and loss) before loss before zero loss.
+int worse_exit_code(int a, int b);
 
 // The ledger's notes once the run has stopped: a capture that started after
 // the window's start, a run that ended before its stop.

@@ -179,4 +179,44 @@ const Scan& select_scan(const std::vector<Scan>& scans, std::string_view name, s
                                          scans.size() > 5 ? ", ..." : ""));
 }
 
+std::vector<Scan> scans_to_come(const std::vector<Scan>& scans, std::int64_t now_ns, double grace_s,
+                                const std::string& file) {
+    std::vector<Scan> left;
+    for (const Scan& s : scans) {
+        if (s.window.stop_ns > now_ns) {
+            left.push_back(s);
+        }
+    }
+    if (left.empty()) {
+        throw std::runtime_error(
+            fmt::format("no scan of the schedule {} ends after now ({}): its last has passed", file,
+                        format_utc_instant(now_ns)));
+    }
+    for (std::size_t i = 0; i < left.size(); ++i) {
+        const Scan& s = left[i];
+        if (!s.groups.empty() || !s.formats.empty()) {
+            throw std::runtime_error(fmt::format(
+                "schedule {} line {}: scan {} names its own {}: one capture of several scans "
+                "joins its groups and opens its formats once; give them on the command line, or "
+                "take the scan alone with --scan {}",
+                file, s.line, s.name, s.groups.empty() ? "formats=" : "groups=", s.name));
+        }
+        if (i == 0) {
+            continue;
+        }
+        const Scan& before = left[i - 1];
+        const double gap_s = static_cast<double>(s.window.start_ns - before.window.stop_ns) / 1e9;
+        if (gap_s < grace_s + kScanSetUpS) {
+            throw std::runtime_error(fmt::format(
+                "schedule {} line {}: scan {} starts {:.3f} s after scan {} stops; one capture "
+                "needs {:g} s between scans (--window-grace {:g} for the late frames, then {:g} s "
+                "to open the next scan's files): give a shorter --window-grace, or take each "
+                "scan with its own capture (--scan NAME)",
+                file, s.line, s.name, gap_s, before.name, grace_s + kScanSetUpS, grace_s,
+                kScanSetUpS));
+        }
+    }
+    return left;
+}
+
 }  // namespace ibvcap

@@ -46,6 +46,16 @@ std::vector<Scan> load_schedule(const std::string& path);
 const Scan& select_scan(const std::vector<Scan>& scans, std::string_view name, std::int64_t now_ns,
                         const std::string& file);
 
+// The scans one capture records in turn (--schedule with no --scan): those
+// whose stop is after `now_ns`. Throws std::runtime_error, one line naming
+// the file, the line and the fix, when none is left, when one names its own
+// groups= or formats= (one capture joins its groups once), and when a scan
+// starts less than `grace_s` + kScanSetUpS after the one before stops (its
+// lanes are made once the one before has had its grace).
+inline constexpr double kScanSetUpS = 1.0;
+std::vector<Scan> scans_to_come(const std::vector<Scan>& scans, std::int64_t now_ns, double grace_s,
+                                const std::string& file);
+
 // Whether `name` can name a scan (and a directory): 1 to 64 letters, digits,
 // '.', '_' or '-', not starting with '.'.
 bool valid_scan_name(std::string_view name);

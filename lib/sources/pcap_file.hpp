@@ -71,6 +71,9 @@ class PcapFileSource final : public Source {
     bool live() const override { return false; }
     bool lends_frames() const override { return is_mapped(); }  // (libpcap's frames are copied)
     void connect(std::span<const SourceLane> lanes) override { demux_ = lanes.front().demux; }
+    // The demux runs in step(), on the loop's thread: a pointer between steps.
+    bool can_reconnect() const override { return true; }
+    void reconnect(std::span<const SourceLane> lanes) override { connect(lanes); }
     void start() override {}
     bool step(std::uint64_t limit, std::chrono::milliseconds max_wait,
               const std::atomic<bool>& stop) override;

@@ -271,6 +271,11 @@ void PcapLiveSource::connect(std::span<const SourceLane> lanes) {
     state_->notes.clear();
 }
 
+void PcapLiveSource::reconnect(std::span<const SourceLane> lanes) {
+    state_->ctx.demux = lanes.front().demux;
+    state_->ledger = lanes.front().ledger;
+}
+
 void PcapLiveSource::arm() {
     State& st = *state_;
     const std::string& ifname = options_.interface;

@@ -58,6 +58,9 @@ class PcapLiveSource final : public Source {
     bool live() const override { return true; }
     void arm() override;
     void connect(std::span<const SourceLane> lanes) override;
+    // The demux runs in step(), on the loop's thread: pointers between steps.
+    bool can_reconnect() const override { return true; }
+    void reconnect(std::span<const SourceLane> lanes) override;
     void start() override {}
     // One pcap_dispatch (at most `limit` frames, so a count stays exact), or
     // a wait of at most `max_wait` for the kernel to hand over a block.

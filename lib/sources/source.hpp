@@ -75,6 +75,14 @@ class Source {
     // Before start: where each lane delivers (and notes go). May throw (one
     // line naming the fix): the run then writes nothing more.
     virtual void connect(std::span<const SourceLane> lanes) = 0;
+    // While started, on the run loop's thread: deliver into other lanes (the
+    // next scan's, in a capture of several scans) from the next frame on.
+    // Returns once no thread of the source touches the old lanes, so that
+    // they can be finished; the notes and counters of report() go to the
+    // lanes connected last. A source that cannot says so (the run refuses
+    // a schedule of several scans before it starts).
+    virtual bool can_reconnect() const { return false; }
+    virtual void reconnect(std::span<const SourceLane> /*lanes*/) {}
     // The GPU block rings: which streams to make rings for before the source
     // joins, and how large a payload can be (none and 0: the sink makes spare
     // rings sized for its staging, BlockSink::prepare).

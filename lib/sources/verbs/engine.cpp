@@ -38,8 +38,8 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
                          PayloadMemory& payload, MembershipFactory memberships)
     : device_(device),
       options_(std::move(options)),
-      demux_(demux),
-      ledger_(ledger),
+      demux_(&demux),
+      ledger_(&ledger),
       payload_(payload),
       membership_factory_(std::move(memberships)) {
     const verbs::DeviceCaps& caps = device_.caps();
@@ -64,7 +64,7 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
         throw std::invalid_argument("--hw-demux needs the antennas listed with --antenna");
     }
     if (options_.split && caps.max_sge < 2) {
-        ledger_.add_note(
+        ledger_->add_note(
             fmt::format("{} takes one SGE per receive: header/payload split off", caps.name));
         options_.split = false;
     }
@@ -74,7 +74,7 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
     std::size_t queues = options_.queues == 0 ? 1 : options_.queues;
     if (queues > entries_.size()) {
         if (options_.queues > 0) {
-            ledger_.add_note(
+            ledger_->add_note(
                 fmt::format("--queues {}: {} has {} rule entries, so {} queues (one per entry)",
                             queues, caps.name, entries_.size(), entries_.size()));
         }
@@ -83,13 +83,13 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
     // Clamp the ring to what the device takes, and the CQ to its entries.
     std::uint32_t depth = std::max<std::uint32_t>(options_.ring_depth, 16);
     if (caps.max_qp_wr > 0 && depth > caps.max_qp_wr) {
-        ledger_.add_note(fmt::format("ring depth {} clamped to {} (max_qp_wr of {})", depth,
-                                     caps.max_qp_wr, caps.name));
+        ledger_->add_note(fmt::format("ring depth {} clamped to {} (max_qp_wr of {})", depth,
+                                      caps.max_qp_wr, caps.name));
         depth = caps.max_qp_wr;
     }
     if (caps.max_cqe > 0 && std::uint64_t{depth} * queues > caps.max_cqe) {
         const auto clamped = static_cast<std::uint32_t>(caps.max_cqe / queues);
-        ledger_.add_note(
+        ledger_->add_note(
             fmt::format("ring depth {} clamped to {} so {} QPs fit one CQ of {} "
                         "entries (max_cqe of {})",
                         depth, clamped, queues, caps.max_cqe, caps.name));
@@ -98,7 +98,7 @@ VerbsEngine::VerbsEngine(verbs::Device& device, EngineOptions options, Demux& de
     options_.ring_depth = depth;
     if (!options_.vlan_ids.empty() || options_.vlan_tags_given) {
         const std::string ids = format_vlan_ids(options_.vlan_ids);
-        ledger_.add_note(fmt::format(
+        ledger_->add_note(fmt::format(
             "vlan: {} expects {} tag(s) on the wire ({}); {}", caps.name, options_.vlan_tags,
             options_.vlan_tags_given ? "--vlan-tags" : "from the netdev",
             options_.vlan_ids.empty()       ? "the netdev is untagged"
@@ -253,8 +253,8 @@ void VerbsEngine::create_queues(std::uint32_t cq_depth, bool flow_tags) {
     }
     switch (timestamps_) {
         case TimestampFormat::device_ticks:
-            ledger_.add_note(clock_.setup(device_, timestamps_, options_.frame_time, options_.phc,
-                                          options_.phc_missing));
+            ledger_->add_note(clock_.setup(device_, timestamps_, options_.frame_time, options_.phc,
+                                           options_.phc_missing));
             last_clock_sync_ = std::chrono::steady_clock::now();
             break;
         case TimestampFormat::wallclock_ns: {
@@ -275,17 +275,17 @@ void VerbsEngine::create_queues(std::uint32_t cq_depth, bool flow_tags) {
                              options_.phc_missing.empty() ? "no PHC was looked for"
                                                           : options_.phc_missing.c_str());
             }
-            ledger_.add_note(fmt::format("{}; device ticks refused: {}",
-                                         clock_.setup(device_, timestamps_, options_.frame_time,
-                                                      options_.phc, options_.phc_missing),
-                                         refused));
+            ledger_->add_note(fmt::format("{}; device ticks refused: {}",
+                                          clock_.setup(device_, timestamps_, options_.frame_time,
+                                                       options_.phc, options_.phc_missing),
+                                          refused));
             last_clock_sync_ = std::chrono::steady_clock::now();
             break;
         }
         case TimestampFormat::none:
             clock_.setup(device_, timestamps_, options_.frame_time, options_.phc,
                          options_.phc_missing);
-            ledger_.add_note(
+            ledger_->add_note(
                 fmt::format("timestamps: CLOCK_REALTIME when each batch is polled ({}{}{})",
                             stamps ? fmt::format("{} gives no completion timestamps", caps.name)
                                    : std::string("--timestamps host"),
@@ -321,7 +321,7 @@ void VerbsEngine::start() {
     // 2. The flow rules.
     const bool counters = options_.flow_counters && device_.caps().flow_counters;
     if (options_.flow_counters && !counters) {
-        ledger_.add_note(
+        ledger_->add_note(
             fmt::format("{} has no flow counters: per-group NIC drop counts are not "
                         "available (out_of_buffer still counts every drop)",
                         device_.caps().name));
@@ -347,16 +347,16 @@ void VerbsEngine::handle_event(const verbs::AsyncEvent& event) {
     switch (event.kind) {
         case verbs::EventKind::port_error:
             ++stats_.port_down_events;
-            ledger_.add_note(fmt::format("{} port {} went down ({})", device_.caps().name,
-                                         event.port, event.name));
+            ledger_->add_note(fmt::format("{} port {} went down ({})", device_.caps().name,
+                                          event.port, event.name));
             return;
         case verbs::EventKind::port_active:
             for (auto& m : memberships_) {
                 m->rejoin();
                 ++stats_.rejoins;
             }
-            ledger_.add_note(fmt::format("{} port {} came back up; {} groups re-joined",
-                                         device_.caps().name, event.port, memberships_.size()));
+            ledger_->add_note(fmt::format("{} port {} came back up; {} groups re-joined",
+                                          device_.caps().name, event.port, memberships_.size()));
             return;
         case verbs::EventKind::qp_fatal:
             // WQ_FATAL names a work queue, not a QP, and arrives with qp_num 0:
@@ -375,7 +375,7 @@ void VerbsEngine::handle_event(const verbs::AsyncEvent& event) {
         case verbs::EventKind::device_fatal:
             stats_.device_fatal = true;
             fatal_seen_.store(true, std::memory_order_relaxed);
-            ledger_.set_incomplete(fmt::format("{}: {}", device_.caps().name, event.name));
+            ledger_->set_incomplete(fmt::format("{}: {}", device_.caps().name, event.name));
             return;
         case verbs::EventKind::other:
             return;
@@ -396,7 +396,7 @@ void VerbsEngine::stop() {
     // stop_quiet, stop_drain_bound; verbs-mlx5-2.md N5).
     const auto drain_for_stop = [this](const char* when) {
         if (!drain_until_quiet(options_.stop_quiet, options_.stop_drain_bound)) {
-            ledger_.add_note(fmt::format(
+            ledger_->add_note(fmt::format(
                 "{}: the stop's drain {} ended at its bound of {} ms with frames still "
                 "arriving (the switch still forwards the groups after the leave); frames "
                 "after that were not captured",
@@ -418,7 +418,7 @@ void VerbsEngine::stop() {
     // stays the device's own (verbs-mlx5-2.md N4).
     std::vector<std::optional<std::uint64_t>> matches;
     if (stats_.device_fatal) {
-        ledger_.add_note(fmt::format(
+        ledger_->add_note(fmt::format(
             "{}: the flow rules' counters were not read after the fatal error (the firmware "
             "refuses commands then): no per-group undelivered counts",
             device_.caps().name));

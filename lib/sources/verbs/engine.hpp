@@ -185,6 +185,11 @@ class VerbsEngine {
     // (lib/ledger/live.hpp): made on the poll thread when asked, every 1024
     // polls, next to the device events. Call before start().
     void set_live(LivePublisher* live) { live_ = live; }
+    // Deliver into another lane from the next poll batch on (a new scan's
+    // demux and ledger, lib/run/run_loop.hpp): taken by the poll thread at
+    // its housekeeping, between batches; returns once it has been, so that
+    // nothing touches the old lane after. Any thread but the poll thread.
+    void reconnect(Demux& demux, Ledger& ledger, LivePublisher* live);
     // Another thread's view of this engine's witnesses (published every 1024
     // polls and when the poll loop ends), names prefixed with `prefix`:
     // completion errors and QP recoveries (LossCause::completion_errors), port
@@ -295,8 +300,10 @@ class VerbsEngine {
 
     verbs::Device& device_;
     EngineOptions options_;
-    Demux& demux_;
-    Ledger& ledger_;
+    // The lane delivered into: changed only by the poll thread
+    // (take_lane_swap), or by reconnect() while no poll thread runs.
+    Demux* demux_;
+    Ledger* ledger_;
     PayloadMemory& payload_;
     MembershipFactory membership_factory_;
 
@@ -334,6 +341,14 @@ class VerbsEngine {
     void publish_witnesses();
     std::uint64_t wc_errors() const;  // the frames report_to counts as wc errors
     LivePublisher* live_ = nullptr;
+    struct LaneSwap {
+        Demux* demux;
+        Ledger* ledger;
+        LivePublisher* live;
+    };
+    std::atomic<const LaneSwap*> lane_swap_{nullptr};  // reconnect()'s, until taken
+    std::atomic<bool> polling_{false};                 // run() is in its poll loop
+    void take_lane_swap();
     std::uint64_t bytes_ = 0;
     std::unique_ptr<Releases> releases_;
     std::vector<std::uint64_t> released_;  // the poll thread's side of the swap

@@ -261,7 +261,7 @@ void VerbsEngine::clock_unreadable() {
             }
         }
     }
-    ledger_.add_note(fmt::format(
+    ledger_->add_note(fmt::format(
         "timestamps: {} could not read its clock while polling (ibv_start_poll: EINVAL, the "
         "clock-info page is not mapped); after frame {} frames are stamped with CLOCK_REALTIME "
         "when each batch is polled, and {} completion(s) the failed poll consumed are lost{}",
@@ -404,7 +404,7 @@ void VerbsEngine::handle(const verbs::Completion& c) {
             stats_.ring_hold_refused += lease.ring_allowed ? 0 : 1;
             f.lease = &lease;
         }
-        demux_.on_frame(f);
+        demux_->on_frame(f);
         if (lease.holds + lease.ring_holds > 0) {
             // Bounded: one writer hold per output format, one ring hold.
             const std::uint32_t rings = std::min<std::uint32_t>(lease.ring_holds, 0xff);
@@ -542,12 +542,42 @@ bool VerbsEngine::drain_until_quiet(std::chrono::milliseconds quiet,
     }
 }
 
+void VerbsEngine::take_lane_swap() {
+    if (const LaneSwap* s = lane_swap_.load(std::memory_order_acquire); s != nullptr) {
+        demux_ = s->demux;
+        ledger_ = s->ledger;
+        live_ = s->live;
+        lane_swap_.store(nullptr, std::memory_order_release);  // reconnect() may return now
+    }
+}
+
+void VerbsEngine::reconnect(Demux& demux, Ledger& ledger, LivePublisher* live) {
+    LaneSwap swap{&demux, &ledger, live};
+    lane_swap_.store(&swap, std::memory_order_release);
+    // The poll thread takes it at its next housekeeping (every 1024 polls, or
+    // every idle poll): microseconds. When the thread is not polling (not yet
+    // started, or ended), nothing else reads the pointers: set them here. A
+    // thread that ended released `polling_` after its last take, so a swap
+    // still pending then was never taken.
+    while (lane_swap_.load(std::memory_order_acquire) != nullptr) {
+        if (!polling_.load(std::memory_order_acquire)) {
+            take_lane_swap();
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+}
+
 void VerbsEngine::run(const std::atomic<bool>& stop) {
+    polling_.store(true, std::memory_order_release);
     // Whichever way the loop ends, the witnesses other threads read are
-    // those of the end.
+    // those of the end, and a lane swap (reconnect) is no longer taken here.
     struct PublishAtEnd {
         VerbsEngine& e;
-        ~PublishAtEnd() { e.publish_witnesses(); }
+        ~PublishAtEnd() {
+            e.publish_witnesses();
+            e.polling_.store(false, std::memory_order_release);
+        }
     } publish_at_end{*this};
     try {
         poll_until(stop);
@@ -582,7 +612,7 @@ void VerbsEngine::run(const std::atomic<bool>& stop) {
         if (!stats_.device_fatal) {
             throw;
         }
-        ledger_.add_note(
+        ledger_->add_note(
             fmt::format("{}: after the fatal error: {}", device_.caps().name, e.what()));
     }
 }
@@ -602,8 +632,9 @@ void VerbsEngine::poll_until(const std::atomic<bool>& stop) {
                 handle_event(*event);
             }
             publish_witnesses();
+            take_lane_swap();
             if (live_ != nullptr && live_->wanted()) {
-                live_->publish(ledger_);
+                live_->publish(*ledger_);
             }
             if (std::chrono::steady_clock::now() - last_clock_sync_ >= std::chrono::seconds(1)) {
                 resync_clock();

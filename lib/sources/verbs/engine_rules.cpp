@@ -114,7 +114,7 @@ std::unique_ptr<verbs::Flow> VerbsEngine::create_tagged_flow(Qp& q, const Entry&
         ++stats_.untagged_rules;
         if (q.tagged) {
             q.tagged = false;
-            ledger_.add_note(fmt::format(
+            ledger_->add_note(fmt::format(
                 "{} refused the flow tag of the rule for {} ({}): the {} entries of {} cannot be "
                 "told apart at the NIC, so their undelivered frames are counted for the queue "
                 "({}/flow/{}/undelivered); restart with --queues {} for a queue per group",
@@ -144,7 +144,7 @@ std::unique_ptr<verbs::Flow> VerbsEngine::create_flow(Qp& q, const verbs::FlowMa
         auto flow = q.qp->create_flow(match, false);
         counters = false;
         ++stats_.uncounted_rules;
-        ledger_.add_note(fmt::format(
+        ledger_->add_note(fmt::format(
             "{} refused a counted flow rule for {} ({}): this and later rules have no counter, "
             "so their per-group NIC drop counts are not available (out_of_buffer still counts "
             "every drop)",

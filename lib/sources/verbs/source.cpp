@@ -261,6 +261,16 @@ void VerbsSource::connect(std::span<const SourceLane> lanes) {
     }
 }
 
+void VerbsSource::reconnect(std::span<const SourceLane> lanes) {
+    for (std::size_t i = 0; i < parts_.size(); ++i) {
+        Part& part = *parts_[i];
+        part.ledger = lanes[i].ledger;
+        if (part.engine) {
+            part.engine->reconnect(*lanes[i].demux, *lanes[i].ledger, lanes[i].live);
+        }
+    }
+}
+
 Source::BlockPlan VerbsSource::block_plan() const {
     BlockPlan plan;
     for (const Endpoint& g : options_.engine.groups) {

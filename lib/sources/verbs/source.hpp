@@ -87,6 +87,10 @@ class VerbsSource final : public Source {
     // Several devices: each one's files are prefixed with its name.
     std::string lane_prefix(std::size_t lane) const override;
     void connect(std::span<const SourceLane> lanes) override;
+    // Each poll thread takes its new lane between batches
+    // (VerbsEngine::reconnect); returns once every one has.
+    bool can_reconnect() const override { return true; }
+    void reconnect(std::span<const SourceLane> lanes) override;
     BlockPlan block_plan() const override;
     void start() override;
     // The poll threads deliver; the step only waits (at most 2 ms) and says

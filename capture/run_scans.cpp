@@ -1,0 +1,141 @@
+// One capture of several scans (--schedule FILE with no --scan; docs/operations.md,
+// "Observing a window"): the source set up once, each scan's outcome ended as a
+// run of its own (its summary, report and page) as soon as its files are closed,
+// and the capture's own report listing the scans.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "capture/cli.hpp"
+#include "lib/run/console.hpp"
+#include "lib/run/run_window.hpp"
+
+namespace ibvcap::cli {
+
+namespace {
+
+struct ScanResult {
+    std::string name;
+    FrameWindow window;
+    int exit_code = kExitError;
+    bool zero_loss = false;
+    std::string stopped_by;
+    std::string report;  // its report's path (empty: none)
+    Totals totals;
+    std::vector<std::string> loss_reasons;
+};
+
+std::string with_scan(const std::string& path, const std::string& scan) {
+    std::string out = path;
+    for (std::size_t at = out.find("{scan}"); at != std::string::npos;
+         at = out.find("{scan}", at + scan.size())) {
+        out.replace(at, 6, scan);
+    }
+    return out;
+}
+
+bool names_scan(const std::string& path) {
+    return path.find("{scan}") != std::string::npos;
+}
+
+nlohmann::json capture_report(const std::vector<ScanResult>& done, const std::vector<Scan>& planned,
+                              const RunOutcome& capture) {
+    using nlohmann::json;
+    json scans = json::array();
+    json reasons = json::array();
+    std::uint64_t outside = 0;
+    for (const ScanResult& r : done) {
+        scans.push_back({{"scan", r.name},
+                         {"start", format_utc_instant(r.window.start_ns)},
+                         {"stop", format_utc_instant(r.window.stop_ns)},
+                         {"verdict", r.zero_loss ? "zero-loss" : "loss"},
+                         {"exit_code", r.exit_code},
+                         {"stopped_by", r.stopped_by},
+                         {"report", r.report.empty() ? json(nullptr) : json(r.report)},
+                         {"packets", r.totals.packets},
+                         {"missing", r.totals.missing},
+                         {"outside_window", r.totals.outside_window}});
+        outside += r.totals.outside_window;
+        for (const std::string& why : r.loss_reasons) {
+            reasons.push_back(fmt::format("scan {}: {}", r.name, why));
+        }
+    }
+    json not_recorded = json::array();
+    for (std::size_t i = done.size(); i < planned.size(); ++i) {
+        not_recorded.push_back(planned[i].name);
+    }
+    return {{"command", "capture"},
+            {"source", capture.info.source},
+            {"input", capture.info.input},
+            {"stopped_by", capture.info.stopped_by},
+            {"scans", scans},
+            {"not_recorded", not_recorded},
+            {"outside_scans", outside},
+            {"verdict", reasons.empty() ? "zero-loss" : "loss"},
+            {"loss_reasons", reasons}};
+}
+
+}  // namespace
+
+int run_scans(LiveCaptureRequest& request, const CommonOptions& common) {
+    std::vector<ScanResult> done;
+    request.scans = common.scans;
+    // On the run loop's thread, as each scan's files are closed: the scan is a
+    // run of its own from here (its summary, report and page).
+    request.scan_done = [&](RunOutcome&& outcome) {
+        const std::string name = outcome.info.window ? outcome.info.window->scan : "";
+        CommonOptions per = common;
+        per.scans.clear();
+        per.metrics_path.clear();  // (the capture's own)
+        per.report_path =
+            names_scan(common.report_path) ? with_scan(common.report_path, name)
+            : common.outputs.formats.empty()
+                ? std::string()
+                : (std::filesystem::path(common.outputs.output_dir) / name / "report.json")
+                      .string();
+        per.html_path = with_scan(common.html_path, name);
+        stderr_console().write_within(
+            fmt::format("ibvcap capture: == scan {} ended ({})\n", name, outcome.info.stopped_by),
+            kEndPatience);
+        ScanResult r;
+        r.name = name;
+        if (outcome.info.window) {
+            r.window.start_ns = outcome.info.window->start_ns;
+            r.window.stop_ns = outcome.info.window->stop_ns;
+        }
+        r.zero_loss = outcome.ledger.zero_loss();
+        r.loss_reasons = outcome.ledger.loss_reasons();
+        r.totals = outcome.ledger.totals();
+        r.stopped_by = outcome.info.stopped_by;
+        r.report = per.report_path;
+        r.exit_code = finish_run(outcome, per);
+        done.push_back(std::move(r));
+    };
+    RunOutcome capture = run_capture(request, stop_flag());
+    int code = capture.exit_code;
+    for (const ScanResult& r : done) {
+        code = worse_exit_code(code, r.exit_code);
+    }
+    if (!common.report_path.empty() && !names_scan(common.report_path)) {
+        try {
+            write_report(common.report_path, capture_report(done, common.scans, capture),
+                         reader_wait("capture"));
+        } catch (const std::exception& e) {
+            stderr_console().write_within(fmt::format("ibvcap capture: {}\n", e.what()),
+                                          kEndPatience);
+            code = worse_exit_code(code, kExitError);
+        }
+    }
+    std::size_t lossless = 0;
+    for (const ScanResult& r : done) {
+        lossless += r.zero_loss ? 1 : 0;
+    }
+    stderr_console().write_within(
+        fmt::format("ibvcap capture: {} of {} scans recorded ({}), {} without loss; set up once\n",
+                    done.size(), common.scans.size(), capture.info.stopped_by, lossless),
+        kEndPatience);
+    return code;
+}
+
+}  // namespace ibvcap::cli
