@@ -103,6 +103,10 @@ const std::atomic<int>& stop_signal();
 const std::atomic<bool>& urgent_flag();
 // Set by SIGUSR1: print the counts so far (RunSettings::counts_request).
 std::atomic<bool>& counts_flag();
+// A capture of a schedule's scans: SIGHUP reads the schedule again (it sets
+// reload_flag) instead of stopping the run.
+void install_reload_handler();
+std::atomic<bool>& reload_flag();
 // A wait for a FIFO's reader at the end of a run (the report, the run page):
 // said once on stderr, given up at the next signal (install_stop_handler's),
 // so that Ctrl-C ends it.
@@ -138,6 +142,7 @@ struct CommonOptions {
     // --schedule FILE with no --scan (capture): every scan to come, in one
     // capture (capture/run_scans.cpp); empty otherwise.
     std::vector<Scan> scans;
+    std::string control_path;  // --control SOCKET (capture; empty: none)
 };
 // The run's frame window (capture/cli_window.cpp; docs/operations.md,
 // "Observing a window"). scheduled_scan: with --schedule FILE, the scan
@@ -148,6 +153,9 @@ std::optional<Scan> scheduled_scan(const cxxopts::ParseResult& args);
 // lib/run/schedule.hpp), for one capture of them all; `reading` (read -r):
 // a UsageError, as is --duration or -c. Empty without --schedule or with --scan.
 std::vector<Scan> scheduled_scans(const cxxopts::ParseResult& args, bool reading);
+// The scans to come of the schedule `file` read again (SIGHUP): as
+// scheduled_scans checks them; a UsageError naming the line otherwise.
+std::vector<Scan> reread_schedule(const std::string& file, double grace_s);
 // The scan's groups= and formats= in place of the command line's (given
 // both: a UsageError), and -o DIR/NAME.
 void apply_scan_lists(const cxxopts::ParseResult& args, const Scan& scan, CommonOptions& c);
@@ -173,9 +181,13 @@ int finish_run(RunOutcome& outcome, const CommonOptions& common);
 // each scan's summary, report (-o DIR/SCAN/report.json, or --report with
 // {scan}) and page as it ends; the capture's own report (--report without
 // {scan}) lists them. Returns the worst exit code.
-int run_scans(LiveCaptureRequest& request, const CommonOptions& common);
+// With common.control_path, its control socket takes scans as they come;
+// with `schedule_file`, SIGHUP reads it again.
+int run_scans(LiveCaptureRequest& request, const CommonOptions& common,
+              const std::string& schedule_file);
 
 int cmd_read(int argc, char** argv);
+int cmd_ctl(int argc, char** argv);
 int cmd_gen(int argc, char** argv);
 int cmd_capture(int argc, char** argv);
 int cmd_devices(int argc, char** argv);

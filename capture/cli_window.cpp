@@ -112,9 +112,13 @@ std::vector<Scan> scheduled_scans(const cxxopts::ParseResult& args, bool reading
                 name, name));
         }
     }
+    return reread_schedule(file, window_grace(args));
+}
+
+std::vector<Scan> reread_schedule(const std::string& file, double grace_s) {
     const std::vector<Scan> scans = checked_schedule(file);
     try {
-        return scans_to_come(scans, now_ns(), window_grace(args), file);
+        return scans_to_come(scans, now_ns(), grace_s, file);
     } catch (const std::runtime_error& e) {
         throw UsageError(e.what());
     }

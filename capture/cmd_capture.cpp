@@ -149,6 +149,7 @@ int cmd_capture(int argc, char** argv) {
         ("block-threads", "threads per antenna in a block (the streams' thread ids 0..N-1)", cxxopts::value<std::uint16_t>()->default_value("2"), "N")
         ("gpu-standin-pci", "the PCI address --gpu-standin's GPU has for the XID witness (tests)", cxxopts::value<std::string>(), "ADDR")
         ("user", "after setup, run as this user (from root; every capability is dropped either way)", cxxopts::value<std::string>(), "NAME")
+        ("control", "a Unix socket (mode 0660) that takes scans as they come: ibvcap ctl SOCKET status|next|start NAME [STOP]|stop; the capture stays up between scans and after the last, writing nothing then, until it is stopped", cxxopts::value<std::string>(), "SOCKET")
         ("tracefs-root", "where tracefs is, for the GPU XID witness (default /sys/kernel/tracing, else /sys/kernel/debug/tracing)", cxxopts::value<std::string>(), "DIR");
     // clang-format on
     add_common_options(options,
@@ -369,8 +370,18 @@ int cmd_capture(int argc, char** argv) {
         dada = std::make_unique<DadaSink>(o);
         request.dada = dada.get();
     }
-    if (!common.scans.empty()) {
-        return run_scans(request, common);
+    if (!common.scans.empty() || args.count("control")) {
+        CommonOptions scans = common;
+        if (args.count("control")) {
+            if (args.count("scan") || request.demux.window) {
+                throw UsageError(
+                    "--control takes scans as they come: leave out --scan, --start-at and "
+                    "--stop-at (a --schedule may give the scans to come)");
+            }
+            scans.control_path = args["control"].as<std::string>();
+        }
+        return run_scans(request, scans,
+                         args.count("schedule") ? args["schedule"].as<std::string>() : "");
     }
     RunOutcome outcome = run_capture(request, stop_flag());
     outcome.info.frame_lines_dropped = stdout_console().dropped();

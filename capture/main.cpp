@@ -37,6 +37,9 @@ void print_usage(std::FILE* out) {
                "  report REPORT.json --html PAGE [--verify]\n"
                "                                           the run page: one offline HTML file\n"
                "                                           drawing the report\n"
+               "  ctl SOCKET status|next|start NAME [STOP]|stop\n"
+               "                                           ask a capture running with --control\n"
+               "                                           SOCKET: its scans, one at a time\n"
                "\n"
                "'ibvcap <command> --help' lists a command's options.\n"
                "exit codes: 0 zero-loss, 3 loss detected, 1 runtime error, 2 usage error\n");
@@ -91,6 +94,9 @@ int main(int argc, char** argv) {
         if (command == "report") {
             return cli::cmd_report(argc - 1, argv + 1);
         }
+        if (command == "ctl") {
+            return cli::cmd_ctl(argc - 1, argv + 1);
+        }
         if (command == "-h" || command == "--help" || command == "help") {
             print_usage(stdout);
             return kExitZeroLoss;
@@ -101,7 +107,7 @@ int main(int argc, char** argv) {
         }
         fmt::print(stderr,
                    "ibvcap: unknown command '{}' (valid: capture, read, gen, devices, doctor, "
-                   "verify, merge, report)\n",
+                   "verify, merge, report, ctl)\n",
                    command);
         return kExitUsage;
     } catch (const cli::ParseOnly&) {

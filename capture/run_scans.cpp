@@ -5,10 +5,12 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "capture/cli.hpp"
 #include "lib/run/console.hpp"
+#include "lib/run/control.hpp"
 #include "lib/run/run_window.hpp"
 
 namespace ibvcap::cli {
@@ -39,8 +41,7 @@ bool names_scan(const std::string& path) {
     return path.find("{scan}") != std::string::npos;
 }
 
-nlohmann::json capture_report(const std::vector<ScanResult>& done, const std::vector<Scan>& planned,
-                              const RunOutcome& capture) {
+nlohmann::json capture_report(const std::vector<ScanResult>& done, const RunOutcome& capture) {
     using nlohmann::json;
     json scans = json::array();
     json reasons = json::array();
@@ -48,7 +49,8 @@ nlohmann::json capture_report(const std::vector<ScanResult>& done, const std::ve
     for (const ScanResult& r : done) {
         scans.push_back({{"scan", r.name},
                          {"start", format_utc_instant(r.window.start_ns)},
-                         {"stop", format_utc_instant(r.window.stop_ns)},
+                         {"stop", r.window.has_stop() ? json(format_utc_instant(r.window.stop_ns))
+                                                      : json(nullptr)},
                          {"verdict", r.zero_loss ? "zero-loss" : "loss"},
                          {"exit_code", r.exit_code},
                          {"stopped_by", r.stopped_by},
@@ -62,8 +64,8 @@ nlohmann::json capture_report(const std::vector<ScanResult>& done, const std::ve
         }
     }
     json not_recorded = json::array();
-    for (std::size_t i = done.size(); i < planned.size(); ++i) {
-        not_recorded.push_back(planned[i].name);
+    for (const std::string& name : capture.scans_not_recorded) {
+        not_recorded.push_back(name);
     }
     return {{"command", "capture"},
             {"source", capture.info.source},
@@ -71,16 +73,35 @@ nlohmann::json capture_report(const std::vector<ScanResult>& done, const std::ve
             {"stopped_by", capture.info.stopped_by},
             {"scans", scans},
             {"not_recorded", not_recorded},
-            {"outside_scans", outside},
+            {"outside_scans", outside + capture.idle_frames},
+            {"between_scans_idle", capture.idle_frames},
             {"verdict", reasons.empty() ? "zero-loss" : "loss"},
             {"loss_reasons", reasons}};
 }
 
 }  // namespace
 
-int run_scans(LiveCaptureRequest& request, const CommonOptions& common) {
+int run_scans(LiveCaptureRequest& request, const CommonOptions& common,
+              const std::string& schedule_file) {
     std::vector<ScanResult> done;
     request.scans = common.scans;
+    if (!schedule_file.empty()) {
+        install_reload_handler();  // SIGHUP: the schedule read again, not a stop
+        request.reload_request = &reload_flag();
+        request.reload_schedule = [schedule_file, grace = common.window_grace_s] {
+            return reread_schedule(schedule_file, grace);
+        };
+    }
+    // Made before the capture: a path in use or unwritable stops it now.
+    std::unique_ptr<ControlSocket> control;
+    if (!common.control_path.empty()) {
+        control = std::make_unique<ControlSocket>(common.control_path);
+        request.control = control.get();
+        stderr_console().write_within(
+            fmt::format("ibvcap capture: taking scans on {} (ibvcap ctl {} status)\n",
+                        common.control_path, common.control_path),
+            kEndPatience);
+    }
     // On the run loop's thread, as each scan's files are closed: the scan is a
     // run of its own from here (its summary, report and page).
     request.scan_done = [&](RunOutcome&& outcome) {
@@ -119,8 +140,7 @@ int run_scans(LiveCaptureRequest& request, const CommonOptions& common) {
     }
     if (!common.report_path.empty() && !names_scan(common.report_path)) {
         try {
-            write_report(common.report_path, capture_report(done, common.scans, capture),
-                         reader_wait("capture"));
+            write_report(common.report_path, capture_report(done, capture), reader_wait("capture"));
         } catch (const std::exception& e) {
             stderr_console().write_within(fmt::format("ibvcap capture: {}\n", e.what()),
                                           kEndPatience);
@@ -132,8 +152,10 @@ int run_scans(LiveCaptureRequest& request, const CommonOptions& common) {
         lossless += r.zero_loss ? 1 : 0;
     }
     stderr_console().write_within(
-        fmt::format("ibvcap capture: {} of {} scans recorded ({}), {} without loss; set up once\n",
-                    done.size(), common.scans.size(), capture.info.stopped_by, lossless),
+        fmt::format("ibvcap capture: {} scan{} recorded ({}), {} without loss, {} not recorded; "
+                    "set up once\n",
+                    done.size(), done.size() == 1 ? "" : "s", capture.info.stopped_by, lossless,
+                    capture.scans_not_recorded.size()),
         kEndPatience);
     return code;
 }

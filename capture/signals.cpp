@@ -1,6 +1,7 @@
 // The signals of a run: SIGINT and SIGTERM stop it (the second at once, the
-// third ends the process), SIGHUP and SIGPIPE stop it cleanly, SIGUSR1 prints
-// the counts so far; and the wait for a FIFO's reader that a stop ends.
+// third ends the process), SIGHUP and SIGPIPE stop it cleanly (SIGHUP reads a
+// schedule of scans again instead), SIGUSR1 prints the counts so far; and the
+// wait for a FIFO's reader that a stop ends.
 #include <fmt/format.h>
 
 #include <atomic>
@@ -50,6 +51,12 @@ extern "C" void on_end_signal(int sig) {
     g_stop.store(true);
 }
 
+// SIGHUP with a schedule of scans: read it again (the run loop does).
+std::atomic<bool> g_reload{false};
+extern "C" void on_reload_signal(int) {
+    g_reload.store(true);
+}
+
 // SIGUSR1: print the counts so far and go on (tcpdump's use of it).
 std::atomic<bool> g_counts{false};
 extern "C" void on_counts_signal(int) {
@@ -97,6 +104,18 @@ void install_stop_handler() {
     // is flushed before the run rather than from a capture thread.
     stdout_console();
     stderr_console();
+}
+
+void install_reload_handler() {
+    struct sigaction reload {};
+    reload.sa_handler = on_reload_signal;
+    reload.sa_flags = SA_RESTART;  // (it stops nothing)
+    sigemptyset(&reload.sa_mask);
+    sigaction(SIGHUP, &reload, nullptr);
+}
+
+std::atomic<bool>& reload_flag() {
+    return g_reload;
 }
 
 const std::atomic<bool>& stop_flag() {

@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "formats/stream_header.hpp"
 #include "frames.hpp"
 #include "generated_frames.hpp"
 #include "lib/core/usage_error.hpp"
@@ -675,6 +676,86 @@ TEST(Engine, CaptureRunnerReportsPollingFiguresAndPinsThreads) {
     EXPECT_GE(p.polls, p.busy_waits);
     EXPECT_GT(p.polls, 0u);
     EXPECT_EQ(out.exit_code, kExitZeroLoss);
+}
+
+// A capture of two scans through the verbs source: the running poll thread
+// moves onto the second scan's lanes (VerbsSource::reconnect) at the first
+// one's stop, and each scan gets exactly its window's frames, in its own
+// ledger and directory. The frames are stamped in the next wall-clock second
+// (100 a second), the scans' windows lie in it.
+TEST(Engine, TwoScansInOneCaptureEachGetExactlyTheirWindowsFrames) {
+    SimProvider provider;
+    auto nic = provider.add({});
+    CaptureRequest request = one_device_request(256);
+    test::TempDir dir;
+    request.outputs.output_dir = dir.path().string();
+    request.outputs.formats = {OutputFormat::codif};
+    const auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    const std::int64_t epoch_s = reference_epoch_unix_s(52);
+    const auto second = static_cast<std::uint32_t>(now_ns / 1'000'000'000 + 1 - epoch_s);
+    const std::int64_t t0 = (epoch_s + second) * 1'000'000'000LL;
+    Scan a;
+    a.name = "a";
+    a.window = {t0, t0 + 500'000'000};  // frames 0..49 of the second
+    a.line = 1;
+    Scan b;
+    b.name = "b";
+    b.window = {t0 + 600'000'000, t0 + 1'000'000'000};  // frames 60..99
+    b.line = 2;
+    request.scans = {a, b};
+    request.window_grace_s = 0;
+    std::vector<RunOutcome> done;
+    std::atomic<int> scans_done{0};
+    request.scan_done = [&](RunOutcome&& o) {
+        done.push_back(std::move(o));
+        ++scans_done;
+    };
+    auto config = traffic({kG1}, 100);
+    config.antennas = {test::kAntenna1};
+    config.threads = 1;
+    config.start_seconds = second;
+    const auto frames = frames_of(config);
+    std::atomic<bool> stop{false};
+    std::thread wire([&] {
+        wait_for_the_rule(*nic);
+        const auto deliver = [&](std::size_t from, std::size_t to) {
+            for (std::size_t i = from; i < to; ++i) {
+                while (nic->min_posted_wrs() == 0) {
+                    std::this_thread::yield();
+                }
+                nic->deliver(frames[i]);
+            }
+        };
+        deliver(0, 60);  // a's, and 10 after its window: a's after_window
+        while (scans_done == 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        deliver(60, frames.size());  // b's
+    });
+    RunOutcome out = run_verbs_capture(request, provider, {}, stop);
+    wire.join();
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_EQ(out.exit_code, kExitZeroLoss);
+    EXPECT_EQ(out.info.stopped_by, "window_end");
+    for (std::size_t k = 0; k < 2; ++k) {
+        const Ledger& l = done[k].ledger;
+        ASSERT_EQ(l.streams().size(), 1u) << k;
+        const StreamStats& s = l.streams().front();
+        EXPECT_EQ(s.packets(), k == 0 ? 50u : 40u) << k;
+        EXPECT_EQ(s.first.frame, k == 0 ? 0u : 60u) << k;
+        EXPECT_EQ(s.last.frame, k == 0 ? 49u : 99u) << k;
+        EXPECT_EQ(l.totals().missing, 0u) << k;
+        EXPECT_TRUE(l.reconciles()) << k;
+        ASSERT_EQ(l.outputs().size(), 1u) << k;
+        EXPECT_EQ(l.outputs().front().packets, k == 0 ? 50u : 40u) << k;
+        EXPECT_EQ(l.outputs().front().path.rfind((dir.path() / (k == 0 ? "a/" : "b/")).string(), 0),
+                  0u)
+            << l.outputs().front().path;
+        EXPECT_EQ(done[k].info.window->scan, k == 0 ? "a" : "b");
+    }
+    EXPECT_EQ(done[0].ledger.totals().outside_window, 10u);  // (b's were b's: after the swap)
 }
 
 // A device fatal error through the capture runner (VerbsSource): the run

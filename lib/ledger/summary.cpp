@@ -22,6 +22,7 @@ std::string stopped_by_text(const std::string& stopped_by) {
         {"count", "-c (--count)"},
         {"duration", "--duration"},
         {"window_end", "the window's end (--stop-at and --window-grace)"},
+        {"control", "a stop request on the control socket (ibvcap ctl)"},
         {"end_of_input", "the end of the input"},
         {"error", "an error"},
     };

@@ -40,6 +40,11 @@ struct RunOutcome {
     Ledger ledger;
     RunInfo info;
     int exit_code = kExitError;
+    // A capture of several scans (RunSettings::scans): the frames that came
+    // while no scan was under way (with --control), and the scans to come
+    // when it ended.
+    std::uint64_t idle_frames = 0;
+    std::vector<std::string> scans_not_recorded;
 };
 
 // The file in an output directory that holds the run's lock.

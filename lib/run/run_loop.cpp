@@ -15,11 +15,14 @@
 #include <vector>
 
 #include "lib/core/probes.hpp"
+#include "lib/core/utc.hpp"
 #include "lib/host/cores.hpp"
 #include "lib/run/console.hpp"
 #include "lib/run/metrics.hpp"
 #include "lib/run/run_lanes.hpp"
+#include "lib/run/run_sampler.hpp"
 #include "lib/run/run_window.hpp"
+#include "lib/run/scan_queue.hpp"
 #include "lib/run/stats_line.hpp"
 
 namespace ibvcap {
@@ -47,9 +50,9 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         throw std::runtime_error(
             "--dada takes one -i interface and one queue (one poll thread writes the rings)");
     }
-    // Each scan's settings: its window, name and directory (one: the run's own).
-    const bool scheduled = !settings.scans.empty();
-    const std::vector<RunSettings> cuts = scan_cuts(settings);
+    // A capture of several scans: the scans to come, their directories held
+    // (lib/run/scan_queue.hpp); the first one's settings, else the run's own.
+    const bool scheduled = !settings.scans.empty() || settings.control != nullptr;
     if (scheduled && (!source.live() || !source.can_reconnect())) {
         throw std::runtime_error(fmt::format(
             "a schedule of several scans needs a live capture ({} cannot move between scans): "
@@ -60,19 +63,28 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         throw std::runtime_error(
             "--gpu and --dada take one scan of a schedule: give --scan NAME (or --scan next)");
     }
-    // Held until every file of the run is closed (they outlive the lanes).
-    std::vector<OutputDirLock> output_locks;
-    if (!settings.outputs.formats.empty()) {
-        for (const RunSettings& cut : cuts) {
-            prepare_output_dir(cut.outputs.output_dir);
-            output_locks.emplace_back(cut.outputs.output_dir);
-            // Every name this run may write is checked here, under the lock:
-            // the per-antenna files that appear with their first frame too, so
-            // the disk threads never find an earlier run's file in their way;
-            // every scan's, so that none finds an earlier capture's.
-            claim_outputs(cut.outputs, source.input_file(), settings.writer.direct_io);
-        }
+    ScanQueue queue(settings, source.input_file());
+    // Held until every file of the run is closed (it outlives the lanes).
+    OutputDirLock output_lock;
+    if (scheduled) {
+        queue.admit(settings.scans);
+    } else if (!settings.outputs.formats.empty()) {
+        prepare_output_dir(settings.outputs.output_dir);
+        output_lock = OutputDirLock(settings.outputs.output_dir);
+        // Every name this run may write is checked here, under the lock:
+        // the per-antenna files that appear with their first frame too, so
+        // the disk threads never find an earlier run's file in their way.
+        claim_outputs(settings.outputs, source.input_file(), settings.writer.direct_io);
     }
+    // What the lanes are now: a scan (scan_now), idle between scans, or the run.
+    std::optional<Scan> scan_now;
+    if (scheduled &&
+        queue.due(static_cast<std::int64_t>(wall_clock_ns()), settings.control != nullptr)) {
+        scan_now = queue.pop();
+    }
+    RunSettings cut_now = !scheduled ? settings
+                          : scan_now ? scan_cut(settings, *scan_now)
+                                     : idle_cut(settings);
     if (settings.blocks != nullptr) {
         // Every source: block memory, copy thread, foreseen and spare rings
         // made before arm() (the pcap source joins there; its traffic would
@@ -185,7 +197,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     };
     {
         std::vector<SourceLane> targets;
-        lanes = make_lanes(cuts.front(), targets);
+        lanes = make_lanes(cut_now, targets);
         source.connect(targets);
     }
     prepare_writers(lanes);
@@ -204,11 +216,10 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
 
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
-    std::size_t scan = 0;     // the scan under way: cuts[scan]
     auto scan_start = start;  // its start (the timeline's seconds count from it)
     std::uint64_t scan_start_wall_ns = start_wall_ns;
     std::int64_t scan_join_ns = join_ns;
-    std::vector<SourceCounter> scan_base;  // the witnesses when it began (none: the source's start)
+    std::vector<std::string> scan_notes;  // for its ledger, when it ends
     // 0, negative or NaN: no limit; capped at ~30 years so the cast cannot overflow.
     double limit_s = settings.duration_s > 0 ? std::min(settings.duration_s, 1e9) : 0.0;
     auto deadline =
@@ -216,11 +227,13 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     // A frame window: said at its scan's start; a live run (or scan) ends at its stop and grace.
     bool window_ends_run = false;
     const auto announce = [&](const RunSettings& cut, Clock::time_point now) {
+        window_ends_run = false;
         if (!cut.demux.window) {
             return;
         }
-        const double until_stop_s =
-            announce_window(*cut.demux.window, cut, source.live(), outcome.info);
+        // (A scan of a start request: one with no schedule line.)
+        const double until_stop_s = announce_window(*cut.demux.window, cut, source.live(),
+                                                    outcome.info, scan_now && scan_now->line == 0);
         if (source.live() && cut.demux.window->has_stop()) {
             deadline =
                 now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
@@ -228,7 +241,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             window_ends_run = true;
         }
     };
-    announce(cuts.front(), start);
+    announce(cut_now, start);
     // The live stats line: built in the 1 Hz tick below, on this thread (the capture thread for
     // the libpcap source, never a verbs poll thread). The writers' drops are known only when
     // they finish (the summary has them), so they are not in the line.
@@ -248,78 +261,12 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     }
     auto last_tick = start;
     Timeline& timeline = outcome.info.timeline;
-    // A second's sample: the witnesses read at the tick, the lanes' counts and the writers'
-    // backlog. A poll thread copies its lane's counts when asked (within 1024 polls), so the
-    // loop asks at the tick and samples once every copy has come, or after 200 ms (half a tick
-    // at most): the counts then lag the witnesses by milliseconds, not by a window.
-    const auto copy_wait = std::min(std::chrono::milliseconds(200), settings.tick / 2);
-    std::vector<LiveView> views(lanes.size());
-    std::vector<SourceCounter> witnesses;  // the last sample's (the metrics read them)
+    // The timeline's seconds (lib/run/run_sampler.hpp); copies waited for
+    // half a tick at most.
+    SecondSampler sampler(std::min(std::chrono::milliseconds(200), settings.tick / 2));
+    sampler.begin(start, {}, lanes.size());
     const auto seconds_since_start = [&](Clock::time_point t) {
         return std::chrono::duration<double>(t - start).count();
-    };
-    struct Pending {
-        bool open = false;
-        Clock::time_point at;
-        std::vector<SourceCounter> witnesses;
-        std::vector<std::uint64_t> copies;  // each lane's copies when asked
-    } pending;
-    // Into `into`: the scan's timeline (its outcome's; the run's without scans).
-    const auto sample_into = [&](Timeline& into, Clock::time_point at,
-                                 std::vector<SourceCounter> w) {
-        witnesses = less_counters(std::move(w), scan_base);  // the scan's share
-        into.sample(std::chrono::duration<double>(at - scan_start).count(), views, witnesses,
-                    sum_writers(lanes, &Writer::backlog_bytes).value_or(0));
-    };
-    const auto sample = [&](Clock::time_point at, std::vector<SourceCounter> w) {
-        sample_into(timeline, at, std::move(w));
-    };
-    // Returns whether a sample was taken now.
-    const auto ask_timeline = [&](Clock::time_point now) {
-        auto w = all_witnesses(source, settings, lanes);
-        if (source.demux_on_loop_thread()) {
-            for (std::size_t i = 0; i < lanes.size(); ++i) {
-                views[i].copy_from(lanes[i]->ledger);
-            }
-            sample(now, std::move(w));
-            return true;
-        }
-        const bool sampled = pending.open;
-        if (pending.open) {  // the last copies never came: sample what there is
-            sample(pending.at, std::move(pending.witnesses));
-        }
-        pending.open = true;
-        pending.at = now;
-        pending.witnesses = std::move(w);
-        pending.copies.assign(lanes.size(), 0);
-        for (std::size_t i = 0; i < lanes.size(); ++i) {
-            pending.copies[i] = views[i].copies;
-            lanes[i]->live.request();
-        }
-        return sampled;
-    };
-    // Returns whether the pending sample was taken now.
-    const auto collect_timeline = [&](Clock::time_point now) {
-        if (!pending.open) {
-            return false;
-        }
-        bool all = true;
-        for (std::size_t i = 0; i < lanes.size(); ++i) {
-            if (views[i].copies == pending.copies[i]) {
-                LiveView v = lanes[i]->live.read();
-                if (v.copies != pending.copies[i]) {
-                    views[i] = std::move(v);
-                } else {
-                    all = false;
-                }
-            }
-        }
-        if (!all && now - pending.at < copy_wait) {
-            return false;
-        }
-        sample(pending.at, std::move(pending.witnesses));
-        pending.open = false;
-        return true;
     };
     // The metrics file, from what the timeline sampled (docs/observability.md,
     // "Metrics"), on this thread.
@@ -336,7 +283,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         in.source = outcome.info.source;
         in.input = outcome.info.input;
         in.run = run_label(settings.metrics_path);
-        for (const auto& v : views) {
+        for (const auto& v : sampler.views()) {
             in.packets += v.packets;
             in.bytes += v.bytes;
             for (std::size_t r = 0; r < kReasonCount; ++r) {
@@ -344,13 +291,13 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             }
             in.streams.insert(in.streams.end(), v.streams.begin(), v.streams.end());
         }
-        in.witnesses = witnesses;
+        in.witnesses = sampler.witnesses();
         in.lost_by_cause = timeline.lost_by_cause();
         // The writers' drops reach the timeline at the end; until then their
         // witness has them.
         for (const LossCause c : {LossCause::writer, LossCause::consumer}) {
             auto& lost = in.lost_by_cause[static_cast<std::size_t>(c)];
-            for (const auto& w : witnesses) {
+            for (const auto& w : sampler.witnesses()) {
                 if (w.cause == c) {
                     lost = std::max(lost, w.value);
                 }
@@ -374,7 +321,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         }
     };
     // A scan's (or the run's) end, its frames stopped: windows closed, files
-    // closed, the source's counters (its share of them: scan_base), the last
+    // closed, the source's counters (its share: sampler.base()), the last
     // second, the verdict. `last`: the source has stopped (its report()).
     const auto finish_lanes = [&](RunLanes& set, RunOutcome& out, const RunSettings& cut,
                                   bool saw_end, std::int64_t end_ns, bool last) {
@@ -385,9 +332,11 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
                 l->demux->close_window(saw_end);
             }
         }
-        auto final_witnesses = less_counters(all_witnesses(source, settings, set), scan_base);
         if (lanes_write_pcapng(set)) {
-            publish_interface_counts(set, views, source, final_witnesses, scan_start_wall_ns, true);
+            publish_interface_counts(
+                set, sampler.views(), source,
+                less_counters(all_witnesses(source, settings, set), sampler.base()),
+                scan_start_wall_ns, true);
         }
         for (auto& l : set) {
             if (l->writer) {
@@ -412,31 +361,26 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             }
             source.report(reports, out.info);
             for (auto& l : set) {
-                l->ledger.rebase_source_counters(scan_base);
+                l->ledger.rebase_source_counters(sampler.base());
             }
         } else {
             // The source still runs: its counters as they stand, less their
             // values at the scan's start (the writers' drops are the ledger's own).
-            for (SourceCounter& c : less_counters(source.witnesses(), scan_base)) {
+            for (SourceCounter& c : less_counters(source.witnesses(), sampler.base())) {
                 set.front()->ledger.add_source_counter(std::move(c));
             }
         }
         // The last second, from the final counts: the timeline's seconds add up
         // to the report's totals.
+        sampler.close(out.info.timeline, Clock::now(), set, all_witnesses(source, settings, set));
         {
-            if (pending.open) {
-                sample_into(out.info.timeline, pending.at, std::move(pending.witnesses));
-                pending.open = false;
-            }
             std::uint64_t write_drops = 0;
             std::uint64_t consumer_drops = 0;
-            for (std::size_t i = 0; i < set.size(); ++i) {
-                views[i].copy_from(set[i]->ledger);
-                const Totals t = set[i]->ledger.totals();
+            for (const auto& l : set) {
+                const Totals t = l->ledger.totals();
                 write_drops += t.write_drops;
                 consumer_drops += t.consumer_drops;
             }
-            sample_into(out.info.timeline, Clock::now(), all_witnesses(source, settings, set));
             out.info.timeline.set_write_drops(write_drops);
             out.info.timeline.set_consumer_drops(consumer_drops);
         }
@@ -451,6 +395,10 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         for (const std::string& note : window_notes(out.info)) {
             out.ledger.add_note(note);
         }
+        for (std::string& note : scan_notes) {  // (the schedule's re-reads in it)
+            out.ledger.add_note(std::move(note));
+        }
+        scan_notes.clear();
         if (out.info.writer_memory) {
             WriterMemory& m = *out.info.writer_memory;
             if (m.bound_bytes > 0) {
@@ -486,40 +434,93 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         }
     };
     int worst_code = kExitZeroLoss;
-    // With several scans, at a scan's stop and grace: the next scan's lanes
-    // made and the source moved onto them, then the scan's files closed and
-    // its outcome handed over, while the source runs on. The frames between
-    // two scans are the next one's before_window.
-    const auto next_scan = [&](Clock::time_point now) {
+    std::uint64_t idle_frames = 0;
+    const auto due = [&](const ScanQueue& q) {
+        return q.due(static_cast<std::int64_t>(wall_clock_ns()), settings.control != nullptr);
+    };
+    // With several scans, at a scan's stop and grace, at a control stop, or
+    // when a scan comes while idle: the next scan's lanes (idle ones with
+    // --control and none to come) made and the source moved onto them, then
+    // the scan's files closed and its outcome handed over, while the source
+    // runs on. The frames between two scans are the next one's before_window.
+    // Returns false when there is nothing to move on to: the capture ends.
+    const auto move_on = [&](Clock::time_point now, bool saw_end, const std::string& why) {
+        if (queue.empty() && settings.control == nullptr) {
+            return false;
+        }
+        std::optional<Scan> next_scan;
+        if (due(queue)) {
+            next_scan = queue.pop();
+            if (next_scan->line == 0) {
+                // A start request's scan starts as its lanes take the frames:
+                // those that came before were the idle lanes'.
+                next_scan->window.start_ns = static_cast<std::int64_t>(wall_clock_ns());
+            }
+        }
+        RunSettings next_cut = next_scan ? scan_cut(settings, *next_scan) : idle_cut(settings);
         std::vector<SourceLane> targets;
-        RunLanes next = make_lanes(cuts[scan + 1], targets);
+        RunLanes next = make_lanes(next_cut, targets);
         prepare_writers(next);
         const std::int64_t end_ns = expect_clock_ns();
         source.reconnect(targets);  // (returns once no thread touches the old lanes)
         retired = std::move(lanes);
         lanes = std::move(next);
         RunOutcome done = std::move(outcome);
-        done.info.stopped_by = "window_end";
         RunOutcome fresh;
         outcome = std::move(fresh);
         outcome.info.command = done.info.command;
         outcome.info.source = done.info.source;
         outcome.info.input = done.info.input;
         outcome.info.run_id = new_run_id();
-        // The old lanes' last counts are read from their ledgers (no thread
-        // delivers into them now); the new lanes' views start empty.
-        finish_lanes(retired, done, cuts[scan], true, end_ns, false);
+        // (No thread delivers into the old lanes now: their ledgers are read.)
+        if (scan_now) {
+            done.info.stopped_by = why;
+            finish_lanes(retired, done, cut_now, saw_end, end_ns, false);
+            worst_code = worse_exit_code(worst_code, done.exit_code);
+            settings.scan_done(std::move(done));
+        } else {
+            for (const auto& l : retired) {
+                idle_frames += l->ledger.packets();
+            }
+        }
         retired.clear();
-        views.assign(lanes.size(), LiveView{});
-        worst_code = worse_exit_code(worst_code, done.exit_code);
-        settings.scan_done(std::move(done));
-        ++scan;
+        scan_now = std::move(next_scan);
+        cut_now = std::move(next_cut);
         scan_start = Clock::now();
         scan_start_wall_ns = outcome.info.started_ns = wall_clock_ns();
         scan_join_ns = expect_clock_ns();
-        scan_base = all_witnesses(source, settings, lanes);
-        announce(cuts[scan], now);
+        sampler.begin(scan_start, all_witnesses(source, settings, lanes), lanes.size());
+        announce(cut_now, now);
+        return true;
     };
+    const auto notice = [&](const std::string& line) {
+        if (settings.notices != nullptr) {
+            settings.notices->write_within(fmt::format("ibvcap {}: {}\n", settings.command, line),
+                                           std::chrono::seconds(1));
+        }
+    };
+    // SIGHUP: the schedule read again, the scans to come replaced, or kept
+    // when the file is refused; said on stderr and noted in the scan under way.
+    const auto reload = [&] {
+        const std::string line = queue.reload(
+            settings.reload_schedule,
+            scan_after_ns(scan_now ? &*scan_now : nullptr,
+                          static_cast<std::int64_t>(wall_clock_ns()), settings.window_grace_s));
+        notice(line);
+        scan_notes.push_back(line);
+    };
+    // The control socket's requests (lib/run/control.hpp, answered by
+    // answer_request): a stop is done by the loop right after; a start is a
+    // scan at the head of the queue, taken at once as the loop is idle.
+    bool stop_requested = false;
+    const auto answer = [&](std::string_view request) {
+        ControlState state{scan_now ? &*scan_now : nullptr, source.frames(),
+                           settings.window_grace_s, stop_requested};
+        std::string reply = answer_request(request, state, queue);
+        stop_requested = state.stop_requested;
+        return reply;
+    };
+    auto last_serve = start;
     for (;;) {
         if (settings.counts_request != nullptr &&
             settings.counts_request->exchange(false, std::memory_order_relaxed)) {
@@ -539,19 +540,40 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             break;  // a worker thread failed: stop as after a device fault
         }
         const auto now = Clock::now();
-        if ((limit_s > 0 || window_ends_run) && now >= deadline) {
-            if (scan + 1 < cuts.size()) {
-                // While the source's threads run, nothing may leave by an
-                // exception: a scan that cannot be made ends the capture.
-                try {
-                    next_scan(now);
-                    continue;
-                } catch (const std::exception& e) {
-                    faults.report(fmt::format("scan {}", cuts[scan + 1].scan_name), e.what());
-                    outcome.info.stopped_by = "error";
-                    break;
+        if (scheduled) {
+            // While the source's threads run, nothing may leave by an
+            // exception: a scan that cannot be made ends the capture.
+            try {
+                if (settings.reload_request != nullptr &&
+                    settings.reload_request->exchange(false, std::memory_order_relaxed)) {
+                    reload();
                 }
+                if (settings.control != nullptr && now - last_serve >= kMaxStepWait) {
+                    last_serve = now;
+                    settings.control->serve(answer);
+                }
+                bool moved = false;
+                if (stop_requested) {
+                    stop_requested = false;
+                    moved = move_on(now, false, "control");
+                } else if (window_ends_run && now >= deadline) {
+                    moved = move_on(now, true, "window_end");
+                    if (!moved) {
+                        outcome.info.stopped_by = "window_end";
+                        break;
+                    }
+                } else if (!scan_now && due(queue)) {
+                    moved = move_on(now, true, "");  // idle, and a scan is due
+                }
+                if (moved) {
+                    continue;
+                }
+            } catch (const std::exception& e) {
+                faults.report("scans", e.what());
+                outcome.info.stopped_by = "error";
+                break;
             }
+        } else if ((limit_s > 0 || window_ends_run) && now >= deadline) {
             outcome.info.stopped_by = window_ends_run ? "window_end" : "duration";
             break;
         }
@@ -561,7 +583,8 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
             // an exception (a running std::thread would terminate the process).
             try {
                 source.tick(outcome.info);
-                if (ask_timeline(now)) {
+                if (sampler.ask(timeline, now, lanes, all_witnesses(source, settings, lanes),
+                                source.demux_on_loop_thread())) {
                     after_sample(now);
                 }
                 if (ticker.enabled()) {
@@ -569,17 +592,17 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
                 }
                 if (lanes_write_pcapng(lanes)) {
                     publish_interface_counts(
-                        lanes, views, source,
-                        less_counters(all_witnesses(source, settings, lanes), scan_base),
+                        lanes, sampler.views(), source,
+                        less_counters(all_witnesses(source, settings, lanes), sampler.base()),
                         scan_start_wall_ns, false);
                 }
             } catch (const std::exception& e) {
                 faults.report("counters and stats", e.what());
             }
         }
-        if (pending.open) {
+        if (sampler.pending()) {
             try {
-                if (collect_timeline(now)) {
+                if (sampler.collect(timeline, now, lanes)) {
                     after_sample(now);
                 }
             } catch (const std::exception& e) {
@@ -635,7 +658,15 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     }
     const bool saw_end =
         outcome.info.stopped_by == "window_end" || outcome.info.stopped_by == "end_of_input";
-    finish_lanes(lanes, outcome, cuts[scan], saw_end, end_ns, true);
+    if (!scheduled || scan_now) {
+        finish_lanes(lanes, outcome, cut_now, saw_end, end_ns, true);
+    } else {
+        for (const auto& l : lanes) {  // idle at the end: only its count
+            idle_frames += l->ledger.packets();
+        }
+        outcome.exit_code = kExitZeroLoss;
+        apply_faults(faults, outcome);
+    }
     if (metrics) {
         // The final values, with the verdict.
         const auto now = Clock::now();
@@ -652,8 +683,14 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         RunOutcome capture;
         capture.info = outcome.info;
         worst_code = worse_exit_code(worst_code, outcome.exit_code);
-        settings.scan_done(std::move(outcome));
+        if (scan_now) {
+            settings.scan_done(std::move(outcome));
+        }
         capture.exit_code = worst_code;
+        capture.idle_frames = idle_frames;
+        for (const Scan& s : queue.to_come()) {
+            capture.scans_not_recorded.push_back(s.name);
+        }
         outcome = std::move(capture);
     }
     IBVCAP_PROBE2(run_stop, settings.command.c_str(), outcome.exit_code);

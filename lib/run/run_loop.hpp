@@ -27,6 +27,7 @@
 #include "lib/ledger/expect.hpp"
 #include "lib/run/common.hpp"
 #include "lib/run/console.hpp"
+#include "lib/run/control.hpp"
 #include "lib/run/schedule.hpp"
 #include "lib/sinks/block_sink.hpp"
 #include "lib/sinks/dada_sink.hpp"
@@ -99,6 +100,17 @@ struct RunSettings {
     // demux.window and scan_name are each scan's. A live source only.
     std::vector<Scan> scans;
     std::function<void(RunOutcome&&)> scan_done;
+    // With scans: SIGHUP's request to read the schedule again (set by its
+    // handler, taken by the loop) and its reader, returning the scans to come
+    // checked whole (it throws one line naming the line). The scan under way
+    // goes on; the scans to come are replaced, or, when the file is refused,
+    // kept as they were.
+    std::atomic<bool>* reload_request = nullptr;
+    std::function<std::vector<Scan>()> reload_schedule;
+    // --control SOCKET (lib/run/control.hpp): its requests answered by the
+    // loop. With it the capture stays up between scans and after the last,
+    // counting frames and writing none, until it is stopped.
+    ControlSocket* control = nullptr;
 };
 
 // A lane's counts for its pcapng statistics blocks (docs/formats.md,

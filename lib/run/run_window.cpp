@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 
 #include "lib/run/run_lanes.hpp"
 
@@ -15,7 +14,7 @@ constexpr double kNsPerSecond = 1e9;
 }  // namespace
 
 double announce_window(const FrameWindow& window, const RunSettings& settings, bool live,
-                       RunInfo& info) {
+                       RunInfo& info, bool on_request) {
     WindowInfo w;
     w.start_ns = window.start_ns;
     w.stop_ns = window.stop_ns;
@@ -25,7 +24,12 @@ double announce_window(const FrameWindow& window, const RunSettings& settings, b
     std::string line;
     const std::string stop_words =
         window.has_stop() ? fmt::format(" to {}", format_utc_instant(window.stop_ns)) : "";
-    if (live && window.has_start() && window.start_ns < now) {
+    if (on_request) {
+        line =
+            fmt::format("ibvcap {}: scan {} started on request: writing the frames of {}{}\n",
+                        settings.command, settings.scan_name, format_utc_instant(window.start_ns),
+                        window.has_stop() ? stop_words : " until a stop request");
+    } else if (live && window.has_start() && window.start_ns < now) {
         w.started_late_s = static_cast<double>(now - window.start_ns) / kNsPerSecond;
         line = fmt::format(
             "ibvcap {}: the window's start {} is past by {:.3f} s: writing its frames from now{}; "
@@ -44,24 +48,6 @@ double announce_window(const FrameWindow& window, const RunSettings& settings, b
     }
     info.window = w;
     return window.has_stop() ? static_cast<double>(window.stop_ns - now) / kNsPerSecond : 0.0;
-}
-
-std::vector<RunSettings> scan_cuts(const RunSettings& settings) {
-    std::vector<RunSettings> cuts;
-    if (settings.scans.empty()) {
-        cuts.push_back(settings);
-        return cuts;
-    }
-    for (const Scan& scan : settings.scans) {
-        RunSettings& cut = cuts.emplace_back(settings);
-        cut.scans.clear();
-        cut.scan_done = nullptr;
-        cut.demux.window = scan.window;
-        cut.scan_name = scan.name;
-        cut.outputs.output_dir =
-            (std::filesystem::path(settings.outputs.output_dir) / scan.name).string();
-    }
-    return cuts;
 }
 
 std::vector<SourceCounter> less_counters(std::vector<SourceCounter> counters,

@@ -17,13 +17,10 @@ namespace ibvcap {
 // that says when writing starts and stops, or that the start is past (a
 // live run starts writing at once then). Returns the seconds from now to
 // the window's stop (0 when it has none).
+// `on_request`: a scan started by a control request, from now (its start is
+// the request's, not late).
 double announce_window(const FrameWindow& window, const RunSettings& settings, bool live,
-                       RunInfo& info);
-
-// RunSettings::scans as runs: each scan's settings (its window, name, and
-// outputs in outputs.output_dir/NAME), scans and scan_done cleared; without
-// scans, the settings alone.
-std::vector<RunSettings> scan_cuts(const RunSettings& settings);
+                       RunInfo& info, bool on_request = false);
 
 // `counters` less their values in `base` (by name, never below 0): a scan's
 // share of counters that count from the capture's start.

@@ -192,6 +192,22 @@ wait_for_text() {
   fail "$1 did not say \"$2\" within $3 s: $(head -c 500 "$1")"
 }
 
+# Frames stamped with the wall clock (gen --start-seconds N counts from gen's
+# default epoch 52, 2026-01-01T00:00:00Z), and UTC instants as the CLI reads them.
+EPOCH52=1767225600
+utc() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%S; }
+
+# first_last FILE: "FRAME SECONDS FRAME SECONDS" of a .codif file's first and
+# last record (CODIF v2 word 0: the frame number, then the seconds), its
+# records CODIF_FRAME bytes (set by the test).
+first_last() {
+  local size n
+  size=$(stat -c %s "$1")
+  n=$((size / CODIF_FRAME))
+  [ "$n" -gt 0 ] || fail "$1 holds no frame"
+  echo "$(od -An -tu4 -N8 "$1") $(od -An -tu4 -j $(((n - 1) * CODIF_FRAME)) -N8 "$1")" | xargs
+}
+
 # igmp_hex A.B.C.D: the group as /proc/net/igmp prints it (network order read
 # as a little-endian word).
 igmp_hex() {

@@ -18,18 +18,6 @@ source "$(dirname "$0")/lib.sh" "$@"
 PAYLOAD=256
 CODIF_FRAME=$((64 + PAYLOAD))
 MCAST=(239.17.0.1:36001)
-EPOCH52=1767225600 # gen's default epoch 52: 2026-01-01T00:00:00Z
-utc() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%S; }
-
-# first_last FILE: "FRAME SECONDS FRAME SECONDS" of a .codif file's first and
-# last record (CODIF v2 word 0: the frame number, then the seconds).
-first_last() {
-  local size n
-  size=$(stat -c %s "$1")
-  n=$((size / CODIF_FRAME))
-  [ "$n" -gt 0 ] || fail "$1 holds no frame"
-  echo "$(od -An -tu4 -N8 "$1") $(od -An -tu4 -j $(((n - 1) * CODIF_FRAME)) -N8 "$1")" | xargs
-}
 
 testbed_up
 

@@ -21,7 +21,7 @@ fail() {
 # 1. Versions.
 want=$(sed -nE '1s/^ibvcap \(([^)]+)\).*/\1/p' "$src/debian/changelog")
 [ -n "$want" ] || fail "no version on the first line of debian/changelog"
-for cmd in "" capture read gen devices doctor verify merge report; do
+for cmd in "" capture read gen devices doctor verify merge report ctl; do
   # shellcheck disable=SC2086 # an empty $cmd is no argument
   got=$("$ibvcap" $cmd --version | head -n 1)
   [ "$got" = "ibvcap $want" ] || fail "ibvcap $cmd --version says '$got', debian/changelog 'ibvcap $want'"
@@ -36,11 +36,12 @@ complete_words() { # WORD...: the completions of the last word
     _ "$src/debian/ibvcap.bash-completion" ibvcap "$@" | sort
 }
 commands=$(complete_words "" | grep -v '^--' | tr '\n' ' ')
-[ "$commands" = "capture devices doctor gen merge read report verify " ] ||
-  fail "commands completed: '$commands', expected 'capture devices doctor gen merge read report verify '"
+[ "$commands" = "capture ctl devices doctor gen merge read report verify " ] ||
+  fail "commands completed: '$commands', expected 'capture ctl devices doctor gen merge read report verify '"
 for sample in "capture --user --interface --source --report --duration -i" \
   "read --overwrite --report -r" "gen --send --rate -w" "devices --verbose" "doctor --json --cpus" \
-  "verify --help" "merge --expect --report --overwrite --html" "report --html --verify"; do
+  "verify --help" "merge --expect --report --overwrite --html" "report --html --verify" \
+  "ctl --timeout" "capture --control --schedule"; do
   read -r cmd opts <<<"$sample"
   offered=$(complete_words "$cmd" -)
   help=$("$ibvcap" "$cmd" --help)

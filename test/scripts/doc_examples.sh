@@ -27,7 +27,7 @@
 set -euo pipefail
 src=$1
 ibvcap=$(readlink -f "$2")
-commands='capture|read|gen|devices|doctor|verify|merge|report'
+commands='capture|read|gen|devices|doctor|verify|merge|report|ctl'
 failures=0 parsed=0 others=0
 fail() {
   echo "FAIL $*"
