@@ -66,7 +66,7 @@ TEST(Cli, UsageErrorsExitTwoWithOneLineNamingTheFix) {
         {"", "usage: ibvcap"},
         {"frobnicate",
          "unknown command 'frobnicate' (valid: capture, read, gen, devices, doctor, verify, "
-         "merge, report)"},
+         "merge, report, ctl)"},
         {"doctor --cpus 3-1", "bad --cpus '3-1'"},
         {"doctor --gpu x", "bad --gpu 'x'"},
         {"read", "-r FILE is required"},

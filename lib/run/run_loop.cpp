@@ -444,7 +444,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
     // the scan's files closed and its outcome handed over, while the source
     // runs on. The frames between two scans are the next one's before_window.
     // Returns false when there is nothing to move on to: the capture ends.
-    const auto move_on = [&](Clock::time_point now, bool saw_end, const std::string& why) {
+    const auto move_on = [&](bool saw_end, const std::string& why) {
         if (queue.empty() && settings.control == nullptr) {
             return false;
         }
@@ -490,7 +490,7 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
         scan_start_wall_ns = outcome.info.started_ns = wall_clock_ns();
         scan_join_ns = expect_clock_ns();
         sampler.begin(scan_start, all_witnesses(source, settings, lanes), lanes.size());
-        announce(cut_now, now);
+        announce(cut_now, scan_start);  // (not `now`: closing the files took time)
         return true;
     };
     const auto notice = [&](const std::string& line) {
@@ -555,15 +555,15 @@ RunOutcome run_source(Source& source, const RunSettings& settings, const std::at
                 bool moved = false;
                 if (stop_requested) {
                     stop_requested = false;
-                    moved = move_on(now, false, "control");
+                    moved = move_on(false, "control");
                 } else if (window_ends_run && now >= deadline) {
-                    moved = move_on(now, true, "window_end");
+                    moved = move_on(true, "window_end");
                     if (!moved) {
                         outcome.info.stopped_by = "window_end";
                         break;
                     }
                 } else if (!scan_now && due(queue)) {
-                    moved = move_on(now, true, "");  // idle, and a scan is due
+                    moved = move_on(true, "");  // idle, and a scan is due
                 }
                 if (moved) {
                     continue;
