@@ -3,12 +3,16 @@
 // run of its own (its summary, report and page) as soon as its files are closed,
 // and the capture's own report listing the scans.
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "capture/cli.hpp"
+#include "lib/host/privileges.hpp"
 #include "lib/run/console.hpp"
 #include "lib/run/control.hpp"
 #include "lib/run/run_window.hpp"
@@ -97,6 +101,17 @@ int run_scans(LiveCaptureRequest& request, const CommonOptions& common,
     if (!common.control_path.empty()) {
         control = std::make_unique<ControlSocket>(common.control_path);
         request.control = control.get();
+        if (!request.user.empty()) {
+            // --user: the socket is the user's (and its group's), as the
+            // capture will be, so that the user's group may ask and the
+            // capture can remove it at the end.
+            const RunUser user = resolve_run_user(request.user);
+            if (::chown(common.control_path.c_str(), user.uid, user.gid) != 0) {
+                throw std::runtime_error(
+                    fmt::format("control socket {}: cannot give it to --user {}: {}",
+                                common.control_path, request.user, std::strerror(errno)));
+            }
+        }
         stderr_console().write_within(
             fmt::format("ibvcap capture: taking scans on {} (ibvcap ctl {} status)\n",
                         common.control_path, common.control_path),
@@ -134,6 +149,10 @@ int run_scans(LiveCaptureRequest& request, const CommonOptions& common,
         done.push_back(std::move(r));
     };
     RunOutcome capture = run_capture(request, stop_flag());
+    if (!capture.info.error.empty()) {
+        stderr_console().write_within(fmt::format("ibvcap capture: {}\n", capture.info.error),
+                                      kEndPatience);
+    }
     int code = capture.exit_code;
     for (const ScanResult& r : done) {
         code = worse_exit_code(code, r.exit_code);

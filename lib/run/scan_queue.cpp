@@ -1,9 +1,13 @@
 #include "lib/run/scan_queue.hpp"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
@@ -42,6 +46,17 @@ void ScanQueue::hold(const Scan& scan) {
     }
     const RunSettings cut = scan_cut(settings_, scan);
     prepare_output_dir(cut.outputs.output_dir);
+    // A scan's directory is made as the capture is then (root, before a
+    // --user drop, or a scan admitted later): it goes to whoever owns -o DIR,
+    // which a capture that drops to a user must be able to write already.
+    struct stat parent {};
+    if (::geteuid() == 0 && ::stat(settings_.outputs.output_dir.c_str(), &parent) == 0 &&
+        parent.st_uid != 0 &&
+        ::chown(cut.outputs.output_dir.c_str(), parent.st_uid, parent.st_gid) != 0) {
+        throw std::runtime_error(fmt::format("cannot give {} to the owner of {}: {}",
+                                             cut.outputs.output_dir, settings_.outputs.output_dir,
+                                             std::strerror(errno)));
+    }
     OutputDirLock lock(cut.outputs.output_dir);
     // Every name the scan may write, checked now: the disk threads never
     // find an earlier capture's file in their way.
