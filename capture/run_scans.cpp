@@ -32,15 +32,6 @@ struct ScanResult {
     std::vector<std::string> loss_reasons;
 };
 
-std::string with_scan(const std::string& path, const std::string& scan) {
-    std::string out = path;
-    for (std::size_t at = out.find("{scan}"); at != std::string::npos;
-         at = out.find("{scan}", at + scan.size())) {
-        out.replace(at, 6, scan);
-    }
-    return out;
-}
-
 bool names_scan(const std::string& path) {
     return path.find("{scan}") != std::string::npos;
 }
@@ -67,6 +58,9 @@ nlohmann::json capture_report(const std::vector<ScanResult>& done, const RunOutc
             reasons.push_back(fmt::format("scan {}: {}", r.name, why));
         }
     }
+    if (!capture.info.error.empty()) {
+        reasons.push_back(fmt::format("the capture ended with an error: {}", capture.info.error));
+    }
     json not_recorded = json::array();
     for (const std::string& name : capture.scans_not_recorded) {
         not_recorded.push_back(name);
@@ -75,6 +69,7 @@ nlohmann::json capture_report(const std::vector<ScanResult>& done, const RunOutc
             {"source", capture.info.source},
             {"input", capture.info.input},
             {"stopped_by", capture.info.stopped_by},
+            {"error", capture.info.error.empty() ? json(nullptr) : json(capture.info.error)},
             {"scans", scans},
             {"not_recorded", not_recorded},
             {"outside_scans", outside + capture.idle_frames},
@@ -124,13 +119,14 @@ int run_scans(LiveCaptureRequest& request, const CommonOptions& common,
         CommonOptions per = common;
         per.scans.clear();
         per.metrics_path.clear();  // (the capture's own)
-        per.report_path =
-            names_scan(common.report_path) ? with_scan(common.report_path, name)
-            : common.outputs.formats.empty()
-                ? std::string()
-                : (std::filesystem::path(common.outputs.output_dir) / name / "report.json")
-                      .string();
-        per.html_path = with_scan(common.html_path, name);
+        name_paths_for_scan(name, per);
+        if (!names_scan(common.report_path)) {  // (that one is the capture's)
+            per.report_path =
+                common.outputs.formats.empty()
+                    ? std::string()
+                    : (std::filesystem::path(common.outputs.output_dir) / name / "report.json")
+                          .string();
+        }
         stderr_console().write_within(
             fmt::format("ibvcap capture: == scan {} ended ({})\n", name, outcome.info.stopped_by),
             kEndPatience);
