@@ -20,7 +20,9 @@
 # report and verdict; frames while idle counted, not written.
 # Then SIGHUP reads the schedule again: a file with a bad line is refused
 # whole (the scans to come as they were), a good one adds a scan, recorded.
-# Then a schedule refused whole: scans closer than the grace and set-up need.
+# Then a SIGINT mid-scan: that scan's report says sigint, the rest are listed
+# as not recorded. Then a schedule refused whole: scans closer than the grace
+# and set-up need.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
 
@@ -239,6 +241,26 @@ for k in 1 2; do
 done
 expect_eq "r1's notes of the re-reads" "$(j "$WORK/hup/r1/report.json" '[.notes[] | select(startswith("the schedule was"))] | length')" 2
 say "SIGHUP: a bad schedule refused whole, a good one's new scan recorded"
+
+# --- a stop of the whole capture mid-scan -----------------------------------
+NOW=$(date +%s)
+printf 'm1 %sZ %sZ\nm2 %sZ %sZ\n' "$(utc $((NOW + 1)))" "$(utc $((NOW + 60)))" "$(utc $((NOW + 70)))" \
+  "$(utc $((NOW + 80)))" >"$WORK/mid.sched"
+start mid.log rx "$IBVCAP" capture --source pcap -i "$RX_IF" -o "$WORK/mid" -F codif \
+  --report "$WORK/mid.json" --schedule "$WORK/mid.sched" "${MCAST[@]}"
+CAPTURE=$STARTED
+wait_for_text "$WORK/mid.log" "set up; writing the frames of $(utc $((NOW + 1)))Z" 10
+GEN=(--antennas 1 --threads 1 -c 100 --payload "$PAYLOAD" --start-seconds $((NOW + 1 - EPOCH52)))
+send_traffic 30 --rate 8000
+sleep 0.3
+kill -INT "$CAPTURE"
+finish "$CAPTURE" 10
+expect_eq "stopped mid-scan: exit code" "$RC" 0
+expect_eq "m1 stopped_by" "$(j "$WORK/mid/m1/report.json" .stopped_by)" sigint
+expect_eq "m1 saw_end" "$(j "$WORK/mid/m1/report.json" .window.saw_end)" false
+expect_eq "m1 frames" "$(j "$WORK/mid/m1/report.json" .totals.codif)" 100
+expect_eq "not recorded" "$(j "$WORK/mid.json" '.not_recorded | join(",")')" m2
+say "a stop mid-scan ends that scan's report with the signal; the scans to come are listed"
 
 # --- a schedule too tight for one capture: refused whole, naming the line ---
 NOW=$(date +%s)
