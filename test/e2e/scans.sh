@@ -244,13 +244,13 @@ say "SIGHUP: a bad schedule refused whole, a good one's new scan recorded"
 
 # --- a stop of the whole capture mid-scan -----------------------------------
 NOW=$(date +%s)
-printf 'm1 %sZ %sZ\nm2 %sZ %sZ\n' "$(utc $((NOW + 1)))" "$(utc $((NOW + 60)))" "$(utc $((NOW + 70)))" \
+printf 'm1 %sZ %sZ\nm2 %sZ %sZ\n' "$(utc $((NOW + 3)))" "$(utc $((NOW + 60)))" "$(utc $((NOW + 70)))" \
   "$(utc $((NOW + 80)))" >"$WORK/mid.sched"
 start mid.log rx "$IBVCAP" capture --source pcap -i "$RX_IF" -o "$WORK/mid" -F codif \
   --report "$WORK/mid.json" --schedule "$WORK/mid.sched" "${MCAST[@]}"
 CAPTURE=$STARTED
-wait_for_text "$WORK/mid.log" "set up; writing the frames of $(utc $((NOW + 1)))Z" 10
-GEN=(--antennas 1 --threads 1 -c 100 --payload "$PAYLOAD" --start-seconds $((NOW + 1 - EPOCH52)))
+wait_for_text "$WORK/mid.log" "the frames of $(utc $((NOW + 3)))Z" 10
+GEN=(--antennas 1 --threads 1 -c 100 --payload "$PAYLOAD" --start-seconds $((NOW + 3 - EPOCH52)))
 send_traffic 30 --rate 8000
 sleep 0.3
 kill -INT "$CAPTURE"
