@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -155,6 +156,10 @@ ControlSocket::~ControlSocket() {
 }
 
 void ControlSocket::serve(const std::function<std::string(std::string_view)>& answer) {
+    // One budget for every client of this call: the loop's thread (the
+    // libpcap source's capture thread) waits 200 ms at most per call, however
+    // many connect and send nothing.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
     for (int i = 0; i < 8; ++i) {
         Fd client(::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC));
         if (client.get() < 0) {
@@ -162,7 +167,9 @@ void ControlSocket::serve(const std::function<std::string(std::string_view)>& an
         }
         std::string line;
         std::string reply;
-        if (!read_line(client.get(), line, std::chrono::milliseconds(200))) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            until - std::chrono::steady_clock::now());
+        if (!read_line(client.get(), line, std::max(left, std::chrono::milliseconds(1)))) {
             reply = "error: a request is one line, at most 512 bytes, sent at once";
         } else {
             if (!line.empty() && line.back() == '\r') {

@@ -35,8 +35,9 @@ class ControlSocket {
     ControlSocket& operator=(const ControlSocket&) = delete;
 
     // Answers the requests waiting now (at most 8), each line through
-    // `answer`; never waits for a connection. A client that has connected
-    // but sends no whole line within 200 ms is answered with an error.
+    // `answer`; never waits for a connection. Clients that have connected
+    // but send no whole line are answered with an error; all of one call's
+    // waits for lines together last 200 ms at most.
     void serve(const std::function<std::string(std::string_view request)>& answer);
     const std::string& path() const { return path_; }
 

@@ -6,12 +6,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
 #include "lib/core/utc.hpp"
+#include "lib/run/run_lanes.hpp"
 
 namespace ibvcap {
 
@@ -180,10 +180,7 @@ std::string ScanQueue::reload(const std::function<std::vector<Scan>()>& read,
 }
 
 std::string answer_request(std::string_view request, ControlState& state, ScanQueue& queue) {
-    const auto now_ns =
-        static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                      std::chrono::system_clock::now().time_since_epoch())
-                                      .count());
+    const auto now_ns = static_cast<std::int64_t>(wall_clock_ns());
     std::vector<std::string> words;
     for (std::size_t at = 0; at < request.size();) {
         const auto end = std::min(request.find(' ', at), request.size());
@@ -246,11 +243,10 @@ std::string answer_request(std::string_view request, ControlState& state, ScanQu
             scan.window.stop_ns = *stop_ns;
         }
         if (!queue.empty()) {
-            const std::int64_t need =
-                scan.window.has_stop()
-                    ? scan.window.stop_ns +
-                          static_cast<std::int64_t>((state.grace_s + kScanSetUpS) * 1e9)
-                    : FrameWindow::kOpen;
+            // (No stop: it would run into the scheduled scan.)
+            const std::int64_t need = scan.window.has_stop()
+                                          ? scan_after_ns(&scan, now_ns, state.grace_s)
+                                          : FrameWindow::kOpen;
             if (need > queue.front().window.start_ns) {
                 return fmt::format(
                     "error: scan {} is scheduled at {}: give a STOP at least {:g} s before it",
